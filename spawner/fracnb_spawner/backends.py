@@ -1,0 +1,200 @@
+"""Pod fields per GPU-sharing mechanism: pure functions from a ``GPUPlan`` to manifest parts.
+
+Each function returns the extended resources, node selector, scheduler, labels,
+annotations and environment one mechanism needs; ``contract_fields`` adds the
+``FRACNB_*`` contract (docs/contract.md) every pod carries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from .gpu import GPUPlan
+from .units import format_decimal, format_fraction
+
+LABEL_PREFIX = "fracnb.io/"
+GPU_VISIBILITY_VARIABLES = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "CUDA_DISABLE_CONTROL")
+RESERVED_ENV_PREFIX = "FRACNB_"
+
+
+@dataclass(frozen=True)
+class BackendSettings:
+    """Cluster-specific names, from the spawner's traits."""
+
+    time_slicing_resource: str = "nvidia.com/gpu.shared"
+    mps_resource: str = "nvidia.com/gpu.shared"
+    whole_gpu_resource: str = "nvidia.com/gpu"
+    hami_scheduler: str = "hami-scheduler"
+    kai_scheduler: str = "kai-scheduler"
+    kai_queue_label: str = "kai.scheduler/queue"
+    kai_queue: str = "default-queue"
+    soft_cap_ratio: float = 0.95
+
+
+@dataclass(frozen=True)
+class PodFields:
+    resources: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    scheduler_name: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    environment: dict[str, str] = field(default_factory=dict)
+
+
+def backend_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    """The mechanism-specific part of the pod for ``plan``."""
+    build = {
+        "none": _cpu_only,
+        "whole": _whole,
+        "time-slicing": _time_slicing,
+        "mps": _mps,
+        "mig": _mig,
+        "hami": _hami,
+        "kai": _kai,
+    }[plan.backend]
+    fields_ = build(plan, settings)
+    if plan.isolation == "none" and plan.backend != "none":
+        fields_.environment.update(soft_caps(plan, settings.soft_cap_ratio))
+    return fields_
+
+
+def _cpu_only(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    # A runtime that honours the variable exposes no GPU to a pod that asked for none.
+    return PodFields(environment={"NVIDIA_VISIBLE_DEVICES": "void"})
+
+
+def _product_selector(plan: GPUPlan, suffix: str = "") -> dict[str, str]:
+    return {"nvidia.com/gpu.product": plan.product + suffix} if plan.product else {}
+
+
+def _whole(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    count = str(plan.fraction.numerator)
+    if plan.scheduler_backend == "hami":
+        return PodFields(
+            resources={"nvidia.com/gpu": count},
+            scheduler_name=settings.hami_scheduler,
+            annotations=_hami_gputype(plan),
+        )
+    if plan.scheduler_backend == "kai":
+        return PodFields(
+            resources={"nvidia.com/gpu": count},
+            scheduler_name=settings.kai_scheduler,
+            node_selector=_product_selector(plan),
+            labels={settings.kai_queue_label: settings.kai_queue},
+        )
+    return PodFields(
+        resources={settings.whole_gpu_resource: count},
+        node_selector={"nvidia.com/gpu.sharing-strategy": "none", **_product_selector(plan)},
+    )
+
+
+def _shared(plan: GPUPlan, resource: str, strategy: str) -> PodFields:
+    # GFD appends -SHARED to the product label unless the plugin renames the resource.
+    suffix = "-SHARED" if resource == "nvidia.com/gpu" else ""
+    return PodFields(
+        resources={resource: "1"},
+        node_selector={
+            "nvidia.com/gpu.sharing-strategy": strategy,
+            "nvidia.com/gpu.replicas": str(plan.replicas),
+            **_product_selector(plan, suffix),
+        },
+    )
+
+
+def _time_slicing(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    return _shared(plan, settings.time_slicing_resource, "time-slicing")
+
+
+def _mps(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    return _shared(plan, settings.mps_resource, "mps")
+
+
+def _mig(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    assert plan.mig_slice is not None  # noqa: S101 - plan_gpu always sets it for mig
+    return PodFields(
+        resources={plan.mig_slice.resource_name: "1"},
+        node_selector={"nvidia.com/mig.strategy": "mixed", **_product_selector(plan)},
+    )
+
+
+def _hami_gputype(plan: GPUPlan) -> dict[str, str]:
+    return {"nvidia.com/use-gputype": plan.product} if plan.product else {}
+
+
+def _hami(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    percent = str(max(1, round(plan.fraction * 100)))
+    resources = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": percent}
+    if plan.memory_bytes and plan.memory_bytes != int(plan.fraction * plan.device_memory):
+        resources["nvidia.com/gpumem"] = str(plan.memory_bytes // 2**20)
+    else:
+        resources["nvidia.com/gpumem-percentage"] = percent
+    return PodFields(
+        resources=resources,
+        scheduler_name=settings.hami_scheduler,
+        annotations=_hami_gputype(plan),
+    )
+
+
+def _kai(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    return PodFields(
+        scheduler_name=settings.kai_scheduler,
+        node_selector=_product_selector(plan),
+        labels={settings.kai_queue_label: settings.kai_queue},
+        annotations={"gpu-fraction": format_decimal(plan.fraction, 4)},
+    )
+
+
+def soft_caps(plan: GPUPlan, ratio: float) -> dict[str, str]:
+    """Framework allocator caps a little under the budget, for mechanisms that enforce nothing.
+
+    They are cooperative (a user can lift them) and don't count the CUDA context, hence
+    the margin. TensorFlow has no variable for a cap, only for on-demand growth.
+    """
+    cap_bytes = int(plan.memory_bytes * ratio)
+    device_share = Fraction(cap_bytes, plan.device_memory) if plan.device_memory else Fraction(0)
+    share_text = f"{float(device_share):.4f}"
+    return {
+        "FRACNB_SOFT_CAP_BYTES": str(cap_bytes),
+        "PYTORCH_CUDA_ALLOC_CONF": f"per_process_memory_fraction:{share_text}",
+        "XLA_PYTHON_CLIENT_MEM_FRACTION": share_text,
+        "CUPY_GPU_MEMORY_LIMIT": str(cap_bytes),
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+    }
+
+
+@dataclass(frozen=True)
+class CullPolicy:
+    """Seconds of inactivity before the server is culled (0: never) and its maximum age (0: none)."""
+
+    idle_timeout: int
+    max_age: int
+
+
+def contract_fields(plan: GPUPlan, *, profile: str, choice: str, cull: CullPolicy, model: str | None) -> PodFields:
+    """The ``FRACNB_*`` environment and ``fracnb.io/*`` labels and annotations (docs/contract.md)."""
+    backend = plan.backend
+    environment = {
+        "FRACNB_PROFILE": profile,
+        "FRACNB_CHOICE": choice,
+        "FRACNB_GPU_FRACTION": format_decimal(plan.fraction),
+        "FRACNB_GPU_MEMORY_LIMIT": str(plan.memory_bytes),
+        "FRACNB_GPU_BACKEND": backend,
+        "FRACNB_ISOLATION": plan.isolation,
+    }
+    if model:
+        environment["FRACNB_GPU_MODEL"] = model
+    labels = {
+        LABEL_PREFIX + "profile": profile,
+        LABEL_PREFIX + "gpu-backend": backend,
+        LABEL_PREFIX + "gpu-fraction": format_decimal(plan.fraction),
+    }
+    annotations = {
+        LABEL_PREFIX + "gpu-fraction": format_fraction(plan.fraction),
+        LABEL_PREFIX + "gpu-memory-limit": str(plan.memory_bytes),
+        LABEL_PREFIX + "choice": choice,
+        LABEL_PREFIX + "isolation": plan.isolation,
+        LABEL_PREFIX + "idle-timeout": str(cull.idle_timeout),
+        LABEL_PREFIX + "max-age": str(cull.max_age),
+    }
+    return PodFields(labels=labels, annotations=annotations, environment=environment)

@@ -1,0 +1,216 @@
+"""The ``gpu`` key of a profile: parsing it, and resolving it into a plan for one pod.
+
+Everything here is pure: values in, values (or a ``GPUConfigError``) out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from fractions import Fraction
+
+from . import mig
+from .units import QuantityError, parse_bytes, parse_fraction
+
+BACKENDS = ("time-slicing", "mps", "mig", "hami", "kai")
+GPU_KEYS = ("fraction", "count", "backend", "mig_profile", "memory", "product")
+
+# Who enforces the memory budget, per mechanism (see docs/backends.md).
+ISOLATION = {
+    "time-slicing": "none",
+    "mps": "per-process",
+    "mig": "hard",
+    "hami": "enforced",
+    "kai": "none",
+    "whole": "hard",
+    "none": "none",
+}
+ISOLATION_TEXT = {
+    "hard": "hard limit (hardware partition)",
+    "enforced": "enforced by HAMi",
+    "per-process": "per process (MPS)",
+    "none": "not enforced (shared, soft caps only)",
+}
+
+
+class GPUConfigError(ValueError):
+    """A ``gpu`` entry that cannot work; the message names the problem and the fix."""
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """A ``gpu`` entry as written by the admin, validated key by key."""
+
+    fraction: Fraction | None = None
+    count: int | None = None
+    backend: str | None = None
+    mig_profile: str | None = None
+    memory: int | None = None
+    product: str | None = None
+
+    def merged(self, override: GPUSpec) -> GPUSpec:
+        """This spec with every key that ``override`` sets replaced."""
+        changes = {f.name: getattr(override, f.name) for f in fields(override)}
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @property
+    def requests_gpu(self) -> bool:
+        return any(v is not None for v in (self.fraction, self.count, self.mig_profile))
+
+
+@dataclass(frozen=True)
+class GPUDefaults:
+    """Spawner-wide settings that a spec falls back on."""
+
+    backend: str = "time-slicing"
+    gpu_memory: int = 80 * 2**30
+    mig_model: str = "A100-80GB"
+    memory_by_product: Mapping[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class GPUPlan:
+    """What one pod gets: resolved backend, GPUs held, memory budget and placement details."""
+
+    backend: str
+    fraction: Fraction
+    memory_bytes: int
+    device_memory: int = 0
+    replicas: int | None = None
+    mig_slice: mig.MigSlice | None = None
+    product: str | None = None
+    scheduler_backend: str | None = None
+
+    @property
+    def isolation(self) -> str:
+        return ISOLATION[self.backend]
+
+
+CPU_ONLY = GPUPlan(backend="none", fraction=Fraction(0), memory_bytes=0)
+
+
+def parse_gpu_spec(raw: object) -> GPUSpec:
+    """Validate a ``gpu`` mapping from the configuration."""
+    if not isinstance(raw, Mapping):
+        raise GPUConfigError(f"'gpu' must be a mapping such as {{'fraction': 0.25}}, not {raw!r}")
+    unknown = sorted(str(k) for k in raw if k not in GPU_KEYS)
+    if unknown:
+        raise GPUConfigError(f"unknown gpu key(s) {', '.join(map(repr, unknown))}; valid keys: {', '.join(GPU_KEYS)}")
+    spec = GPUSpec(
+        fraction=_parse_fraction_key(raw["fraction"]) if "fraction" in raw else None,
+        count=_parse_count(raw["count"]) if "count" in raw else None,
+        backend=_parse_backend(raw["backend"]) if "backend" in raw else None,
+        mig_profile=_parse_text(raw, "mig_profile"),
+        memory=_parse_memory(raw["memory"]) if "memory" in raw else None,
+        product=_parse_text(raw, "product"),
+    )
+    if spec.fraction is not None and spec.count is not None:
+        raise GPUConfigError("'fraction' and 'count' exclude each other; keep one of them")
+    if spec.mig_profile is not None:
+        model = mig.model_for_product(spec.product) if spec.product else None
+        try:
+            mig.check_profile(spec.mig_profile, model)
+        except mig.MigError as error:
+            raise GPUConfigError(str(error)) from None
+    return spec
+
+
+def plan_gpu(spec: GPUSpec | None, defaults: GPUDefaults) -> GPUPlan:
+    """Resolve a (merged) spec into the plan for one pod, or explain why it cannot work."""
+    if spec is None or not spec.requests_gpu:
+        if spec is not None and (spec.backend or spec.memory or spec.product):
+            raise GPUConfigError("a gpu entry needs 'fraction', 'count' or 'mig_profile'")
+        return CPU_ONLY
+    if spec.mig_profile and spec.backend not in (None, "mig"):
+        raise GPUConfigError(f"'mig_profile' needs the mig backend, not {spec.backend!r}")
+    backend = "mig" if spec.mig_profile else (spec.backend or defaults.backend)
+    device_memory = _device_memory(spec.product, defaults)
+    if spec.count is not None:
+        return _plan_whole(spec, spec.count, backend, device_memory)
+    if backend == "mig":
+        return _plan_mig(spec, defaults)
+    fraction = spec.fraction if spec.fraction is not None else Fraction(1)
+    if fraction == 1 and backend in ("time-slicing", "mps", "kai"):
+        return _plan_whole(spec, 1, backend, device_memory)
+    replicas = None
+    if backend in ("time-slicing", "mps"):
+        if fraction.numerator != 1:
+            raise GPUConfigError(
+                f"{backend} shares a GPU in equal slots, so the fraction must be 1/N "
+                f"(for example 1/2, 1/4, 1/8), not {fraction}"
+            )
+        replicas = fraction.denominator
+    budget = spec.memory or int(fraction * device_memory)
+    return GPUPlan(backend, fraction, budget, device_memory, replicas, None, spec.product)
+
+
+def _plan_whole(spec: GPUSpec, count: int, backend: str, device_memory: int) -> GPUPlan:
+    if backend == "mig":
+        raise GPUConfigError("'count' asks for whole GPUs; for a MIG slice give 'mig_profile'")
+    scheduler = backend if backend in ("hami", "kai") else None
+    budget = spec.memory or count * device_memory
+    return GPUPlan(
+        "whole", Fraction(count), budget, device_memory, product=spec.product,
+        scheduler_backend=scheduler,
+    )  # fmt: skip
+
+
+def _plan_mig(spec: GPUSpec, defaults: GPUDefaults) -> GPUPlan:
+    model = mig.model_for_product(spec.product) if spec.product else None
+    if spec.product and model is None:
+        raise GPUConfigError(f"GPU product {spec.product!r} has no known MIG profiles")
+    model = model or mig.model_by_key(defaults.mig_model)
+    try:
+        if spec.mig_profile:
+            slice_ = mig.check_profile(spec.mig_profile, model)
+        else:
+            slice_ = mig.smallest_slice_for(spec.fraction or Fraction(1), model)
+    except mig.MigError as error:
+        raise GPUConfigError(str(error)) from None
+    share = min(Fraction(slice_.memory_gb, model.memory_gb), Fraction(1))
+    budget = spec.memory or slice_.memory_gb * 2**30
+    return GPUPlan("mig", share, budget, budget, mig_slice=slice_, product=spec.product)
+
+
+def _device_memory(product: str | None, defaults: GPUDefaults) -> int:
+    if product and defaults.memory_by_product and product in defaults.memory_by_product:
+        return defaults.memory_by_product[product]
+    return defaults.gpu_memory
+
+
+def _parse_fraction_key(value: object) -> Fraction:
+    try:
+        fraction = parse_fraction(value)
+    except QuantityError as error:
+        raise GPUConfigError(f"fraction {error}") from None
+    if not 0 < fraction <= 1:
+        raise GPUConfigError(f"fraction {value!r} is outside 0 < fraction <= 1; for more than one GPU use 'count'")
+    return fraction
+
+
+def _parse_count(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise GPUConfigError(f"count {value!r} must be a whole number of GPUs >= 1; for part of a GPU use 'fraction'")
+    return value
+
+
+def _parse_backend(value: object) -> str:
+    if value not in BACKENDS:
+        raise GPUConfigError(f"unknown backend {value!r}; choose one of: {', '.join(BACKENDS)}")
+    return str(value)
+
+
+def _parse_memory(value: object) -> int:
+    try:
+        return parse_bytes(value)
+    except QuantityError as error:
+        raise GPUConfigError(f"memory {error}") from None
+
+
+def _parse_text(raw: Mapping, key: str) -> str | None:
+    if key not in raw:
+        return None
+    value = raw[key]
+    if not isinstance(value, str) or not value.strip():
+        raise GPUConfigError(f"{key} must be a non-empty string, not {value!r}")
+    return value.strip()
