@@ -1,0 +1,78 @@
+"""The spawn form: for every profile and choice, the GPU share, memory budget, isolation and availability.
+
+Field names are KubeSpawner's (``profile``, ``profile-option-<slug>--<option>`` and its
+``--unlisted-choice`` text field), so its form parsing keeps working. Everything the admin
+or the cluster supplies is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from .gpu import GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
+from .profiles import UNLISTED, iter_combinations
+from .progress import plan_summary
+
+RowKey = tuple[str, str | None, str | None]  # (profile slug, option, choice); option None = the profile
+
+_environment = Environment(
+    loader=PackageLoader("fracnb_spawner", "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+)
+
+
+@dataclass(frozen=True)
+class ChoiceRow:
+    """What the form says about one profile or choice."""
+
+    plan: GPUPlan
+    summary: str
+    free: int | None = None
+    allowed: bool = True
+    reason: str | None = None
+
+    def with_availability(self, free: int | None) -> ChoiceRow:
+        return replace(self, free=free)
+
+    def refused(self, reason: str) -> ChoiceRow:
+        return replace(self, allowed=False, reason=reason)
+
+
+def describe(profiles: list[dict], defaults: GPUDefaults) -> dict[RowKey, ChoiceRow]:
+    """A row per profile (its default combination) and per listed choice."""
+    rows: dict[RowKey, ChoiceRow] = {}
+    for profile in profiles:
+        combos = list(iter_combinations(profile))
+        default_choices = _default_choices(profile)
+        for chosen, spec, _cull in combos:
+            try:
+                plan = plan_gpu(spec, defaults)
+            except GPUConfigError:
+                continue  # validate_profiles has refused such configuration already
+            row = ChoiceRow(plan, plan_summary(plan))
+            if dict(chosen) == default_choices:
+                rows[(profile["slug"], None, None)] = row
+            for option, choice in chosen:
+                others = {o: c for o, c in chosen if o != option}
+                if others == {o: c for o, c in default_choices.items() if o != option} and choice != UNLISTED:
+                    rows[(profile["slug"], option, choice)] = row
+    return rows
+
+
+def _default_choices(profile: Mapping) -> dict[str, str]:
+    defaults = {}
+    for name, option in profile.get("profile_options", {}).items():
+        choices = option.get("choices") or {}
+        defaults[name] = next((k for k, c in choices.items() if c.get("default")), UNLISTED)
+    return defaults
+
+
+def render(profiles: list[dict], rows: Mapping[RowKey, ChoiceRow], user_options: Mapping) -> str:
+    selected = user_options.get("profile") if isinstance(user_options.get("profile"), str) else None
+    if selected not in {p["slug"] for p in profiles}:
+        selected = next(p["slug"] for p in profiles if p.get("default"))
+    template = _environment.get_template("form.html")
+    return template.render(profiles=profiles, rows=rows, selected=selected, unlisted=UNLISTED)

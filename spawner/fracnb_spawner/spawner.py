@@ -1,0 +1,285 @@
+"""``FractionalSpawner``: KubeSpawner with GPU-fraction profiles.
+
+The spawner gathers traits and user choices, hands them to the pure functions in
+``profiles``, ``gpu`` and ``backends``, and writes their results onto itself before
+KubeSpawner builds the pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kubernetes_asyncio.client.models import V1EnvVar
+from kubespawner import KubeSpawner
+from tornado import web
+from traitlets import TraitError, default, validate
+
+from . import form
+from .backends import (
+    GPU_VISIBILITY_VARIABLES,
+    RESERVED_ENV_PREFIX,
+    BackendSettings,
+    CullPolicy,
+    backend_fields,
+    contract_fields,
+)
+from .errors import rejection
+from .gpu import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
+from .profiles import (
+    InvalidUserOptionsError,
+    ProfileConfigError,
+    Selection,
+    cull_policy,
+    initialize_profiles,
+    select,
+    validate_profiles,
+)
+from .progress import waiting_message
+from .traits import FractionalTraits
+from .units import format_fraction, parse_bytes, parse_duration, parse_fraction
+
+
+def _is_reserved_env(name: str) -> bool:
+    return name in GPU_VISIBILITY_VARIABLES or name.startswith(RESERVED_ENV_PREFIX)
+
+
+def _escape_format(value: str) -> str:
+    # KubeSpawner str.format-expands labels and annotations; admin text must stay literal.
+    return value.replace("{", "{{").replace("}", "}}")
+
+
+class FractionalSpawner(KubeSpawner, FractionalTraits):
+    """KubeSpawner whose profiles may carry a ``gpu`` key; see docs/spawner.md."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fracnb_plan: GPUPlan | None = None
+        self.fracnb_selection: dict[str, str] = {}
+        self._fracnb_env: dict[str, str] = {}
+        self._pristine = self._snapshot_config()
+
+    # ---- configuration -------------------------------------------------------------------------------
+
+    @validate("profile_list")
+    def _check_profile_list(self, proposal: dict) -> Any:
+        value = proposal["value"]
+        if not callable(value):
+            try:
+                validate_profiles(initialize_profiles(value), self.gpu_defaults())
+            except ProfileConfigError as error:
+                raise TraitError(f"FractionalSpawner.profile_list: {error}") from None
+        return value
+
+    def gpu_defaults(self) -> GPUDefaults:
+        return GPUDefaults(
+            backend=self.gpu_backend,
+            gpu_memory=parse_bytes(self.gpu_memory),
+            mig_model=self.mig_default_model,
+            memory_by_product={k: parse_bytes(v) for k, v in self.gpu_memory_by_product.items()},
+        )
+
+    def backend_settings(self) -> BackendSettings:
+        return BackendSettings(
+            time_slicing_resource=self.time_slicing_resource,
+            mps_resource=self.mps_resource,
+            hami_scheduler=self.hami_scheduler_name,
+            kai_scheduler=self.kai_scheduler_name,
+            kai_queue_label=self.kai_queue_label,
+            kai_queue=self.kai_queue,
+            soft_cap_ratio=self.soft_cap_ratio,
+        )
+
+    def cull_defaults(self) -> tuple[CullPolicy, CullPolicy]:
+        gpu = CullPolicy(parse_duration(self.gpu_idle_timeout), parse_duration(self.gpu_max_age))
+        cpu = CullPolicy(parse_duration(self.cpu_idle_timeout), parse_duration(self.cpu_max_age))
+        return gpu, cpu
+
+    async def resolve_profiles(self) -> list[dict]:
+        """The initialized, validated profile list (a callable one is called now)."""
+        raw = self.profile_list
+        if callable(raw):
+            raw = raw(self)
+            if asyncio.iscoroutine(raw):
+                raw = await raw
+        try:
+            profiles = initialize_profiles(raw)
+            validate_profiles(profiles, self.gpu_defaults())
+        except ProfileConfigError as error:
+            self.log.error("fracnb: invalid profile_list: %s", error)
+            raise web.HTTPError(500, f"The hub's profile configuration is invalid: {error}") from None
+        return profiles
+
+    @default("server_token_scopes")
+    def _default_server_token_scopes(self) -> list[str]:
+        if not self.fracnb_service_name:
+            return []
+        # The "server" role's scopes, plus calling the fracnb service for quota and cull status.
+        return ["users:activity!user", "access:servers!server", f"access:services!service={self.fracnb_service_name}"]
+
+    # ---- the spawn form --------------------------------------------------------------------------------
+
+    @default("options_form")
+    def _options_form_default(self) -> Any:
+        return self.render_options_form
+
+    async def render_options_form(self, spawner: FractionalSpawner | None = None) -> str:
+        profiles = await self.resolve_profiles()
+        if not profiles:
+            return ""
+        rows = form.describe(profiles, self.gpu_defaults())
+        annotate = getattr(self, "annotate_form_rows", None)
+        if annotate is not None:
+            rows = await annotate(rows)
+        return form.render(profiles, rows, self.user_options or {})
+
+    @default("options_from_form")
+    def _options_from_form_default(self) -> Any:
+        return self.validated_options_from_form
+
+    async def validated_options_from_form(self, formdata: dict) -> dict:
+        """Turn the form into user_options, refusing bad input on the form itself (no spawn starts)."""
+        options = self._options_from_form(formdata)
+        profiles = await self.resolve_profiles()
+        if profiles:
+            try:
+                selection = select(profiles, options)
+            except InvalidUserOptionsError as error:
+                raise web.HTTPError(400, f"Invalid server options: {error}") from None
+            await self.check_quota(selection, self.plan_for(selection), reserve=False)
+        return options
+
+    # ---- applying a choice -----------------------------------------------------------------------------
+
+    async def load_user_options(self) -> None:
+        """Validate the (possibly forged) user_options, then apply the profile and the GPU plan."""
+        self._restore_config()
+        profiles = await self.resolve_profiles()
+        if not profiles:
+            return await super().load_user_options()
+        try:
+            selection = select(profiles, self.user_options)
+        except InvalidUserOptionsError as error:
+            raise rejection(400, f"Invalid server options: {error}", reason="invalid-options") from None
+        try:
+            plan = self.plan_for(selection)
+        except GPUConfigError as error:
+            raise web.HTTPError(500, f"The hub's profile configuration is invalid: {error}") from None
+        await self.check_quota(selection, plan, reserve=True)
+        self.user_options = selection.user_options
+        self._load_profile(selection.slug, profiles)
+        self.apply_plan(selection, plan)
+        return None
+
+    def plan_for(self, selection: Selection) -> GPUPlan:
+        return plan_gpu(selection.gpu, self.gpu_defaults())
+
+    async def check_quota(self, selection: Selection, plan: GPUPlan, *, reserve: bool) -> None:
+        """Refuse the spawn with a 4xx when over quota; with ``reserve``, hold the fraction."""
+
+    def apply_plan(self, selection: Selection, plan: GPUPlan) -> None:
+        """Write the plan's pod fields onto this spawner's traits."""
+        gpu_cull, cpu_cull = self.cull_defaults()
+        cull = cull_policy(selection.gpu, selection.cull, gpu_cull, cpu_cull)
+        fields = backend_fields(plan, self.backend_settings())
+        contract = contract_fields(
+            plan, profile=selection.slug, choice=selection.choice_text, cull=cull, model=plan.product
+        )
+        self.extra_resource_limits = {**self.extra_resource_limits, **fields.resources}
+        self.extra_resource_guarantees = {**self.extra_resource_guarantees, **fields.resources}
+        self.node_selector = {**self.node_selector, **fields.node_selector}
+        if fields.scheduler_name:
+            self.scheduler_name = fields.scheduler_name
+        labels = {k: _escape_format(v) for k, v in {**fields.labels, **contract.labels}.items()}
+        annotations = {k: _escape_format(v) for k, v in {**fields.annotations, **contract.annotations}.items()}
+        self.extra_labels = {**self.extra_labels, **labels}
+        self.extra_annotations = {**self.extra_annotations, **annotations}
+        self._fracnb_env = {**fields.environment, **contract.environment}
+        if self.fracnb_service_name:
+            self._fracnb_env["FRACNB_SERVICE_URL"] = self._service_url()
+        self.environment = {
+            **{k: v for k, v in self.environment.items() if not _is_reserved_env(k)},
+            **self._fracnb_env,
+        }
+        kernel_timeout = parse_duration(self.gpu_kernel_cull_idle_timeout)
+        if plan is not CPU_ONLY and kernel_timeout:
+            self.args = [
+                *self.args,
+                f"--MappingKernelManager.cull_idle_timeout={kernel_timeout}",
+                f"--MappingKernelManager.cull_interval={max(30, min(300, kernel_timeout // 4))}",
+            ]
+        self.fracnb_plan = plan
+        self.fracnb_selection = {"profile": selection.slug, "choice": selection.choice_text}
+
+    def _service_url(self) -> str:
+        hub_url = self.hub.url if self.hub else "/hub/"
+        prefix = hub_url.rsplit("/hub/", 1)[0]
+        return f"{prefix}/services/{self.fracnb_service_name}/"
+
+    async def get_pod_manifest(self) -> Any:
+        """KubeSpawner's pod, with GPU-visibility and FRACNB_* variables only as fracnb set them."""
+        pod = await super().get_pod_manifest()
+        container = pod.spec.containers[0]
+        kept = [var for var in container.env or [] if not _is_reserved_env(var.name)]
+        container.env = kept + [V1EnvVar(name=k, value=v) for k, v in self._fracnb_env.items()]
+        return pod
+
+    # ---- state across hub restarts ---------------------------------------------------------------------
+
+    def get_state(self) -> dict:
+        state = super().get_state()
+        if self.fracnb_plan is not None:
+            state["fracnb"] = {
+                **self.fracnb_selection,
+                "backend": self.fracnb_plan.backend,
+                "fraction": format_fraction(self.fracnb_plan.fraction),
+                "memory_bytes": self.fracnb_plan.memory_bytes,
+            }
+        return state
+
+    def load_state(self, state: dict) -> None:
+        super().load_state(state)
+        saved = state.get("fracnb")
+        if saved:
+            self.fracnb_selection = {"profile": saved.get("profile", ""), "choice": saved.get("choice", "")}
+            backend = saved.get("backend", "none")
+            self.fracnb_plan = GPUPlan(
+                backend, parse_fraction(saved.get("fraction", "0")), saved.get("memory_bytes", 0)
+            )
+
+    def clear_state(self) -> None:
+        super().clear_state()
+        self.fracnb_plan = None
+        self.fracnb_selection = {}
+
+    # ---- progress -------------------------------------------------------------------------------------
+
+    async def progress(self) -> Any:
+        told = False
+        async for event in super().progress():
+            yield event
+            message = waiting_message(self.fracnb_plan, event.get("raw_event") or {}) if not told else None
+            if message:
+                told = True
+                yield {"progress": event.get("progress", 50), "message": message}
+
+    # ---- no leaks between spawns -----------------------------------------------------------------------
+
+    def _snapshot_config(self) -> dict[str, Any]:
+        return {name: _copy_plain(getattr(self, name)) for name in self.trait_names(config=True)}
+
+    def _restore_config(self) -> None:
+        """Undo overrides of an earlier spawn on this object before applying the new choice."""
+        for name, value in self._pristine.items():
+            if getattr(self, name) is not value or isinstance(value, (dict, list)):
+                setattr(self, name, _copy_plain(value))
+        self._fracnb_env = {}
+
+
+def _copy_plain(value: Any) -> Any:
+    """Copy nested dicts and lists (what overrides mutate in place); share everything else."""
+    if isinstance(value, dict):
+        return {key: _copy_plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy_plain(item) for item in value]
+    return value

@@ -1,0 +1,185 @@
+"""The configuration traits of ``FractionalSpawner``; each help text is its user doc."""
+
+from __future__ import annotations
+
+from traitlets import Bool, Dict, Enum, Float, HasTraits, Int, TraitError, Unicode, Union, validate
+
+from .gpu import BACKENDS
+from .units import QuantityError, parse_bytes, parse_duration
+
+
+class FractionalTraits(HasTraits):
+    """Mixed into ``FractionalSpawner``; kept apart so the spawner module stays about behaviour."""
+
+    gpu_backend = Enum(
+        BACKENDS,
+        default_value="time-slicing",
+        help="""Sharing mechanism for profiles whose ``gpu`` entry names no ``backend``.
+
+        One of time-slicing, mps, mig, hami, kai. Default: time-slicing.
+        Example: ``c.FractionalSpawner.gpu_backend = "hami"``
+        """,
+    ).tag(config=True)
+
+    gpu_memory = Union(
+        [Int(), Unicode()],
+        default_value="80Gi",
+        help="""Memory of one physical GPU, used for memory budgets (fraction x memory).
+
+        Bytes or a size such as "80Gi". A profile's ``memory`` key, or the
+        ``nvidia.com/gpu.memory`` label of the nodes of the profile's ``product``,
+        takes precedence. Default: "80Gi".
+        Example: ``c.FractionalSpawner.gpu_memory = "40Gi"``
+        """,
+    ).tag(config=True)
+
+    @validate("gpu_memory")
+    def _check_gpu_memory(self, proposal: dict) -> int | str:
+        try:
+            parse_bytes(proposal["value"])
+        except QuantityError as error:
+            raise TraitError(f"FractionalSpawner.gpu_memory: {error}") from None
+        return proposal["value"]
+
+    mig_default_model = Unicode(
+        "A100-80GB",
+        help="""GPU model whose MIG profiles serve a ``fraction`` on the mig backend without ``product``.
+
+        One of A100-40GB, A100-80GB, A30-24GB, H100-80GB, H100-94GB, H200-141GB, B200.
+        Default: "A100-80GB". Example: ``c.FractionalSpawner.mig_default_model = "H100-80GB"``
+        """,
+    ).tag(config=True)
+
+    time_slicing_resource = Unicode(
+        "nvidia.com/gpu.shared",
+        help="""Extended resource of time-sliced GPUs: ``nvidia.com/gpu.shared`` when the device
+        plugin runs with ``renameByDefault: true``, else ``nvidia.com/gpu``.
+
+        Default: "nvidia.com/gpu.shared".
+        Example: ``c.FractionalSpawner.time_slicing_resource = "nvidia.com/gpu"``
+        """,
+    ).tag(config=True)
+
+    mps_resource = Unicode(
+        "nvidia.com/gpu.shared",
+        help="""Extended resource of MPS-shared GPUs (same naming rule as time-slicing).
+
+        Default: "nvidia.com/gpu.shared". Example: ``c.FractionalSpawner.mps_resource = "nvidia.com/gpu"``
+        """,
+    ).tag(config=True)
+
+    hami_scheduler_name = Unicode(
+        "hami-scheduler",
+        help="""Scheduler for HAMi pods. Default: "hami-scheduler".
+        Example: ``c.FractionalSpawner.hami_scheduler_name = "hami-scheduler"``
+        """,
+    ).tag(config=True)
+
+    kai_scheduler_name = Unicode(
+        "kai-scheduler",
+        help="""Scheduler for KAI pods. Default: "kai-scheduler".
+        Example: ``c.FractionalSpawner.kai_scheduler_name = "kai-scheduler"``
+        """,
+    ).tag(config=True)
+
+    kai_queue = Unicode(
+        "default-queue",
+        help="""KAI leaf queue notebooks are submitted to. Default: "default-queue".
+        Example: ``c.FractionalSpawner.kai_queue = "notebooks"``
+        """,
+    ).tag(config=True)
+
+    kai_queue_label = Unicode(
+        "kai.scheduler/queue",
+        help="""Pod label that names the KAI queue. Default: "kai.scheduler/queue".
+        Example: ``c.FractionalSpawner.kai_queue_label = "runai/queue"``
+        """,
+    ).tag(config=True)
+
+    soft_cap_ratio = Float(
+        0.95,
+        help="""Framework soft caps (PyTorch, JAX, CuPy) as a share of the memory budget, for
+        mechanisms that enforce no memory limit (time-slicing, KAI). The margin leaves room
+        for the CUDA context, which the caps don't count.
+
+        Between 0 and 1. Default: 0.95. Example: ``c.FractionalSpawner.soft_cap_ratio = 0.9``
+        """,
+    ).tag(config=True)
+
+    gpu_idle_timeout = Union(
+        [Int(), Unicode()],
+        default_value="30m",
+        help="""Idle time after which the fracnb culler stops a GPU server, unless its profile's
+        ``cull`` entry says otherwise. Seconds or "30m"/"8h"; 0 never culls for idleness.
+
+        Default: "30m". Example: ``c.FractionalSpawner.gpu_idle_timeout = "1h"``
+        """,
+    ).tag(config=True)
+
+    cpu_idle_timeout = Union(
+        [Int(), Unicode()],
+        default_value="8h",
+        help="""Idle time after which the fracnb culler stops a CPU-only server. Default: "8h".
+        Example: ``c.FractionalSpawner.cpu_idle_timeout = "12h"``
+        """,
+    ).tag(config=True)
+
+    gpu_max_age = Union(
+        [Int(), Unicode()],
+        default_value=0,
+        help="""Maximum lifetime of a GPU server, even when active; 0 for none. Default: 0.
+        Example: ``c.FractionalSpawner.gpu_max_age = "24h"``
+        """,
+    ).tag(config=True)
+
+    cpu_max_age = Union(
+        [Int(), Unicode()],
+        default_value=0,
+        help="""Maximum lifetime of a CPU-only server, even when active; 0 for none. Default: 0.
+        Example: ``c.FractionalSpawner.cpu_max_age = "7d"``
+        """,
+    ).tag(config=True)
+
+    gpu_kernel_cull_idle_timeout = Union(
+        [Int(), Unicode()],
+        default_value="20m",
+        help="""Inside a GPU server, kernels idle this long are shut down by jupyter_server's
+        kernel culler, giving their GPU memory back while the server keeps running. Busy kernels
+        are never culled. Seconds or "20m"; 0 disables it. Default: "20m".
+        Example: ``c.FractionalSpawner.gpu_kernel_cull_idle_timeout = "45m"``
+        """,
+    ).tag(config=True)
+
+    @validate("gpu_idle_timeout", "cpu_idle_timeout", "gpu_max_age", "cpu_max_age", "gpu_kernel_cull_idle_timeout")
+    def _check_duration(self, proposal: dict) -> int | str:
+        try:
+            parse_duration(proposal["value"])
+        except QuantityError as error:
+            raise TraitError(f"FractionalSpawner.{proposal['trait'].name}: {error}") from None
+        return proposal["value"]
+
+    show_availability = Bool(
+        True,
+        help="""Show on the spawn form how many fractions of each choice are free in the cluster.
+        Needs RBAC to list nodes and pods cluster-wide (docs/spawner.md). Default: True.
+        Example: ``c.FractionalSpawner.show_availability = False``
+        """,
+    ).tag(config=True)
+
+    gpu_memory_by_product = Dict(
+        key_trait=Unicode(),
+        help="""Memory of one GPU per product label (``nvidia.com/gpu.product``), for budgets of
+        profiles that name a ``product``. Learned from node labels when availability is on;
+        set it to pin values. Default: {}.
+        Example: ``c.FractionalSpawner.gpu_memory_by_product = {"NVIDIA-A100-SXM4-40GB": "40Gi"}``
+        """,
+    ).tag(config=True)
+
+    fracnb_service_name = Unicode(
+        "",
+        help="""Name of the fracnb hub service (quota and culling status). When set, notebooks get
+        ``FRACNB_SERVICE_URL`` and their token may call the service. ``fracnb_spawner.setup(c)``
+        sets it. Default: "" (no service).
+        Example: ``c.FractionalSpawner.fracnb_service_name = "fracnb"``
+        """,
+    ).tag(config=True)

@@ -1,0 +1,64 @@
+"""Fixtures for offline spawner tests.
+
+- ``kubeconfig``: a dummy kubeconfig in KUBECONFIG (nothing connects to it), so
+  KubeSpawner can be constructed without a cluster.
+- ``make_spawner``: async factory building a ``FractionalSpawner`` from a traitlets
+  Config inside the running event loop; reflectors are stopped afterwards.
+- ``example_config``: the README example profiles as a traitlets Config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from traitlets.config import Config, PyFileConfigLoader
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_CONFIG = REPO / "examples" / "jupyterhub_config.py"
+
+DUMMY_KUBECONFIG = """
+apiVersion: v1
+kind: Config
+clusters: [{name: dummy, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: dummy, user: {token: not-a-real-token}}]
+contexts: [{name: dummy, context: {cluster: dummy, user: dummy, namespace: fracnb-test}}]
+current-context: dummy
+"""
+
+
+@pytest.fixture(autouse=True)
+def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(DUMMY_KUBECONFIG)
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    from kubespawner import clients
+
+    clients.load_config.cache_clear()
+    return path
+
+
+def load_config_file(path: Path) -> Config:
+    loader = PyFileConfigLoader(path.name, path=str(path.parent))
+    return loader.load_config()
+
+
+@pytest.fixture
+def example_config() -> Config:
+    return load_config_file(EXAMPLE_CONFIG)
+
+
+@pytest.fixture
+async def make_spawner() -> AsyncIterator[Callable]:
+    from kubespawner import KubeSpawner
+
+    from fracnb_spawner.spawner import FractionalSpawner
+
+    def factory(config: Config | None = None, user_options: dict | None = None) -> FractionalSpawner:
+        spawner = FractionalSpawner(_mock=True, config=config or Config())
+        spawner.user_options = user_options if user_options is not None else {}
+        return spawner
+
+    yield factory
+    await KubeSpawner._stop_all_reflectors()
