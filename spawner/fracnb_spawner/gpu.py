@@ -167,7 +167,7 @@ def _plan_mig(spec: GPUSpec, defaults: GPUDefaults) -> GPUPlan:
             slice_ = mig.smallest_slice_for(spec.fraction or Fraction(1), model)
     except mig.MigError as error:
         raise GPUConfigError(str(error)) from None
-    share = min(Fraction(slice_.memory_gb, model.memory_gb), Fraction(1))
+    share = min(mig.memory_share(slice_, model), Fraction(1))
     budget = spec.memory or slice_.memory_gb * 2**30
     return GPUPlan("mig", share, budget, budget, mig_slice=slice_, product=spec.product)
 

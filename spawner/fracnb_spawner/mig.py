@@ -96,15 +96,23 @@ def check_profile(profile: str, model: MigModel | None) -> MigSlice:
     return slice_
 
 
+def memory_share(slice_: MigSlice, model: MigModel) -> Fraction:
+    """The share of the GPU's memory a slice holds, in eighths (MIG splits memory in 8 slices).
+
+    Profile names carry rounded sizes (a quarter of an H200's 141 GB is "35gb"), so the
+    share is the nearest eighth rather than the ratio of the names.
+    """
+    return Fraction(max(1, round(slice_.memory_gb * 8 / model.memory_gb)), 8)
+
+
 def smallest_slice_for(fraction: Fraction, model: MigModel) -> MigSlice:
     """The smallest MIG profile of ``model`` giving at least ``fraction`` of the GPU's memory.
 
     Ties on memory go to the profile with fewer compute slices, so that the rest of the
     GPU stays available; media-extension (+me) variants are never picked implicitly.
     """
-    needed = fraction * model.memory_gb
     candidates = [parse_profile(p) for p in model.profiles if "+" not in p]
-    fitting = [s for s in candidates if s.memory_gb >= needed]
+    fitting = [s for s in candidates if memory_share(s, model) >= fraction]
     if not fitting:
         raise MigError(f"no MIG profile of the {model.key} gives {float(fraction):g} of a GPU")
     return min(fitting, key=lambda s: (s.memory_gb, s.compute_slices))

@@ -120,7 +120,8 @@ def _validate_profile(profile: Mapping, defaults: GPUDefaults) -> None:
         for key, choice in (option.get("choices") or {}).items():
             try:
                 _check_override(choice.get("kubespawner_override") or {})
-            except ProfileConfigError as error:
+                _spec_of(choice)
+            except (ProfileConfigError, GPUConfigError) as error:
                 raise ProfileConfigError(f"choice {option_name}={key}: {error}") from None
         unlisted = option["unlisted_choice"]
         if unlisted.get("enabled"):

@@ -44,6 +44,11 @@ def _is_reserved_env(name: str) -> bool:
     return name in GPU_VISIBILITY_VARIABLES or name.startswith(RESERVED_ENV_PREFIX)
 
 
+def _env_name(variable: Any) -> str:
+    # KubeSpawner builds V1EnvVar objects; extra_container_config may add plain dicts.
+    return variable["name"] if isinstance(variable, dict) else variable.name
+
+
 def _escape_format(value: str) -> str:
     # KubeSpawner str.format-expands labels and annotations; admin text must stay literal.
     return value.replace("{", "{{").replace("}", "}}")
@@ -197,17 +202,15 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         self._fracnb_env = {**fields.environment, **contract.environment}
         if self.fracnb_service_name:
             self._fracnb_env["FRACNB_SERVICE_URL"] = self._service_url()
+        kernel_timeout = parse_duration(self.gpu_kernel_cull_idle_timeout)
+        if plan is not CPU_ONLY and kernel_timeout:
+            # Read by the notebook side's server extension: args would be dropped when the image's
+            # own command is used, environment variables never are.
+            self._fracnb_env["FRACNB_KERNEL_CULL_IDLE_TIMEOUT"] = str(kernel_timeout)
         self.environment = {
             **{k: v for k, v in self.environment.items() if not _is_reserved_env(k)},
             **self._fracnb_env,
         }
-        kernel_timeout = parse_duration(self.gpu_kernel_cull_idle_timeout)
-        if plan is not CPU_ONLY and kernel_timeout:
-            self.args = [
-                *self.args,
-                f"--MappingKernelManager.cull_idle_timeout={kernel_timeout}",
-                f"--MappingKernelManager.cull_interval={max(30, min(300, kernel_timeout // 4))}",
-            ]
         self.fracnb_plan = plan
         self.fracnb_selection = {"profile": selection.slug, "choice": selection.choice_text}
 
@@ -220,7 +223,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         """KubeSpawner's pod, with GPU-visibility and FRACNB_* variables only as fracnb set them."""
         pod = await super().get_pod_manifest()
         container = pod.spec.containers[0]
-        kept = [var for var in container.env or [] if not _is_reserved_env(var.name)]
+        kept = [var for var in container.env or [] if not _is_reserved_env(_env_name(var))]
         container.env = kept + [V1EnvVar(name=k, value=v) for k, v in self._fracnb_env.items()]
         return pod
 

@@ -51,9 +51,8 @@ def example_config() -> Config:
 
 @pytest.fixture
 async def make_spawner() -> AsyncIterator[Callable]:
-    from kubespawner import KubeSpawner
-
     from fracnb_spawner.spawner import FractionalSpawner
+    from kubespawner import KubeSpawner
 
     def factory(config: Config | None = None, user_options: dict | None = None) -> FractionalSpawner:
         spawner = FractionalSpawner(_mock=True, config=config or Config())

@@ -1,0 +1,209 @@
+"""Fraction arithmetic and every backend's pod fields, against literal expected values."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from fracnb_spawner import mig
+from fracnb_spawner.backends import BackendSettings, CullPolicy, backend_fields, contract_fields
+from fracnb_spawner.gpu import GPUDefaults, parse_gpu_spec, plan_gpu
+from fracnb_spawner.units import QuantityError, format_bytes, parse_bytes, parse_duration, parse_fraction
+
+DEFAULTS = GPUDefaults(backend="time-slicing", gpu_memory=80 * 2**30, mig_model="A100-80GB")
+SETTINGS = BackendSettings()
+GIB = 2**30
+
+
+def fields_for(gpu: dict | None) -> tuple:
+    plan = plan_gpu(parse_gpu_spec(gpu) if gpu is not None else None, DEFAULTS)
+    return plan, backend_fields(plan, SETTINGS)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (0.25, Fraction(1, 4)),
+        ("1/8", Fraction(1, 8)),
+        ("0.5", Fraction(1, 2)),
+        (1, Fraction(1)),
+        (0.1, Fraction(1, 10)),
+    ],
+)
+def test_parse_fraction(text: object, expected: Fraction) -> None:
+    assert parse_fraction(text) == expected
+
+
+@pytest.mark.parametrize("text", ["abc", "1/0", "", "-0.5", None, True, "1/4/2"])
+def test_parse_fraction_refuses(text: object) -> None:
+    with pytest.raises(QuantityError):
+        parse_fraction(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("10Gi", 10 * GIB), ("512Mi", 512 * 2**20), ("20G", 20 * 10**9), (4096, 4096), ("1.5Gi", 3 * GIB // 2)],
+)
+def test_parse_bytes(text: object, expected: int) -> None:
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize("text", ["10 gigs", "ten", "", -1, 0, "0Gi", True, 1.5])
+def test_parse_bytes_refuses(text: object) -> None:
+    with pytest.raises(QuantityError):
+        parse_bytes(text)
+
+
+def test_durations_and_sizes_read_back() -> None:
+    assert [parse_duration(v) for v in ("30m", "8h", "1d", "90s", 45, "0")] == [1800, 28800, 86400, 90, 45, 0]
+    assert format_bytes(20 * GIB) == "20 GiB"
+    assert format_bytes(int(9.5 * GIB)) == "9.5 GiB"
+
+
+def test_time_slicing_quarter() -> None:
+    plan, fields = fields_for({"fraction": 0.25})
+    assert plan.fraction == Fraction(1, 4)
+    assert plan.memory_bytes == 20 * GIB
+    assert fields.resources == {"nvidia.com/gpu.shared": "1"}
+    assert fields.node_selector == {"nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "4"}
+    assert fields.scheduler_name is None
+    assert fields.environment == {
+        "FRACNB_SOFT_CAP_BYTES": str(int(20 * GIB * 0.95)),
+        "PYTORCH_CUDA_ALLOC_CONF": "per_process_memory_fraction:0.2375",
+        "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.2375",
+        "CUPY_GPU_MEMORY_LIMIT": str(int(20 * GIB * 0.95)),
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+    }
+
+
+def test_time_slicing_unrenamed_resource_selects_shared_product() -> None:
+    plan = plan_gpu(parse_gpu_spec({"fraction": "1/8", "product": "NVIDIA-A100-SXM4-80GB"}), DEFAULTS)
+    fields = backend_fields(plan, BackendSettings(time_slicing_resource="nvidia.com/gpu"))
+    assert fields.resources == {"nvidia.com/gpu": "1"}
+    assert fields.node_selector == {
+        "nvidia.com/gpu.sharing-strategy": "time-slicing",
+        "nvidia.com/gpu.replicas": "8",
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-SHARED",
+    }
+
+
+def test_mps_half_enforces_per_process_without_soft_caps() -> None:
+    plan, fields = fields_for({"fraction": 0.5, "backend": "mps"})
+    assert plan.isolation == "per-process"
+    assert fields.resources == {"nvidia.com/gpu.shared": "1"}
+    assert fields.node_selector == {"nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "2"}
+    assert fields.environment == {}
+
+
+def test_mig_named_profile() -> None:
+    plan, fields = fields_for({"backend": "mig", "mig_profile": "1g.10gb"})
+    assert (plan.fraction, plan.memory_bytes, plan.isolation) == (Fraction(1, 8), 10 * GIB, "hard")
+    assert fields.resources == {"nvidia.com/mig-1g.10gb": "1"}
+    assert fields.node_selector == {"nvidia.com/mig.strategy": "mixed"}
+
+
+@pytest.mark.parametrize(
+    ("fraction", "profile"),
+    [("1/8", "1g.10gb"), (0.25, "1g.20gb"), (0.5, "3g.40gb"), (0.3, "3g.40gb"), (1, "7g.80gb")],
+)
+def test_mig_fraction_maps_to_smallest_profile(fraction: object, profile: str) -> None:
+    plan, fields = fields_for({"fraction": fraction, "backend": "mig"})
+    assert plan.mig_slice is not None
+    assert plan.mig_slice.profile == profile
+    assert fields.resources == {f"nvidia.com/mig-{profile}": "1"}
+
+
+def test_mig_uses_product_catalogue() -> None:
+    plan = plan_gpu(parse_gpu_spec({"fraction": 0.25, "backend": "mig", "product": "NVIDIA-H200"}), DEFAULTS)
+    assert plan.mig_slice == mig.MigSlice("1g.35gb", 1, 35)
+
+
+def test_media_extension_profile_resource_name() -> None:
+    _, fields = fields_for({"backend": "mig", "mig_profile": "1g.10gb+me"})
+    assert fields.resources == {"nvidia.com/mig-1g.10gb.me": "1"}
+
+
+def test_hami_percentage_and_cores() -> None:
+    plan, fields = fields_for({"fraction": 0.5, "backend": "hami", "product": "A100"})
+    assert plan.isolation == "enforced"
+    assert fields.resources == {
+        "nvidia.com/gpu": "1",
+        "nvidia.com/gpucores": "50",
+        "nvidia.com/gpumem-percentage": "50",
+    }
+    assert fields.scheduler_name == "hami-scheduler"
+    assert fields.annotations == {"nvidia.com/use-gputype": "A100"}
+    assert fields.environment == {}
+
+
+def test_hami_explicit_memory_in_mib() -> None:
+    plan, fields = fields_for({"fraction": 0.25, "backend": "hami", "memory": "10Gi"})
+    assert plan.memory_bytes == 10 * GIB
+    assert fields.resources == {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "25", "nvidia.com/gpumem": "10240"}
+
+
+def test_kai_fraction_annotation_queue_and_scheduler() -> None:
+    plan, fields = fields_for({"fraction": 0.25, "backend": "kai"})
+    assert plan.isolation == "none"
+    assert fields.resources == {}
+    assert fields.scheduler_name == "kai-scheduler"
+    assert fields.annotations == {"gpu-fraction": "0.25"}
+    assert fields.labels == {"kai.scheduler/queue": "default-queue"}
+    assert "PYTORCH_CUDA_ALLOC_CONF" in fields.environment
+
+
+def test_whole_gpus() -> None:
+    plan, fields = fields_for({"count": 2, "product": "NVIDIA-A100-SXM4-80GB"})
+    assert (plan.backend, plan.fraction, plan.memory_bytes) == ("whole", Fraction(2), 160 * GIB)
+    assert fields.resources == {"nvidia.com/gpu": "2"}
+    assert fields.node_selector == {
+        "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+    }
+
+
+def test_fraction_one_on_time_slicing_is_a_whole_gpu() -> None:
+    plan, fields = fields_for({"fraction": 1})
+    assert plan.backend == "whole"
+    assert fields.resources == {"nvidia.com/gpu": "1"}
+
+
+def test_cpu_only_hides_gpus() -> None:
+    plan, fields = fields_for(None)
+    assert plan.backend == "none"
+    assert fields.resources == {}
+    assert fields.environment == {"NVIDIA_VISIBLE_DEVICES": "void"}
+
+
+def test_explicit_memory_budget_and_product_memory() -> None:
+    defaults = GPUDefaults(memory_by_product={"NVIDIA-A100-SXM4-40GB": 40 * GIB})
+    plan = plan_gpu(parse_gpu_spec({"fraction": 0.25, "product": "NVIDIA-A100-SXM4-40GB"}), defaults)
+    assert plan.memory_bytes == 10 * GIB
+    plan = plan_gpu(parse_gpu_spec({"fraction": 0.25, "memory": "12Gi"}), defaults)
+    assert plan.memory_bytes == 12 * GIB
+
+
+def test_contract_fields() -> None:
+    plan, _ = fields_for({"fraction": "1/8"})
+    contract = contract_fields(plan, profile="shared", choice="size=eighth", cull=CullPolicy(1800, 0), model=None)
+    assert contract.environment == {
+        "FRACNB_PROFILE": "shared",
+        "FRACNB_CHOICE": "size=eighth",
+        "FRACNB_GPU_FRACTION": "0.125",
+        "FRACNB_GPU_MEMORY_LIMIT": str(10 * GIB),
+        "FRACNB_GPU_BACKEND": "time-slicing",
+        "FRACNB_ISOLATION": "none",
+    }
+    assert contract.labels == {
+        "fracnb.io/profile": "shared",
+        "fracnb.io/gpu-backend": "time-slicing",
+        "fracnb.io/gpu-fraction": "0.125",
+    }
+    assert contract.annotations == {
+        "fracnb.io/gpu-fraction": "1/8",
+        "fracnb.io/gpu-memory-limit": str(10 * GIB),
+        "fracnb.io/choice": "size=eighth",
+        "fracnb.io/isolation": "none",
+        "fracnb.io/idle-timeout": "1800",
+        "fracnb.io/max-age": "0",
+    }

@@ -1,0 +1,155 @@
+"""load_user_options -> get_pod_manifest for every profile and choice of the example config."""
+
+from __future__ import annotations
+
+import pytest
+from traitlets.config import Config
+
+GIB = 2**30
+
+EXPECTED = {
+    # user_options: (limits, node selector, scheduler, FRACNB_GPU_FRACTION, budget, isolation)
+    "cpu": ({}, {}, None, "0", 0, "none"),
+    "quarter": (
+        {"nvidia.com/gpu.shared": "1"},
+        {"nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "4"},
+        None, "0.25", 20 * GIB, "none",
+    ),
+    "shared:eighth": (
+        {"nvidia.com/gpu.shared": "1"},
+        {"nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "8"},
+        None, "0.125", 10 * GIB, "none",
+    ),
+    "shared:half": (
+        {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "50", "nvidia.com/gpumem-percentage": "50"},
+        {}, "hami-scheduler", "0.5", 40 * GIB, "enforced",
+    ),
+    "mig-small": ({"nvidia.com/mig-1g.10gb": "1"}, {"nvidia.com/mig.strategy": "mixed"}, None, "0.125", 10 * GIB, "hard"),
+    "mps-half": (
+        {"nvidia.com/gpu.shared": "1"},
+        {"nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "2"},
+        None, "0.5", 40 * GIB, "per-process",
+    ),
+    "kai-quarter": ({}, {}, "kai-scheduler", "0.25", 20 * GIB, "none"),
+    "full": ({"nvidia.com/gpu": "1"}, {"nvidia.com/gpu.sharing-strategy": "none"}, None, "1", 80 * GIB, "hard"),
+}  # fmt: skip
+
+
+def options_for(key: str) -> dict:
+    profile, _, choice = key.partition(":")
+    return {"profile": profile, "size": choice} if choice else {"profile": profile}
+
+
+def env_of(pod) -> dict:
+    return {
+        var["name"] if isinstance(var, dict) else var.name: var["value"] if isinstance(var, dict) else var.value
+        for var in pod.spec.containers[0].env
+    }
+
+
+@pytest.mark.parametrize("key", list(EXPECTED))
+async def test_every_profile_builds_its_pod(make_spawner, example_config: Config, key: str) -> None:
+    limits, selector, scheduler, fraction, budget, isolation = EXPECTED[key]
+    spawner = make_spawner(example_config, options_for(key))
+    await spawner.load_user_options()
+    pod = await spawner.get_pod_manifest()
+    container = pod.spec.containers[0]
+    gpu_limits = {k: v for k, v in (container.resources.limits or {}).items() if k not in ("cpu", "memory")}
+    assert gpu_limits == limits
+    gpu_requests = {k: v for k, v in (container.resources.requests or {}).items() if k not in ("cpu", "memory")}
+    assert gpu_requests == limits
+    assert (pod.spec.node_selector or {}) == selector
+    assert pod.spec.scheduler_name == scheduler
+    env = env_of(pod)
+    assert env["FRACNB_GPU_FRACTION"] == fraction
+    assert env["FRACNB_GPU_MEMORY_LIMIT"] == str(budget)
+    assert env["FRACNB_ISOLATION"] == isolation
+    assert env["FRACNB_PROFILE"] == key.partition(":")[0]
+    assert pod.metadata.labels["fracnb.io/profile"] == key.partition(":")[0]
+    assert pod.metadata.annotations["fracnb.io/gpu-memory-limit"] == str(budget)
+    assert ("NVIDIA_VISIBLE_DEVICES" in env) == (key == "cpu")
+
+
+async def test_gpu_profiles_cull_idle_kernels(make_spawner, example_config: Config) -> None:
+    spawner = make_spawner(example_config, {"profile": "quarter"})
+    await spawner.load_user_options()
+    assert spawner.environment["FRACNB_KERNEL_CULL_IDLE_TIMEOUT"] == "1200"
+    cpu = make_spawner(example_config, {"profile": "cpu"})
+    await cpu.load_user_options()
+    assert "FRACNB_KERNEL_CULL_IDLE_TIMEOUT" not in cpu.environment
+
+
+async def test_cull_policy_annotations(make_spawner) -> None:
+    config = Config()
+    config.FractionalSpawner.profile_list = [
+        {
+            "display_name": "GPU",
+            "slug": "gpu",
+            "gpu": {"fraction": 0.5},
+            "cull": {"idle_timeout": "45m", "max_age": "1d"},
+        },
+        {"display_name": "CPU", "slug": "cpu"},
+    ]
+    gpu = make_spawner(config, {"profile": "gpu"})
+    await gpu.load_user_options()
+    assert gpu.extra_annotations["fracnb.io/idle-timeout"] == "2700"
+    assert gpu.extra_annotations["fracnb.io/max-age"] == "86400"
+    cpu = make_spawner(config, {"profile": "cpu"})
+    await cpu.load_user_options()
+    assert cpu.extra_annotations["fracnb.io/idle-timeout"] == str(8 * 3600)
+
+
+async def test_reserved_variables_cannot_be_smuggled(make_spawner) -> None:
+    config = Config()
+    config.FractionalSpawner.environment = {"NVIDIA_VISIBLE_DEVICES": "all", "FRACNB_GPU_FRACTION": "1"}
+    config.FractionalSpawner.extra_container_config = {"env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "0,1"}]}
+    config.FractionalSpawner.profile_list = [{"display_name": "Quarter", "slug": "q", "gpu": {"fraction": 0.25}}]
+    spawner = make_spawner(config, {"profile": "q"})
+    await spawner.load_user_options()
+    pod = await spawner.get_pod_manifest()
+    env = env_of(pod)
+    assert env["FRACNB_GPU_FRACTION"] == "0.25"
+    assert "NVIDIA_VISIBLE_DEVICES" not in env
+    assert "CUDA_VISIBLE_DEVICES" not in env
+
+
+async def test_no_leak_between_spawns_on_one_object(make_spawner, example_config: Config) -> None:
+    spawner = make_spawner(example_config, {"profile": "shared", "size": "half"})
+    await spawner.load_user_options()
+    assert spawner.scheduler_name == "hami-scheduler"
+    spawner.user_options = {"profile": "cpu"}
+    await spawner.load_user_options()
+    assert spawner.scheduler_name is None
+    assert spawner.extra_resource_limits == {}
+    assert spawner.node_selector == {}
+    assert spawner.environment["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert "FRACNB_SOFT_CAP_BYTES" not in spawner.environment
+
+
+async def test_state_round_trip(make_spawner, example_config: Config) -> None:
+    spawner = make_spawner(example_config, {"profile": "shared", "size": "eighth"})
+    await spawner.load_user_options()
+    state = spawner.get_state()
+    assert state["fracnb"] == {
+        "profile": "shared", "choice": "size=eighth", "backend": "time-slicing",
+        "fraction": "1/8", "memory_bytes": 10 * GIB,
+    }  # fmt: skip
+    restored = make_spawner(example_config)
+    restored.load_state(state)
+    assert restored.fracnb_plan is not None
+    assert restored.fracnb_plan.memory_bytes == 10 * GIB
+    restored.clear_state()
+    assert restored.fracnb_plan is None
+
+
+async def test_callable_profile_list_is_validated_when_called(make_spawner) -> None:
+    config = Config()
+
+    async def profiles(spawner):
+        return [{"display_name": "Broken", "slug": "broken", "gpu": {"fraction": 3}}]
+
+    config.FractionalSpawner.profile_list = profiles
+    spawner = make_spawner(config, {"profile": "broken"})
+    with pytest.raises(Exception, match="profile 'broken'") as caught:
+        await spawner.load_user_options()
+    assert caught.value.status_code == 500
