@@ -1,0 +1,145 @@
+"""``fracnb-dry-run``: check a hub configuration before deploying it.
+
+Loads a ``jupyterhub_config.py`` (or a Zero-to-JupyterHub values file), validates the
+profiles exactly as the hub would, and prints for every profile and choice the GPU
+resources, node selection, scheduler, memory budget and isolation; ``--manifest``
+prints the full pod. Nothing connects to a cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from traitlets import TraitError
+from traitlets.config import Config, PyFileConfigLoader
+
+from .profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
+from .progress import plan_summary
+
+_OFFLINE_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: offline, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: offline, user: {token: offline}}]
+contexts: [{name: offline, context: {cluster: offline, user: offline, namespace: jupyterhub}}]
+current-context: offline
+"""
+
+
+def load_hub_config(path: Path) -> Config:
+    """A jupyterhub_config.py as the hub loads it, or the hub config a z2jh values file yields."""
+    if path.suffix in (".yaml", ".yml"):
+        return config_from_values(yaml.safe_load(path.read_text()) or {})
+    return PyFileConfigLoader(path.name, path=str(path.parent.resolve())).load_config()
+
+
+def config_from_values(values: dict) -> Config:
+    """The FractionalSpawner-relevant part of what the chart's hub config makes of ``values``."""
+    config = Config()
+    singleuser = values.get("singleuser") or {}
+    if singleuser.get("profileList"):
+        config.KubeSpawner.profile_list = singleuser["profileList"]
+    limits = (singleuser.get("extraResource") or {}).get("limits")
+    if limits:
+        config.KubeSpawner.extra_resource_limits = limits
+    for section, settings in ((values.get("hub") or {}).get("config") or {}).items():
+        config[section].update(settings)
+    return config
+
+
+def _rows(spawner_class: type, config: Config) -> Iterator[tuple[str, str, dict]]:
+    raw = config.FractionalSpawner.get("profile_list", config.KubeSpawner.get("profile_list", []))
+    for profile in initialize_profiles(raw):
+        for chosen, _spec, _cull in iter_combinations(profile):
+            if any(choice == UNLISTED for _, choice in chosen):
+                continue
+            options = {"profile": profile["slug"], **dict(chosen)}
+            yield profile["slug"], ",".join(f"{o}={c}" for o, c in chosen), options
+
+
+async def _describe(config: Config, manifest: bool) -> list[dict]:
+    from kubespawner import KubeSpawner  # noqa: PLC0415 - imported after KUBECONFIG points offline
+
+    from .spawner import FractionalSpawner  # noqa: PLC0415
+
+    results = []
+    try:
+        FractionalSpawner(_mock=True, config=config)  # refuses bad configuration as the hub would
+        for slug, choice, options in _rows(FractionalSpawner, config):
+            spawner = FractionalSpawner(_mock=True, config=config)
+            spawner.user_options = options
+            await spawner.load_user_options()
+            pod = await spawner.get_pod_manifest()
+            container = pod.spec.containers[0]
+            plan = spawner.fracnb_plan
+            entry: dict[str, Any] = {
+                "profile": slug,
+                "choice": choice,
+                "gpu_resources": {k: v for k, v in (container.resources.limits or {}).items() if "/" in k},
+                "node_selector": pod.spec.node_selector or {},
+                "scheduler": pod.spec.scheduler_name or "(default)",
+                "memory_budget_bytes": plan.memory_bytes if plan else 0,
+                "isolation": plan.isolation if plan else "none",
+                "summary": plan_summary(plan) if plan else "",
+            }
+            if manifest:
+                entry["pod"] = spawner.api.api_client.sanitize_for_serialization(pod)
+            results.append(entry)
+    finally:
+        await KubeSpawner._stop_all_reflectors()
+    return results
+
+
+def _print_table(rows: list[dict]) -> None:
+    for row in rows:
+        title = row["profile"] + (f" [{row['choice']}]" if row["choice"] else "")
+        print(title)
+        print(f"  {row['summary']}")
+        resources = ", ".join(f"{k}: {v}" for k, v in row["gpu_resources"].items()) or "none"
+        selector = ", ".join(f"{k}={v}" for k, v in row["node_selector"].items()) or "any node"
+        print(f"  GPU resources: {resources}")
+        print(f"  node selection: {selector}")
+        print(f"  scheduler: {row['scheduler']}")
+        print(f"  isolation: {row['isolation']}")
+        if "pod" in row:
+            print("  pod manifest:")
+            print("    " + yaml.safe_dump(row["pod"], sort_keys=False).replace("\n", "\n    ").rstrip())
+        print()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="fracnb-dry-run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("config", type=Path, help="jupyterhub_config.py, or a Zero-to-JupyterHub values .yaml")
+    parser.add_argument("--manifest", action="store_true", help="also print the full pod manifest of every choice")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    args = parser.parse_args(argv)
+    if not args.config.exists():
+        print(f"fracnb-dry-run: {args.config} does not exist", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as scratch:
+        kubeconfig = Path(scratch) / "kubeconfig"
+        kubeconfig.write_text(_OFFLINE_KUBECONFIG)
+        os.environ["KUBECONFIG"] = str(kubeconfig)
+        try:
+            config = load_hub_config(args.config)
+            rows = asyncio.run(_describe(config, args.manifest))
+        except (TraitError, ProfileConfigError) as error:
+            print(f"fracnb-dry-run: configuration refused: {error}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+    else:
+        _print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
