@@ -49,9 +49,8 @@ def _env_name(variable: Any) -> str:
     return variable["name"] if isinstance(variable, dict) else variable.name
 
 
-def _escape_format(value: str) -> str:
-    # KubeSpawner str.format-expands labels and annotations; admin text must stay literal.
-    return value.replace("{", "{{").replace("}", "}}")
+_PLAN_TRAITS = ("extra_resource_limits", "extra_resource_guarantees", "node_selector", "scheduler_name")
+_validated: dict[tuple[int, str], list[Any]] = {}
 
 
 class FractionalSpawner(KubeSpawner, FractionalTraits):
@@ -62,7 +61,9 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         self.fracnb_plan: GPUPlan | None = None
         self.fracnb_selection: dict[str, str] = {}
         self._fracnb_env: dict[str, str] = {}
-        self._pristine = self._snapshot_config()
+        self._fracnb_labels: dict[str, str] = {}
+        self._fracnb_annotations: dict[str, str] = {}
+        self._pristine: dict[str, Any] = {}
 
     # ---- configuration -------------------------------------------------------------------------------
 
@@ -109,11 +110,22 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 raw = await raw
         try:
             profiles = initialize_profiles(raw)
-            validate_profiles(profiles, self.gpu_defaults())
+            self._validate_once(raw, profiles)
         except ProfileConfigError as error:
             self.log.error("fracnb: invalid profile_list: %s", error)
             raise web.HTTPError(500, f"The hub's profile configuration is invalid: {error}") from None
         return profiles
+
+    def _validate_once(self, raw: Any, profiles: list[dict]) -> None:
+        # A static list is validated once per configuration; a callable's result every time.
+        defaults = self.gpu_defaults()
+        key = (id(raw), repr(defaults))
+        cached = _validated.get(key)
+        if cached is not None and cached[0] is raw:
+            return
+        validate_profiles(profiles, defaults)
+        if raw is self.profile_list:
+            _validated[key] = [raw]
 
     @default("server_token_scopes")
     def _default_server_token_scopes(self) -> list[str]:
@@ -184,6 +196,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
 
     def apply_plan(self, selection: Selection, plan: GPUPlan) -> None:
         """Write the plan's pod fields onto this spawner's traits."""
+        self._remember(*_PLAN_TRAITS)
         gpu_cull, cpu_cull = self.cull_defaults()
         cull = cull_policy(selection.gpu, selection.cull, gpu_cull, cpu_cull)
         fields = backend_fields(plan, self.backend_settings())
@@ -195,10 +208,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         self.node_selector = {**self.node_selector, **fields.node_selector}
         if fields.scheduler_name:
             self.scheduler_name = fields.scheduler_name
-        labels = {k: _escape_format(v) for k, v in {**fields.labels, **contract.labels}.items()}
-        annotations = {k: _escape_format(v) for k, v in {**fields.annotations, **contract.annotations}.items()}
-        self.extra_labels = {**self.extra_labels, **labels}
-        self.extra_annotations = {**self.extra_annotations, **annotations}
+        self._fracnb_labels = {**fields.labels, **contract.labels}
+        self._fracnb_annotations = {**fields.annotations, **contract.annotations}
         self._fracnb_env = {**fields.environment, **contract.environment}
         if self.fracnb_service_name:
             self._fracnb_env["FRACNB_SERVICE_URL"] = self._service_url()
@@ -207,10 +218,6 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             # Read by the notebook side's server extension: args would be dropped when the image's
             # own command is used, environment variables never are.
             self._fracnb_env["FRACNB_KERNEL_CULL_IDLE_TIMEOUT"] = str(kernel_timeout)
-        self.environment = {
-            **{k: v for k, v in self.environment.items() if not _is_reserved_env(k)},
-            **self._fracnb_env,
-        }
         self.fracnb_plan = plan
         self.fracnb_selection = {"profile": selection.slug, "choice": selection.choice_text}
 
@@ -219,9 +226,17 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         prefix = hub_url.rsplit("/hub/", 1)[0]
         return f"{prefix}/services/{self.fracnb_service_name}/"
 
+    def get_env(self) -> dict[str, str]:
+        """The environment, with GPU-visibility and FRACNB_* variables only as fracnb sets them."""
+        env = {k: v for k, v in super().get_env().items() if not _is_reserved_env(k)}
+        env.update(self._fracnb_env)
+        return env
+
     async def get_pod_manifest(self) -> Any:
-        """KubeSpawner's pod, with GPU-visibility and FRACNB_* variables only as fracnb set them."""
+        """KubeSpawner's pod plus fracnb's labels and annotations (added literally, not format-expanded)."""
         pod = await super().get_pod_manifest()
+        pod.metadata.labels = {**(pod.metadata.labels or {}), **self._fracnb_labels}
+        pod.metadata.annotations = {**(pod.metadata.annotations or {}), **self._fracnb_annotations}
         container = pod.spec.containers[0]
         kept = [var for var in container.env or [] if not _is_reserved_env(_env_name(var))]
         container.env = kept + [V1EnvVar(name=k, value=v) for k, v in self._fracnb_env.items()]
@@ -268,15 +283,21 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
 
     # ---- no leaks between spawns -----------------------------------------------------------------------
 
-    def _snapshot_config(self) -> dict[str, Any]:
-        return {name: _copy_plain(getattr(self, name)) for name in self.trait_names(config=True)}
+    def _remember(self, *names: str) -> None:
+        """Keep the configured value of traits about to be overridden, to restore before the next spawn."""
+        for name in names:
+            if name not in self._pristine:
+                self._pristine[name] = _copy_plain(getattr(self, name))
+
+    def _apply_overrides(self, spawner_override: dict) -> None:
+        self._remember(*spawner_override)
+        super()._apply_overrides(spawner_override)
 
     def _restore_config(self) -> None:
         """Undo overrides of an earlier spawn on this object before applying the new choice."""
         for name, value in self._pristine.items():
-            if getattr(self, name) is not value or isinstance(value, (dict, list)):
-                setattr(self, name, _copy_plain(value))
-        self._fracnb_env = {}
+            setattr(self, name, _copy_plain(value))
+        self._fracnb_env, self._fracnb_labels, self._fracnb_annotations = {}, {}, {}
 
 
 def _copy_plain(value: Any) -> Any:

@@ -125,7 +125,7 @@ async def test_missing_profile_gets_default_validated(make_spawner) -> None:
     spawner = make_spawner(config(), {})
     await spawner.load_user_options()
     assert spawner.user_options == {"profile": "cpu"}
-    assert spawner.environment["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert spawner.get_env()["NVIDIA_VISIBLE_DEVICES"] == "void"
 
 
 async def test_form_rejects_before_any_spawn(make_spawner) -> None:

@@ -73,10 +73,10 @@ async def test_every_profile_builds_its_pod(make_spawner, example_config: Config
 async def test_gpu_profiles_cull_idle_kernels(make_spawner, example_config: Config) -> None:
     spawner = make_spawner(example_config, {"profile": "quarter"})
     await spawner.load_user_options()
-    assert spawner.environment["FRACNB_KERNEL_CULL_IDLE_TIMEOUT"] == "1200"
+    assert spawner.get_env()["FRACNB_KERNEL_CULL_IDLE_TIMEOUT"] == "1200"
     cpu = make_spawner(example_config, {"profile": "cpu"})
     await cpu.load_user_options()
-    assert "FRACNB_KERNEL_CULL_IDLE_TIMEOUT" not in cpu.environment
+    assert "FRACNB_KERNEL_CULL_IDLE_TIMEOUT" not in cpu.get_env()
 
 
 async def test_cull_policy_annotations(make_spawner) -> None:
@@ -92,11 +92,12 @@ async def test_cull_policy_annotations(make_spawner) -> None:
     ]
     gpu = make_spawner(config, {"profile": "gpu"})
     await gpu.load_user_options()
-    assert gpu.extra_annotations["fracnb.io/idle-timeout"] == "2700"
-    assert gpu.extra_annotations["fracnb.io/max-age"] == "86400"
+    annotations = (await gpu.get_pod_manifest()).metadata.annotations
+    assert annotations["fracnb.io/idle-timeout"] == "2700"
+    assert annotations["fracnb.io/max-age"] == "86400"
     cpu = make_spawner(config, {"profile": "cpu"})
     await cpu.load_user_options()
-    assert cpu.extra_annotations["fracnb.io/idle-timeout"] == str(8 * 3600)
+    assert (await cpu.get_pod_manifest()).metadata.annotations["fracnb.io/idle-timeout"] == str(8 * 3600)
 
 
 async def test_reserved_variables_cannot_be_smuggled(make_spawner) -> None:
@@ -122,8 +123,8 @@ async def test_no_leak_between_spawns_on_one_object(make_spawner, example_config
     assert spawner.scheduler_name is None
     assert spawner.extra_resource_limits == {}
     assert spawner.node_selector == {}
-    assert spawner.environment["NVIDIA_VISIBLE_DEVICES"] == "void"
-    assert "FRACNB_SOFT_CAP_BYTES" not in spawner.environment
+    assert spawner.get_env()["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert "FRACNB_SOFT_CAP_BYTES" not in spawner.get_env()
 
 
 async def test_state_round_trip(make_spawner, example_config: Config) -> None:
