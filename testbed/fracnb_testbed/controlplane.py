@@ -20,7 +20,7 @@ from fracnb_testbed.clusters import ClusterSpec, node_manifests
 from fracnb_testbed.errors import TestbedError
 from fracnb_testbed.kubeapi import KubeRest, ensure_namespace, write_kubeconfig
 from fracnb_testbed.pki import generate_pki
-from fracnb_testbed.state import TestbedState, load_runner_children
+from fracnb_testbed.state import TestbedState, load_runner_children, write_runner_env
 
 Progress = Callable[[str], None]
 # Slow machines (two busy cores) need generous start-up limits.
@@ -237,10 +237,10 @@ def up(
         cluster=spec.name,
         ports=_pick_ports(apiserver_port),
         pod_network=random_pod_network(),
-        runner_env=dict(runner_env or {}),
         created_directory=created,
     )
     state.save()
+    write_runner_env(state.directory, dict(runner_env or {}))
     try:
         _start_all(spec, state, binaries, progress)
     except BaseException:

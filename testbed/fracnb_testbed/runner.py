@@ -28,7 +28,7 @@ from fracnb_testbed import podspec
 from fracnb_testbed.clusters import RUNNER_LABEL
 from fracnb_testbed.kubeapi import async_configuration
 from fracnb_testbed.procs import ProcessRecord, start_ticks_of
-from fracnb_testbed.state import TestbedState, save_runner_children
+from fracnb_testbed.state import TestbedState, read_runner_env, save_runner_children
 
 log = logging.getLogger("fracnb_testbed.runner")
 HOST_IP = "127.0.0.1"
@@ -177,7 +177,7 @@ class Runner:
         # local because the image's filesystem does not exist here.
         return {
             "LANG": os.environ.get("LANG", "C.UTF-8"),
-            **self.state.runner_env,
+            **read_runner_env(self.state.directory),
             "HOSTNAME": pod["metadata"]["name"],
         }
 

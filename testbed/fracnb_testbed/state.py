@@ -12,6 +12,7 @@ from fracnb_testbed.procs import ProcessRecord
 
 STATE_FILE = "state.json"
 RUNNER_CHILDREN_FILE = "runner-children.json"
+RUNNER_ENV_FILE = "runner-env.json"
 
 
 @dataclass
@@ -24,7 +25,6 @@ class TestbedState:
     cluster: str = ""
     ports: dict[str, int] = field(default_factory=dict)
     pod_network: str = ""
-    runner_env: dict[str, str] = field(default_factory=dict)
     processes: list[ProcessRecord] = field(default_factory=list)
     created_directory: bool = False
 
@@ -56,7 +56,6 @@ class TestbedState:
             "cluster": self.cluster,
             "ports": self.ports,
             "pod_network": self.pod_network,
-            "runner_env": self.runner_env,
             "processes": [record.to_dict() for record in self.processes],
             "created_directory": self.created_directory,
         }
@@ -79,10 +78,23 @@ class TestbedState:
             cluster=payload["cluster"],
             ports=payload["ports"],
             pod_network=payload["pod_network"],
-            runner_env=payload["runner_env"],
             processes=[ProcessRecord(**record) for record in payload["processes"]],
             created_directory=payload.get("created_directory", False),
         )
+
+
+def write_runner_env(directory: Path, env: dict[str, str]) -> None:
+    """Extra environment for local pod processes; the runner reads it at every pod start."""
+    temporary = directory / f".{RUNNER_ENV_FILE}.tmp"
+    temporary.write_text(json.dumps(env))
+    temporary.replace(directory / RUNNER_ENV_FILE)
+
+
+def read_runner_env(directory: Path) -> dict[str, str]:
+    try:
+        return dict(json.loads((directory / RUNNER_ENV_FILE).read_text()))
+    except (OSError, ValueError):
+        return {}
 
 
 def load_runner_children(directory: Path) -> list[ProcessRecord]:
