@@ -118,15 +118,7 @@ class Testbed:
         async with self.api_client() as api:
             core = client.CoreV1Api(api)
             while True:
-                try:
-                    response = await core.read_namespaced_pod(
-                        name, namespace, _preload_content=False
-                    )
-                    last = json.loads(await response.read())
-                except client.ApiException as error:
-                    if error.status != 404:
-                        raise
-                    last = None
+                last = await _read_pod(core, namespace, name)
                 if predicate(last):
                     return last
                 if time.monotonic() > deadline:
@@ -153,6 +145,20 @@ class Testbed:
         """stdout+stderr of a local pod's container ("" if it never started)."""
         logs = sorted(self.state.pods.glob(f"{namespace}_{name}_*/{container}.log"))
         return logs[-1].read_text(errors="replace") if logs else ""
+
+
+async def _read_pod(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, Any] | None:
+    """The pod as a dict, or None when it does not exist."""
+    try:
+        response = await core.read_namespaced_pod(name, namespace, _preload_content=False)
+    except client.ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    body = json.loads(await response.read())
+    if response.status == 404 or body.get("kind") == "Status":
+        return None
+    return body
 
 
 def pod_phase_is(*phases: str) -> PodPredicate:
