@@ -33,9 +33,7 @@ KWOK_STAGES = (
 def missing_binaries(bin_dir: Path) -> list[str]:
     """The required binaries that are absent or not executable in ``bin_dir``."""
     return [
-        name
-        for name in REQUIRED_BINARIES
-        if not (bin_dir / name).is_file() or not os.access(bin_dir / name, os.X_OK)
+        name for name in REQUIRED_BINARIES if not (bin_dir / name).is_file() or not os.access(bin_dir / name, os.X_OK)
     ]
 
 
@@ -43,9 +41,7 @@ def check_bin_dir(bin_dir: Path) -> Path:
     """Return ``bin_dir`` if it holds every binary, else raise TestbedError saying how to build."""
     missing = missing_binaries(bin_dir)
     if missing:
-        raise TestbedError(
-            f"the testbed binaries {', '.join(missing)} are missing from {bin_dir}. {BUILD_HINT}"
-        )
+        raise TestbedError(f"the testbed binaries {', '.join(missing)} are missing from {bin_dir}. {BUILD_HINT}")
     return bin_dir
 
 
@@ -58,9 +54,7 @@ def run_build_script(script: Path = BUILD_SCRIPT) -> Path:
         )
     result = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, text=True, check=False)
     if result.returncode != 0:
-        raise TestbedError(
-            f"{script} failed with exit code {result.returncode} (output above). {BUILD_HINT}"
-        )
+        raise TestbedError(f"{script} failed with exit code {result.returncode} (output above). {BUILD_HINT}")
     lines = result.stdout.strip().splitlines()
     if not lines:
         raise TestbedError(f"{script} printed no bin directory. {BUILD_HINT}")

@@ -31,7 +31,7 @@ def parse_env_pairs(pairs: list[str]) -> dict[str, str]:
 
 
 def say(message: str) -> None:
-    print(f"[testbed] {message}", file=sys.stderr, flush=True)  # noqa: T201
+    print(f"[testbed] {message}", file=sys.stderr, flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,12 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="mixed",
         help=f"built-in description ({', '.join(builtin_cluster_names())}) or a YAML path",
     )
-    start.add_argument(
-        "--bin-dir", help="control-plane binaries (default $FRACNB_TESTBED_BIN or build.sh)"
-    )
-    start.add_argument(
-        "--apiserver-port", type=int, help="fixed kube-apiserver port (default: a free one)"
-    )
+    start.add_argument("--bin-dir", help="control-plane binaries (default $FRACNB_TESTBED_BIN or build.sh)")
+    start.add_argument("--apiserver-port", type=int, help="fixed kube-apiserver port (default: a free one)")
     start.add_argument(
         "--runner-env",
         action="append",
@@ -85,15 +81,15 @@ def main(argv: list[str] | None = None) -> int:
                 apiserver_port=args.apiserver_port,
                 progress=say,
             )
-            print(f"export KUBECONFIG={state.kubeconfig}")  # noqa: T201
+            print(f"export KUBECONFIG={state.kubeconfig}")
         elif args.command == "down":
             stopped = down(state_dir, keep_files=args.keep_files, progress=say)
             say(f"stopped {len(stopped)} processes")
         elif args.command == "status":
-            print("\n".join(status_lines(state_dir)))  # noqa: T201
+            print("\n".join(status_lines(state_dir)))
         else:
             spec = load_cluster(args.cluster)
-            print(f"{spec.name}: {len(spec.groups)} node groups, {spec.node_count} nodes")  # noqa: T201
+            print(f"{spec.name}: {len(spec.groups)} node groups, {spec.node_count} nodes")
     except TestbedError as error:
         say(f"error: {error}")
         return 1

@@ -109,8 +109,7 @@ def _string_map(raw: Any, source: str, where: str, what: str) -> dict[str, str]:
             raise _fail(
                 source,
                 where,
-                f"{what} {key!r}: value {value!r} must be a string; quote it, e.g. "
-                f'{key}: "{value}"',
+                f'{what} {key!r}: value {value!r} must be a string; quote it, e.g. {key}: "{value}"',
             )
     return dict(raw)
 
@@ -141,9 +140,7 @@ def _taints(raw: Any, source: str, where: str) -> tuple[dict[str, str], ...]:
         if not isinstance(taint, dict) or not isinstance(taint.get("key"), str):
             raise _fail(source, where, f"taint {taint!r} needs a string 'key'")
         if taint.get("effect") not in TAINT_EFFECTS:
-            raise _fail(
-                source, where, f"taint {taint['key']!r}: effect must be one of {TAINT_EFFECTS}"
-            )
+            raise _fail(source, where, f"taint {taint['key']!r}: effect must be one of {TAINT_EFFECTS}")
         taints.append({k: str(v) for k, v in taint.items() if k in ("key", "value", "effect")})
     return tuple(taints)
 
@@ -164,22 +161,14 @@ def parse_group(raw: Any, source: str, index: int) -> NodeGroup:
     if unknown:
         raise _fail(source, where, f"unknown keys {unknown}; allowed: {sorted(GROUP_KEYS)}")
     count = raw.get("count", 1)
-    if (
-        isinstance(count, bool)
-        or not isinstance(count, int)
-        or not 0 < count <= MAX_NODES_PER_GROUP
-    ):
-        raise _fail(
-            source, where, f"count {count!r} must be an integer from 1 to {MAX_NODES_PER_GROUP}"
-        )
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= MAX_NODES_PER_GROUP:
+        raise _fail(source, where, f"count {count!r} must be an integer from 1 to {MAX_NODES_PER_GROUP}")
     runner = raw.get("runner", "kwok")
     if runner not in RUNNERS:
         raise _fail(source, where, f"runner {runner!r} must be one of {RUNNERS}")
     capacity = _quantities(raw.get("capacity"), source, where, "capacity")
     allocatable = (
-        _quantities(raw["allocatable"], source, where, "allocatable")
-        if "allocatable" in raw
-        else dict(capacity)
+        _quantities(raw["allocatable"], source, where, "allocatable") if "allocatable" in raw else dict(capacity)
     )
     return NodeGroup(
         name=name,
@@ -225,11 +214,7 @@ def parse_cluster(raw: Any, source: str = "<memory>") -> ClusterSpec:
 def builtin_cluster_names() -> list[str]:
     """Names of the descriptions shipped in the package (``mixed``, ``large``, ...)."""
     folder = resources.files("fracnb_testbed") / "clusters"
-    return sorted(
-        entry.name.removesuffix(".yaml")
-        for entry in folder.iterdir()
-        if entry.name.endswith(".yaml")
-    )
+    return sorted(entry.name.removesuffix(".yaml") for entry in folder.iterdir() if entry.name.endswith(".yaml"))
 
 
 def load_cluster(name_or_path: str | Path) -> ClusterSpec:

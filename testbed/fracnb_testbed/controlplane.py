@@ -210,9 +210,7 @@ def _create_nodes(rest: KubeRest, spec: ClusterSpec) -> None:
 def _kwok_leases_exist(rest: KubeRest, spec: ClusterSpec) -> bool:
     """KWOK holds a lease for every node it manages once it has taken them over."""
     expected = {name for group in spec.groups_run_by("kwok") for name in group.node_names()}
-    status, answer = rest.request(
-        "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
-    )
+    status, answer = rest.request("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")
     if status != 200:
         return False
     held = {item["metadata"]["name"] for item in answer.get("items", [])}

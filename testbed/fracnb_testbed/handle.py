@@ -124,8 +124,7 @@ class Testbed:
                 if time.monotonic() > deadline:
                     status = last.get("status") if last else "gone"
                     raise TimeoutError(
-                        f"pod {namespace}/{name} did not reach the condition in {timeout}s; "
-                        f"last status: {status}"
+                        f"pod {namespace}/{name} did not reach the condition in {timeout}s; last status: {status}"
                     )
                 await asyncio.sleep(0.1)
 

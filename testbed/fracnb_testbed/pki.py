@@ -147,9 +147,7 @@ def generate_pki(directory: Path) -> Pki:
         [x509.DNSName(name) for name in APISERVER_DNS_NAMES]
         + [x509.IPAddress(ipaddress.ip_address(ip)) for ip in APISERVER_IPS]
     )
-    server_key, server_cert = _leaf(
-        ca_key, ca_name, _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, [san]
-    )
+    server_key, server_cert = _leaf(ca_key, ca_name, _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, [san])
     _write_key(pki.apiserver_key, server_key)
     _write_cert(pki.apiserver_cert, server_cert)
 

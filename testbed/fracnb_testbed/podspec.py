@@ -86,9 +86,7 @@ def _env_value(
             ref = source[kind]
             value = lookup(key, ref["name"], ref["key"])
             if value is None and not ref.get("optional"):
-                raise PodSpecError(
-                    f"env {entry['name']}: {kind} {ref['name']}/{ref['key']} does not exist"
-                )
+                raise PodSpecError(f"env {entry['name']}: {kind} {ref['name']}/{ref['key']} does not exist")
             return value
     raise PodSpecError(f"env {entry['name']}: valueFrom {sorted(source)} is not supported")
 
@@ -131,9 +129,7 @@ def _condition(kind: str, status: str, now: str) -> dict[str, str]:
     return {"type": kind, "status": status, "lastTransitionTime": now}
 
 
-def running_status(
-    pod: Mapping[str, Any], pod_ip: str, host_ip: str, started_at: str
-) -> dict[str, Any]:
+def running_status(pod: Mapping[str, Any], pod_ip: str, host_ip: str, started_at: str) -> dict[str, Any]:
     """The status a kubelet reports once every container started."""
     containers = pod["spec"]["containers"]
     return {

@@ -65,14 +65,11 @@ def ensure_port_free(port: int, what: str, host: str = LOOPBACK) -> None:
             probe.bind((host, port))
         except OSError as error:
             raise TestbedError(
-                f"port {host}:{port} for {what} is taken ({error.strerror}); "
-                "stop what uses it or pick another port"
+                f"port {host}:{port} for {what} is taken ({error.strerror}); stop what uses it or pick another port"
             ) from error
 
 
-def spawn(
-    name: str, argv: Sequence[str], log: Path, env: dict[str, str] | None = None
-) -> ProcessRecord:
+def spawn(name: str, argv: Sequence[str], log: Path, env: dict[str, str] | None = None) -> ProcessRecord:
     """Start ``argv`` detached in its own session, stdout+stderr appended to ``log``."""
     if not Path(argv[0]).is_file():
         raise TestbedError(f"{name}: the program {argv[0]} does not exist")

@@ -155,9 +155,7 @@ class Runner:
                         continue
                     ref = source[kind]
                     with contextlib.suppress(ApiException):
-                        data = (await self._raw(read, name=ref["name"], namespace=namespace)).get(
-                            "data"
-                        ) or {}
+                        data = (await self._raw(read, name=ref["name"], namespace=namespace)).get("data") or {}
                         if ref["key"] in data:
                             value = data[ref["key"]]
                             if kind == "secretKeyRef":
@@ -242,15 +240,11 @@ class Runner:
             "Pulled",
             f"Container image {container.get('image', '')!r} already present on machine",
         )
-        await self._event(
-            run, "Started", f"Started container {container['name']} as local process {process.pid}"
-        )
+        await self._event(run, "Started", f"Started container {container['name']} as local process {process.pid}")
 
     async def _cannot_start(self, run: PodRun, container, message: str) -> None:
         log.warning("pod %s/%s: %s", run.namespace, run.name, message)
-        await self._patch_status(
-            run, podspec.waiting_status(container, "CreateContainerConfigError", message)
-        )
+        await self._patch_status(run, podspec.waiting_status(container, "CreateContainerConfigError", message))
         await self._event(run, "Failed", f"Error: {message}", kind="Warning")
 
     async def _await_exit(self, run: PodRun, container_run: ContainerRun) -> None:
@@ -261,9 +255,7 @@ class Runner:
         log.info("%s exited with %d", container_run.record.name, code)
         if run.deleting:
             return
-        container = next(
-            c for c in run.pod["spec"]["containers"] if c["name"] == container_run.name
-        )
+        container = next(c for c in run.pod["spec"]["containers"] if c["name"] == container_run.name)
         patch: dict[str, Any] = {
             "containerStatuses": [
                 podspec.terminated_container(
@@ -297,9 +289,7 @@ class Runner:
         for container_run in live:
             signal_group(container_run.process.pid, signal.SIGTERM)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(
-                asyncio.gather(*(c.process.wait() for c in live)), timeout=max(grace, 0.1)
-            )
+            await asyncio.wait_for(asyncio.gather(*(c.process.wait() for c in live)), timeout=max(grace, 0.1))
         for container_run in run.containers:
             signal_group(container_run.process.pid, signal.SIGKILL)
             await container_run.process.wait()
@@ -323,12 +313,7 @@ class Runner:
         self.finalising.discard(meta["uid"])
 
     async def shutdown(self) -> None:
-        await asyncio.gather(
-            *(
-                self.terminate(run, SHUTDOWN_GRACE, finalise=False)
-                for run in list(self.runs.values())
-            )
-        )
+        await asyncio.gather(*(self.terminate(run, SHUTDOWN_GRACE, finalise=False) for run in list(self.runs.values())))
 
     # ---- API helpers ------------------------------------------------------------------------
     async def _patch_status(self, run: PodRun, status: dict[str, Any]) -> None:
@@ -336,9 +321,7 @@ class Runner:
             await self.api.patch_namespaced_pod_status(run.name, run.namespace, {"status": status})
         except ApiException as error:
             if error.status != 404:
-                log.warning(
-                    "status patch of %s/%s failed: %s", run.namespace, run.name, error.reason
-                )
+                log.warning("status patch of %s/%s failed: %s", run.namespace, run.name, error.reason)
 
     async def _event(self, run: PodRun, reason: str, message: str, kind: str = "Normal") -> None:
         timestamp = now_iso()
@@ -363,12 +346,7 @@ class Runner:
             await self.api.create_namespaced_event(run.namespace, body)
 
     def _save_children(self) -> None:
-        records = [
-            c.record
-            for run in self.runs.values()
-            for c in run.containers
-            if c.process.returncode is None
-        ]
+        records = [c.record for run in self.runs.values() for c in run.containers if c.process.returncode is None]
         save_runner_children(self.state.directory, records)
 
 

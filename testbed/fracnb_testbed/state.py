@@ -100,9 +100,7 @@ def read_runner_env(directory: Path) -> dict[str, str]:
 def load_runner_children(directory: Path) -> list[ProcessRecord]:
     """The pod processes the runner last reported (for cleanup if the runner was killed)."""
     try:
-        return [
-            ProcessRecord(**r) for r in json.loads((directory / RUNNER_CHILDREN_FILE).read_text())
-        ]
+        return [ProcessRecord(**r) for r in json.loads((directory / RUNNER_CHILDREN_FILE).read_text())]
     except (OSError, ValueError):
         return []
 

@@ -36,9 +36,7 @@ def local_pod(name, command, node="local-cpu-0", env=()):
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": node},
             "terminationGracePeriodSeconds": 5,
-            "containers": [
-                {"name": "main", "image": "python", "command": command, "env": list(env)}
-            ],
+            "containers": [{"name": "main", "image": "python", "command": command, "env": list(env)}],
         },
     }
 
@@ -56,9 +54,7 @@ def test_nodes_carry_the_described_capacity_and_labels(testbed):
         assert not node["spec"].get("taints"), name
     kwok_nodes = testbed.list_nodes("type=kwok")
     assert {n["metadata"]["name"] for n in kwok_nodes} == {
-        name
-        for name, n in expected.items()
-        if n["metadata"]["labels"]["fracnb.io/runner"] == "kwok"
+        name for name, n in expected.items() if n["metadata"]["labels"]["fracnb.io/runner"] == "kwok"
     }
 
 
@@ -108,9 +104,7 @@ async def test_a_local_pod_serves_http_on_its_own_ip_and_dies_with_its_pod(testb
         except OSError:
             await asyncio.sleep(0.1)
     else:
-        pytest.fail(
-            f"nothing answered on {ip}:8000; log:\n{testbed.pod_log(k8s_namespace, 'web', 'main')}"
-        )
+        pytest.fail(f"nothing answered on {ip}:8000; log:\n{testbed.pod_log(k8s_namespace, 'web', 'main')}")
     (process,) = [p for p in testbed.local_processes() if p.name == f"{k8s_namespace}/web/main"]
     reasons = [e["reason"] for e in testbed.events_for(k8s_namespace, "web")]
     assert "Started" in reasons

@@ -91,12 +91,7 @@ def test_mixed_has_every_sharing_mechanism():
     assert mig["status"]["capacity"]["nvidia.com/mig-1g.10gb"] == "14"
     assert mig["metadata"]["labels"]["nvidia.com/mig-1g.10gb.count"] == "14"
     assert having("gpu", "on")[0]["status"]["capacity"]["nvidia.com/gpu"] == "80"
-    assert (
-        having("nvidia.com/mps.capable", "true")[0]["metadata"]["labels"][
-            "nvidia.com/gpu.sharing-strategy"
-        ]
-        == "mps"
-    )
+    assert having("nvidia.com/mps.capable", "true")[0]["metadata"]["labels"]["nvidia.com/gpu.sharing-strategy"] == "mps"
     local = having(RUNNER_LABEL, "local")
     assert any("nvidia.com/gpu.shared" in n["status"]["capacity"] for n in local)
     assert any(not any(k.startswith("nvidia.com/") for k in n["status"]["capacity"]) for n in local)

@@ -56,18 +56,14 @@ def test_a_taken_apiserver_port_is_named(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with pytest.raises(
-            TestbedError, match=f"port 127.0.0.1:{port} for kube-apiserver .* taken"
-        ):
+        with pytest.raises(TestbedError, match=f"port 127.0.0.1:{port} for kube-apiserver .* taken"):
             up(load_cluster("mixed"), tmp_path / "state", bin_dir=bin_dir, apiserver_port=port)
 
 
 def test_a_failed_start_stops_what_it_started(tmp_path, monkeypatch):
     """etcd 'starts' (sleeps) but never gets healthy; the timeout path must stop it."""
     bin_dir = fake_bin_dir(tmp_path / "bin", "exec sleep 60\n")
-    monkeypatch.setitem(
-        __import__("fracnb_testbed.controlplane").controlplane.START_TIMEOUTS, "etcd", 1.0
-    )
+    monkeypatch.setitem(__import__("fracnb_testbed.controlplane").controlplane.START_TIMEOUTS, "etcd", 1.0)
     saved = {}
     original_save = TestbedState.save
 
