@@ -19,8 +19,10 @@ class ServiceHandler(HubAuthenticated, web.RequestHandler):
         self.hub_auth = state.hub_auth
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
+        error = kwargs.get("exc_info", (None, None))[1]
+        message = getattr(error, "log_message", None) or self._reason
         self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps({"status": status_code, "message": self._reason}))
+        self.finish(json.dumps({"status": status_code, "message": message}))
 
     def caller(self) -> str:
         model = self.current_user
