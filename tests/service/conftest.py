@@ -52,6 +52,8 @@ c.JupyterHub.services = [
         "environment": {service_env!r},
     }},
     {{"name": "tester", "api_token": {admin_token!r}}},
+    # The culling core run inside the tests, with exactly the fracnb service's scopes.
+    {{"name": "fracnb-inproc", "api_token": {service_token!r}}},
 ]
 c.JupyterHub.load_roles = [
     {{
@@ -60,7 +62,7 @@ c.JupyterHub.load_roles = [
             "list:users", "read:users:activity", "read:servers", "delete:servers",
             "read:users:groups", "read:groups",
         ],
-        "services": ["fracnb"],
+        "services": ["fracnb", "fracnb-inproc"],
     }},
     {{"name": "admin", "services": ["tester"]}},
     # Server tokens only get scopes their owner holds: users need access to the service.
@@ -98,6 +100,7 @@ def find_chp() -> str:
 class RunningHub:
     url: str
     admin_token: str
+    service_token: str
     service_url: str
     config_file: Path
 
@@ -184,7 +187,7 @@ def hub(tmp_path_factory, hub_service_env):
     ports = {
         name: free_port() for name in ("proxy_port", "hub_port", "proxy_api_port", "service_port")
     }
-    admin_token = secrets.token_hex(16)
+    admin_token, service_token = secrets.token_hex(16), secrets.token_hex(16)
     config_file = workdir / "jupyterhub_config.py"
     config_file.write_text(
         HUB_CONFIG.format(
@@ -192,6 +195,7 @@ def hub(tmp_path_factory, hub_service_env):
             chp=find_chp(),
             workdir=workdir,
             admin_token=admin_token,
+            service_token=service_token,
             service_env=hub_service_env,
             extra="",
         )
@@ -210,7 +214,7 @@ def hub(tmp_path_factory, hub_service_env):
         service_url = f"{url}/services/fracnb/"
         # Without a token the service answers 403 once it is up (the proxy says 503 before).
         wait_for(service_url + "api/me", 60, status=403)
-        yield RunningHub(url, admin_token, service_url, config_file)
+        yield RunningHub(url, admin_token, service_token, service_url, config_file)
     finally:
         process.terminate()
         try:
