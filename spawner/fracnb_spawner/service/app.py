@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 from typing import Any
 from urllib.parse import urlparse
@@ -18,6 +19,21 @@ from fracnb_spawner.service.handlers import make_app
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.pods import KubernetesPods, PodSource
+
+
+def bind_address(host: str | None) -> str:
+    """Listen where the service URL points if that is this machine, else on all interfaces.
+
+    On z2jh the URL names the hub's Kubernetes Service (``http://hub:10101``), an address
+    the process cannot bind; the pod's own interfaces are where that traffic arrives.
+    """
+    if not host or host == "localhost":
+        return "127.0.0.1"
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return ""
+    return host
 
 
 class ServiceState:
@@ -125,6 +141,17 @@ class FracnbService(Application):
         """,
     ).tag(config=True)
 
+    ip = Unicode(
+        "",
+        help="""
+        Address the HTTP API listens on. Empty (the default): the host of
+        $JUPYTERHUB_SERVICE_URL when it is an IP address or localhost, else all interfaces
+        (as on z2jh, where the URL names the hub's Kubernetes Service).
+
+        Example: c.FracnbService.ip = "0.0.0.0"
+        """,
+    ).tag(config=True)
+
     kubeconfig = Unicode(
         "",
         help="""
@@ -205,7 +232,7 @@ class FracnbService(Application):
         service_url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
         prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/fracnb/")
         app = make_app(state, prefix)
-        app.listen(service_url.port or 80, service_url.hostname or "127.0.0.1")
+        app.listen(service_url.port or 80, self.ip or bind_address(service_url.hostname))
         self.log.info("fracnb service on %s%s", service_url.geturl(), prefix)
         await self.cull_forever(state)
 
