@@ -17,6 +17,29 @@ binaries=(kube-apiserver kube-scheduler etcd kwok)
 
 say() { printf '[testbed build] %s\n' "$*" >&2; }
 
+# KWOK v0.8.0 has no built-in stages: assemble the ones the testbed uses from the kwok
+# module (it is in the module cache after the kwok build) next to the binaries.
+kwok_stages=(
+  node/fast/node-initialize.yaml
+  node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+  pod/fast/pod-ready.yaml
+  pod/fast/pod-complete.yaml
+  pod/fast/pod-delete.yaml
+  pod/chaos/pod-container-running-failed.yaml
+)
+install_kwok_stages() {
+  local target="$bin_dir/kwok-stages.yaml" module_dir stage
+  [ -f "$target" ] && return
+  module_dir=$(cd "$here/kwok" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" \
+    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$module_dir/kustomize/stage" ] || { say "error: kwok module not found for its stages"; return 1; }
+  for stage in "${kwok_stages[@]}"; do
+    cat "$module_dir/kustomize/stage/$stage"; printf '\n---\n'
+  done > "$target.partial"
+  mv "$target.partial" "$target"
+  say "kwok stages written to $target"
+}
+
 all_present() {
   local name
   for name in "${binaries[@]}"; do [ -x "$bin_dir/$name" ] || return 1; done
@@ -24,6 +47,7 @@ all_present() {
 
 if all_present; then
   say "reusing cached binaries in $bin_dir"
+  if command -v go >/dev/null; then install_kwok_stages || true; fi
   echo "$bin_dir"
   exit 0
 fi
@@ -66,5 +90,6 @@ build_step kwok kwok sigs.k8s.io/kwok/cmd/kwok
 build_step kube-scheduler k8s k8s.io/kubernetes/cmd/kube-scheduler "$k8s_ldflags"
 build_step kube-apiserver k8s k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
 
+install_kwok_stages
 say "all binaries ready in $bin_dir after $(( $(date +%s) - started ))s"
 echo "$bin_dir"

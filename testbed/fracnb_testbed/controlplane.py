@@ -1,0 +1,364 @@
+"""``up``, ``down`` and ``status``: the control plane, the nodes and the runner as processes."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import ssl
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from fracnb_testbed import procs
+from fracnb_testbed.binaries import find_bin_dir, write_kwok_stages
+from fracnb_testbed.clusters import ClusterSpec, node_manifests
+from fracnb_testbed.errors import TestbedError
+from fracnb_testbed.kubeapi import KubeRest, ensure_namespace, write_kubeconfig
+from fracnb_testbed.pki import generate_pki
+from fracnb_testbed.state import TestbedState, load_runner_children, write_runner_env
+
+Progress = Callable[[str], None]
+# Slow machines (two busy cores) need generous start-up limits.
+START_TIMEOUTS = {
+    "etcd": 60.0,
+    "kube-apiserver": 180.0,
+    "kube-scheduler": 90.0,
+    "kwok": 90.0,
+    "runner": 60.0,
+}
+# Resources hami-scheduler accounts itself; its extender config marks them ignoredByScheduler.
+HAMI_SCHEDULER_RESOURCES = (
+    "nvidia.com/gpumem",
+    "nvidia.com/gpumem-percentage",
+    "nvidia.com/gpucores",
+    "nvidia.com/priority",
+)
+RUNNER_READY_FILE = "runner.ready"
+
+
+def _quiet(_: str) -> None:
+    """Default progress sink."""
+
+
+def random_pod_network() -> str:
+    """A /24 inside 127.0.0.0/8 for local pod IPs; random so parallel testbeds rarely meet."""
+    rng = random.SystemRandom()
+    return f"127.{rng.randint(64, 250)}.{rng.randint(0, 255)}.0/24"
+
+
+def scheduler_config(kubeconfig: Path) -> dict:
+    """One kube-scheduler serving the default name plus HAMi's and KAI's scheduler names."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [
+            {"schedulerName": "default-scheduler"},
+            {
+                "schedulerName": "hami-scheduler",
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {"ignoredResources": list(HAMI_SCHEDULER_RESOURCES)},
+                    }
+                ],
+            },
+            {"schedulerName": "kai-scheduler"},
+        ],
+    }
+
+
+def etcd_argv(bin_dir: Path, state: TestbedState) -> list[str]:
+    client = f"http://127.0.0.1:{state.ports['etcd']}"
+    peer = f"http://127.0.0.1:{state.ports['etcd-peer']}"
+    return [
+        str(bin_dir / "etcd"),
+        "--name=testbed",
+        f"--data-dir={state.directory / 'etcd-data'}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=testbed={peer}",
+        "--unsafe-no-fsync=true",
+        "--auto-compaction-retention=1",
+    ]
+
+
+def apiserver_argv(bin_dir: Path, state: TestbedState) -> list[str]:
+    pki = state.pki
+    return [
+        str(bin_dir / "kube-apiserver"),
+        f"--etcd-servers=http://127.0.0.1:{state.ports['etcd']}",
+        "--etcd-prefix=/registry",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={state.ports['apiserver']}",
+        f"--cert-dir={state.directory / 'apiserver-certs'}",
+        f"--tls-cert-file={pki.apiserver_cert}",
+        f"--tls-private-key-file={pki.apiserver_key}",
+        f"--client-ca-file={pki.ca_cert}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-account-key-file={pki.service_account_public_key}",
+        f"--service-account-signing-key-file={pki.service_account_key}",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        "--authorization-mode=Node,RBAC",
+        # The default/kubernetes Endpoints would point at a loopback address, which is invalid.
+        "--endpoint-reconciler-type=none",
+        "--allow-privileged=true",
+        # It taints new nodes not-ready; only the (absent) node lifecycle controller lifts it.
+        "--disable-admission-plugins=TaintNodesByCondition",
+        "--enable-priority-and-fairness=false",
+        "--profiling=false",
+    ]
+
+
+def scheduler_argv(bin_dir: Path, state: TestbedState, config: Path) -> list[str]:
+    return [
+        str(bin_dir / "kube-scheduler"),
+        f"--config={config}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={state.ports['scheduler']}",
+        f"--cert-dir={state.directory / 'scheduler-certs'}",
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+    ]
+
+
+def kwok_argv(bin_dir: Path, state: TestbedState, stages: Path) -> list[str]:
+    # No --server-address/--node-port: KWOK's HTTP server would listen on 0.0.0.0.
+    return [
+        str(bin_dir / "kwok"),
+        f"--kubeconfig={state.kubeconfig}",
+        f"--config={stages}",
+        "--manage-all-nodes=false",
+        "--manage-nodes-with-label-selector=type=kwok",
+        "--cidr=10.244.0.0/16",
+        "--node-ip=10.250.255.254",
+        "--node-lease-duration-seconds=40",
+    ]
+
+
+def runner_argv(state: TestbedState) -> list[str]:
+    return [sys.executable, "-m", "fracnb_testbed.runner", "--state-dir", str(state.directory)]
+
+
+def _https_ok(url: str) -> bool:
+    """True when ``url`` answers 200; certificates unchecked (the scheduler's are self-signed)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url, timeout=5, context=context) as response:  # noqa: S310
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _start(state: TestbedState, name: str, argv: list[str], env: dict[str, str] | None = None):
+    record = procs.spawn(name, argv, state.log_of(name), env)
+    state.processes.append(record)
+    state.save()
+    return record
+
+
+def _pick_ports(apiserver_port: int | None) -> dict[str, int]:
+    if apiserver_port is not None:
+        procs.ensure_port_free(apiserver_port, "kube-apiserver (--apiserver-port)")
+    ports = {
+        "apiserver": apiserver_port or procs.free_port(),
+        "etcd": procs.free_port(),
+        "etcd-peer": procs.free_port(),
+        "scheduler": procs.free_port(),
+    }
+    if len(set(ports.values())) != len(ports):
+        return _pick_ports(apiserver_port)
+    return ports
+
+
+def _prepare_directory(state_dir: Path) -> bool:
+    if (state_dir / "state.json").exists():
+        raise TestbedError(
+            f"a testbed state already exists in {state_dir}; run `fracnb-testbed down "
+            f"--state-dir {state_dir}` first or choose another --state-dir"
+        )
+    created = not state_dir.exists()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    for sub in ("logs", "pods"):
+        (state_dir / sub).mkdir(exist_ok=True)
+    return created
+
+
+def _create_nodes(rest: KubeRest, spec: ClusterSpec) -> None:
+    for manifest in node_manifests(spec):
+        rest.create("/api/v1/nodes", manifest)
+
+
+def _kwok_leases_exist(rest: KubeRest, spec: ClusterSpec) -> bool:
+    """KWOK holds a lease for every node it manages once it has taken them over."""
+    expected = {name for group in spec.groups_run_by("kwok") for name in group.node_names()}
+    status, answer = rest.request(
+        "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+    )
+    if status != 200:
+        return False
+    held = {item["metadata"]["name"] for item in answer.get("items", [])}
+    return expected <= held
+
+
+def up(
+    spec: ClusterSpec,
+    state_dir: Path,
+    *,
+    bin_dir: str | Path | None = None,
+    runner_env: dict[str, str] | None = None,
+    apiserver_port: int | None = None,
+    progress: Progress = _quiet,
+) -> TestbedState:
+    """Start everything; on failure stop what was started (logs stay) and raise TestbedError."""
+    binaries = find_bin_dir(bin_dir)
+    state_dir = state_dir.resolve()
+    created = _prepare_directory(state_dir)
+    state = TestbedState(
+        directory=state_dir,
+        cluster=spec.name,
+        ports=_pick_ports(apiserver_port),
+        pod_network=random_pod_network(),
+        created_directory=created,
+    )
+    state.save()
+    write_runner_env(state.directory, dict(runner_env or {}))
+    try:
+        _start_all(spec, state, binaries, progress)
+    except BaseException:
+        down(state_dir, keep_files=True)
+        raise
+    return state
+
+
+def _start_all(spec: ClusterSpec, state: TestbedState, binaries: Path, progress: Progress) -> None:
+    started = time.monotonic()
+    generate_pki(state.pki.directory)
+    write_kubeconfig(state.kubeconfig, state.server, state.pki)
+
+    progress(f"starting etcd on 127.0.0.1:{state.ports['etcd']}")
+    etcd = _start(state, "etcd", etcd_argv(binaries, state))
+    health = f"http://127.0.0.1:{state.ports['etcd']}/health"
+    procs.wait_until(
+        lambda: _http_ok(health),
+        what="etcd /health",
+        timeout=START_TIMEOUTS["etcd"],
+        watched=etcd,
+        progress=progress,
+    )
+
+    progress(f"starting kube-apiserver on {state.server}")
+    apiserver = _start(state, "kube-apiserver", apiserver_argv(binaries, state))
+    rest = KubeRest("127.0.0.1", state.ports["apiserver"], state.pki)
+    try:
+        procs.wait_until(
+            rest.ready,
+            what="kube-apiserver /readyz",
+            watched=apiserver,
+            timeout=START_TIMEOUTS["kube-apiserver"],
+            progress=progress,
+        )
+        ensure_namespace(rest, "default")
+        progress(f"creating {spec.node_count} nodes of cluster {spec.name!r}")
+        _create_nodes(rest, spec)
+
+        config = state.directory / "scheduler-config.yaml"
+        config.write_text(yaml.safe_dump(scheduler_config(state.kubeconfig), sort_keys=False))
+        progress("starting kube-scheduler")
+        scheduler = _start(state, "kube-scheduler", scheduler_argv(binaries, state, config))
+        readyz = f"https://127.0.0.1:{state.ports['scheduler']}/readyz"
+        procs.wait_until(
+            lambda: _https_ok(readyz),
+            what="kube-scheduler /readyz",
+            watched=scheduler,
+            timeout=START_TIMEOUTS["kube-scheduler"],
+            progress=progress,
+        )
+
+        stages = write_kwok_stages(binaries, state.directory / "kwok-stages.yaml")
+        progress("starting kwok")
+        # KWOK also reads ~/.kwok/kwok.yaml; a private HOME keeps a user's file out.
+        kwok = _start(
+            state,
+            "kwok",
+            kwok_argv(binaries, state, stages),
+            env={**os.environ, "HOME": str(state.directory)},
+        )
+        procs.wait_until(
+            lambda: _kwok_leases_exist(rest, spec),
+            what="kwok to take over its nodes",
+            watched=kwok,
+            timeout=START_TIMEOUTS["kwok"],
+            progress=progress,
+        )
+    finally:
+        rest.close()
+
+    progress("starting the local process runner")
+    runner = _start(state, "runner", runner_argv(state))
+    ready_file = state.directory / RUNNER_READY_FILE
+    procs.wait_until(
+        ready_file.exists,
+        what="the local process runner",
+        watched=runner,
+        timeout=START_TIMEOUTS["runner"],
+        progress=progress,
+    )
+    progress(f"testbed up in {time.monotonic() - started:.1f}s; KUBECONFIG={state.kubeconfig}")
+
+
+def down(state_dir: Path, *, keep_files: bool = False, progress: Progress = _quiet) -> list[str]:
+    """Stop the recorded processes (runner first), remove the state dir; return what was stopped."""
+    state = TestbedState.load(state_dir.resolve())
+    stopped = []
+    for record in reversed(state.processes):
+        if procs.stop(record):
+            stopped.append(record.name)
+            progress(f"stopped {record.name} (pid {record.pid})")
+    # Pod processes the runner could not clean up (it was killed, not stopped).
+    for record in load_runner_children(state.directory):
+        if procs.is_alive(record):
+            procs.stop_group(record)
+            stopped.append(record.name)
+            progress(f"stopped leftover pod process {record.name} (pid {record.pid})")
+    if keep_files:
+        (state.directory / "state.json").unlink(missing_ok=True)
+    elif state.created_directory:
+        shutil.rmtree(state.directory, ignore_errors=True)
+    else:
+        for entry in state.directory.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+    return stopped
+
+
+def status_lines(state_dir: Path) -> list[str]:
+    """One line per component: name, pid, running or not, log path; plus endpoints."""
+    state = TestbedState.load(state_dir.resolve())
+    lines = [f"cluster {state.cluster!r}; apiserver {state.server}; kubeconfig {state.kubeconfig}"]
+    for record in state.processes:
+        running = "running" if procs.is_alive(record) else "NOT RUNNING"
+        lines.append(f"{record.name:15} pid {record.pid:<8} {running:12} log {record.log}")
+    children = [r for r in load_runner_children(state.directory) if procs.is_alive(r)]
+    lines.append(f"local pod processes: {len(children)}; pod network {state.pod_network}")
+    return lines

@@ -1,0 +1,113 @@
+"""The state directory's layout and its state file (what runs, where, on which ports)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fracnb_testbed.errors import TestbedError
+from fracnb_testbed.pki import Pki
+from fracnb_testbed.procs import ProcessRecord
+
+STATE_FILE = "state.json"
+RUNNER_CHILDREN_FILE = "runner-children.json"
+RUNNER_ENV_FILE = "runner-env.json"
+
+
+@dataclass
+class TestbedState:
+    """Everything ``down`` and ``status`` need, saved after each started component."""
+
+    __test__ = False
+
+    directory: Path
+    cluster: str = ""
+    ports: dict[str, int] = field(default_factory=dict)
+    pod_network: str = ""
+    processes: list[ProcessRecord] = field(default_factory=list)
+    created_directory: bool = False
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig"
+
+    @property
+    def pki(self) -> Pki:
+        return Pki(self.directory / "pki")
+
+    @property
+    def logs(self) -> Path:
+        return self.directory / "logs"
+
+    @property
+    def pods(self) -> Path:
+        return self.directory / "pods"
+
+    def log_of(self, component: str) -> Path:
+        return self.logs / f"{component}.log"
+
+    def save(self) -> None:
+        payload = {
+            "cluster": self.cluster,
+            "ports": self.ports,
+            "pod_network": self.pod_network,
+            "processes": [record.to_dict() for record in self.processes],
+            "created_directory": self.created_directory,
+        }
+        temporary = self.directory / f".{STATE_FILE}.tmp"
+        temporary.write_text(json.dumps(payload, indent=2))
+        temporary.replace(self.directory / STATE_FILE)
+
+    @classmethod
+    def load(cls, directory: Path) -> TestbedState:
+        path = directory / STATE_FILE
+        try:
+            payload = json.loads(path.read_text())
+        except FileNotFoundError as error:
+            raise TestbedError(
+                f"no testbed state in {directory} ({STATE_FILE} is missing); "
+                "start one with `fracnb-testbed up` or pass the right --state-dir"
+            ) from error
+        return cls(
+            directory=directory,
+            cluster=payload["cluster"],
+            ports=payload["ports"],
+            pod_network=payload["pod_network"],
+            processes=[ProcessRecord(**record) for record in payload["processes"]],
+            created_directory=payload.get("created_directory", False),
+        )
+
+
+def write_runner_env(directory: Path, env: dict[str, str]) -> None:
+    """Extra environment for local pod processes; the runner reads it at every pod start."""
+    temporary = directory / f".{RUNNER_ENV_FILE}.tmp"
+    temporary.write_text(json.dumps(env))
+    temporary.replace(directory / RUNNER_ENV_FILE)
+
+
+def read_runner_env(directory: Path) -> dict[str, str]:
+    try:
+        return dict(json.loads((directory / RUNNER_ENV_FILE).read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def load_runner_children(directory: Path) -> list[ProcessRecord]:
+    """The pod processes the runner last reported (for cleanup if the runner was killed)."""
+    try:
+        return [
+            ProcessRecord(**r) for r in json.loads((directory / RUNNER_CHILDREN_FILE).read_text())
+        ]
+    except (OSError, ValueError):
+        return []
+
+
+def save_runner_children(directory: Path, records: list[ProcessRecord]) -> None:
+    temporary = directory / f".{RUNNER_CHILDREN_FILE}.tmp"
+    temporary.write_text(json.dumps([record.to_dict() for record in records]))
+    temporary.replace(directory / RUNNER_CHILDREN_FILE)

@@ -1,0 +1,82 @@
+"""``up`` fails clearly: missing binaries, a taken port, a component dying during start."""
+
+import socket
+import stat
+
+import pytest
+from fracnb_testbed.binaries import REQUIRED_BINARIES, find_bin_dir
+from fracnb_testbed.clusters import load_cluster
+from fracnb_testbed.controlplane import up
+from fracnb_testbed.errors import TestbedError
+from fracnb_testbed.procs import is_alive
+from fracnb_testbed.state import TestbedState
+
+
+def test_missing_binaries_say_how_to_build(tmp_path):
+    (tmp_path / "etcd").write_text("")
+    with pytest.raises(TestbedError) as error:
+        find_bin_dir(tmp_path)
+    message = str(error.value)
+    assert "kube-apiserver" in message
+    assert "testbed/go/build.sh" in message
+    assert "FRACNB_TESTBED_BIN" in message
+
+
+def test_up_refuses_a_missing_bin_dir_before_creating_anything(tmp_path):
+    with pytest.raises(TestbedError, match=r"testbed/go/build\.sh"):
+        up(load_cluster("mixed"), tmp_path / "state", bin_dir=tmp_path / "nothing-here")
+    assert not (tmp_path / "state").exists()
+
+
+def fake_bin_dir(path, etcd_script):
+    """Executables standing in for the binaries; etcd runs ``etcd_script``."""
+    path.mkdir()
+    for name in REQUIRED_BINARIES:
+        program = path / name
+        program.write_text("#!/bin/sh\n" + (etcd_script if name == "etcd" else "exit 0\n"))
+        program.chmod(program.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_a_component_dying_during_start_shows_its_log(tmp_path):
+    bin_dir = fake_bin_dir(tmp_path / "bin", "echo 'etcd: data dir is corrupt' >&2\nexit 3\n")
+    state_dir = tmp_path / "state"
+    with pytest.raises(TestbedError) as error:
+        up(load_cluster("mixed"), state_dir, bin_dir=bin_dir)
+    message = str(error.value)
+    assert "etcd exited while waiting for etcd /health" in message
+    assert "etcd: data dir is corrupt" in message
+    assert (state_dir / "logs" / "etcd.log").is_file()
+    assert not (state_dir / "state.json").exists()
+
+
+def test_a_taken_apiserver_port_is_named(tmp_path):
+    bin_dir = fake_bin_dir(tmp_path / "bin", "sleep 30\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(
+            TestbedError, match=f"port 127.0.0.1:{port} for kube-apiserver .* taken"
+        ):
+            up(load_cluster("mixed"), tmp_path / "state", bin_dir=bin_dir, apiserver_port=port)
+
+
+def test_a_failed_start_stops_what_it_started(tmp_path, monkeypatch):
+    """etcd 'starts' (sleeps) but never gets healthy; the timeout path must stop it."""
+    bin_dir = fake_bin_dir(tmp_path / "bin", "exec sleep 60\n")
+    monkeypatch.setitem(
+        __import__("fracnb_testbed.controlplane").controlplane.START_TIMEOUTS, "etcd", 1.0
+    )
+    saved = {}
+    original_save = TestbedState.save
+
+    def spy(self):
+        saved["state"] = [*self.processes]
+        original_save(self)
+
+    monkeypatch.setattr(TestbedState, "save", spy)
+    with pytest.raises(TestbedError, match="timed out after 1s waiting for etcd /health"):
+        up(load_cluster("mixed"), tmp_path / "state", bin_dir=bin_dir)
+    (etcd,) = saved["state"]
+    assert not is_alive(etcd)
