@@ -1,0 +1,344 @@
+"""One culling pass over thousands of running servers: fracnb's culler vs jupyterhub-idle-culler.
+
+    python -m bench.culling [--users 5000] [--repeat 5] [--kubeconfig FILE --namespace NS]
+
+How the servers are made: a real JupyterHub (subprocess, configurable-http-proxy from npm)
+whose spawner starts nothing and points every server at one shared real HTTP server
+(``python -m http.server``), so each of the N users has a server the hub considers running
+and ready, with a proxy route, at almost no cost. Users are created in one REST call and
+their servers started through the REST API.
+
+Both cullers run in this process, one after the other, against the same hub, with
+timeouts long enough that nothing is culled: the pass is paging through the users,
+deciding, and (ours) listing the pods. With ``--kubeconfig`` the pods are real objects in
+a kube-apiserver (created here, bound to a node that does not exist so nothing schedules
+them); without it, ours reads the same pod dicts from memory and the report says so.
+
+Reclaim latency: from a server's idle deadline to the hub having stopped it (the slot is
+usable by the next user). It is the wait for the next pass (0 to ``cull_every``) plus the
+time the pass takes to reach and stop the server; measured end to end with the service loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import math
+import os
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from fracnb_spawner.culling import CullPolicy, parse_timestamp
+from fracnb_spawner.service.core import CullSettings, cull_pass
+from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.metrics import CullMetrics
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+
+REPO = Path(__file__).resolve().parents[1]
+DAY = 86400
+
+HUB_CONFIG = """
+from jupyterhub.spawner import Spawner
+
+class AlwaysUpSpawner(Spawner):
+    # Every server is the one shared HTTP server; start and stop are bookkeeping.
+    running = False
+
+    async def start(self):
+        self.running = True
+        return "http://127.0.0.1:{stub_port}"
+
+    async def stop(self, now=False):
+        self.running = False
+
+    async def poll(self):
+        return None if self.running else 0
+
+c.JupyterHub.spawner_class = AlwaysUpSpawner
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = {proxy_port}
+c.JupyterHub.hub_port = {hub_port}
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
+c.ConfigurableHTTPProxy.command = [{chp!r}]
+c.JupyterHub.db_url = "sqlite:///{workdir}/hub.sqlite"
+c.JupyterHub.cookie_secret_file = "{workdir}/cookie_secret"
+c.JupyterHub.pid_file = "{workdir}/hub.pid"
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allow_all = True
+c.JupyterHub.concurrent_spawn_limit = 0
+c.JupyterHub.last_activity_interval = 3600
+c.JupyterHub.log_level = "WARN"
+c.JupyterHub.services = [
+    {{"name": "setup", "api_token": {admin_token!r}}},
+    {{"name": "culler", "api_token": {culler_token!r}}},
+]
+c.JupyterHub.load_roles = [
+    {{"name": "admin", "services": ["setup"]}},
+    {{
+        "name": "culler",
+        "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+        "services": ["culler"],
+    }},
+]
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Hub:
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.ports = {n: free_port() for n in ("proxy_port", "hub_port", "proxy_api_port")}
+        self.stub_port = free_port()
+        self.admin_token, self.culler_token = secrets.token_hex(16), secrets.token_hex(16)
+        self.url = f"http://127.0.0.1:{self.ports['proxy_port']}"
+        self.api_url = f"{self.url}/hub/api"
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> None:
+        chp = shutil.which("configurable-http-proxy") or str(
+            REPO / ".tools/node_modules/.bin/configurable-http-proxy"
+        )
+        config = self.workdir / "jupyterhub_config.py"
+        config.write_text(
+            HUB_CONFIG.format(
+                **self.ports,
+                stub_port=self.stub_port,
+                chp=chp,
+                workdir=self.workdir,
+                admin_token=self.admin_token,
+                culler_token=self.culler_token,
+            )
+        )
+        log = (self.workdir / "hub.log").open("w")
+        stub = [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(self.stub_port)]
+        self.processes.append(subprocess.Popen(stub, cwd=self.workdir, stdout=log, stderr=log))
+        hub = [sys.executable, "-m", "jupyterhub", "-f", str(config)]
+        self.processes.append(subprocess.Popen(hub, cwd=self.workdir, stdout=log, stderr=log))
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.terminate()
+            process.wait(30)
+
+
+async def call(http, hub: Hub, method: str, path: str, body=None):
+    request = HTTPRequest(
+        f"{hub.api_url}/{path}",
+        method=method,
+        headers={"Authorization": f"token {hub.admin_token}"},
+        body=None if body is None else json.dumps(body),
+        allow_nonstandard_methods=True,
+        request_timeout=300,
+    )
+    response = await http.fetch(request, raise_error=False)
+    if response.code >= 400:
+        raise RuntimeError(f"{method} {path}: {response.code} {response.body[:200]!r}")
+    return json.loads(response.body) if response.body else None
+
+
+async def wait_up(http, hub: Hub) -> None:
+    for _ in range(600):
+        try:
+            await call(http, hub, "GET", "")
+            return
+        except (OSError, RuntimeError):
+            await asyncio.sleep(0.2)
+    raise RuntimeError("the hub did not come up")
+
+
+async def start_servers(http, hub: Hub, names: list[str], concurrency: int = 64) -> None:
+    for start in range(0, len(names), 1000):
+        await call(http, hub, "POST", "users", {"usernames": names[start : start + 1000]})
+    slots = asyncio.Semaphore(concurrency)
+
+    async def spawn(name: str) -> None:
+        async with slots:
+            await call(http, hub, "POST", f"users/{name}/server", {})
+
+    await asyncio.gather(*(spawn(n) for n in names))
+    api = HubAPI(hub.api_url, hub.admin_token)
+    try:
+        for _ in range(600):
+            ready = await api.get("users", state="ready", limit=1)
+            if ready["_pagination"]["total"] >= len(names):
+                return
+            await asyncio.sleep(1)
+        raise RuntimeError("servers did not all become ready in 10 minutes")
+    finally:
+        api.close()
+
+
+def pod_manifest(user: str, idle_timeout: int) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"jupyter-{user}",
+            "labels": {"component": "singleuser-server", "fracnb.io/profile": "eighth"},
+            "annotations": {
+                "hub.jupyter.org/username": user,
+                "hub.jupyter.org/servername": "",
+                "fracnb.io/gpu-fraction": "1/8",
+                "fracnb.io/idle-timeout": str(idle_timeout),
+                "fracnb.io/max-age": "0",
+            },
+        },
+        # Bound to a node that does not exist: stored, never scheduled or run.
+        "spec": {
+            "nodeName": "bench-nowhere",
+            "containers": [{"name": "notebook", "image": "example.invalid/none"}],
+        },
+    }
+
+
+class ListedPods:
+    def __init__(self, pods: list[dict]) -> None:
+        self.pods = pods
+
+    async def list_pods(self) -> list[dict]:
+        return self.pods
+
+
+async def make_pod_source(args, names: list[str]):
+    manifests = [pod_manifest(n, DAY) for n in names]
+    if not args.kubeconfig:
+        return ListedPods(manifests), "in memory"
+    from fracnb_spawner.service.pods import KubernetesPods
+    from kubernetes_asyncio import client, config
+
+    configuration = client.Configuration()
+    await config.load_kube_config(args.kubeconfig, client_configuration=configuration)
+    async with client.ApiClient(configuration) as api_client:
+        core = client.CoreV1Api(api_client)
+        slots = asyncio.Semaphore(32)
+
+        async def create(manifest: dict) -> None:
+            async with slots:
+                await core.create_namespaced_pod(args.namespace, manifest)
+
+        await asyncio.gather(*(create(m) for m in manifests))
+    return KubernetesPods(namespace=args.namespace, kubeconfig=args.kubeconfig), "kube-apiserver"
+
+
+async def time_ours(hub: Hub, pods, page_size: int) -> float:
+    api = HubAPI(hub.api_url, hub.culler_token)
+    settings = CullSettings(CullPolicy(idle_timeout=DAY), warning_lead=600, page_size=page_size)
+    try:
+        report = await cull_pass(api, pods, settings, CullMetrics())
+    finally:
+        api.close()
+    assert not report.culled
+    return report.duration
+
+
+async def time_theirs(hub: Hub, page_size: int) -> float:
+    from jupyterhub_idle_culler import cull_idle
+
+    logger = logging.getLogger("idle-culler")
+    logger.setLevel(logging.WARNING)
+    started = time.perf_counter()
+    await cull_idle(hub.api_url, hub.culler_token, DAY, logger, api_page_size=page_size)
+    return time.perf_counter() - started
+
+
+async def reclaim_latency(hub: Hub, names: list[str], cull_every: float) -> list[float]:
+    """Give ``names`` deadlines spread over one interval; time deadline -> stopped."""
+    api = HubAPI(hub.api_url, hub.culler_token)
+    models = {}
+    for name in names:
+        models[name] = (await api.user(name))["servers"][""]
+    now = datetime.now(timezone.utc)
+    pods, deadlines = [], {}
+    for i, name in enumerate(names):
+        last = parse_timestamp(models[name]["last_activity"])
+        target = now + timedelta(seconds=2 + cull_every * i / len(names))
+        idle_timeout = math.ceil((target - last).total_seconds())
+        pods.append(pod_manifest(name, idle_timeout))
+        deadlines[name] = last + timedelta(seconds=idle_timeout)
+    settings = CullSettings(CullPolicy(idle_timeout=DAY), warning_lead=0, page_size=200)
+    stopped: dict[str, datetime] = {}
+    loop_started = time.monotonic()
+    while len(stopped) < len(names) and time.monotonic() - loop_started < 4 * cull_every + 30:
+        report = await cull_pass(api, ListedPods(pods), settings, CullMetrics())
+        finished = datetime.now(timezone.utc)
+        for user, _, _ in report.culled:
+            stopped.setdefault(user, finished)
+        await asyncio.sleep(cull_every)
+    api.close()
+    return [(stopped[n] - deadlines[n]).total_seconds() for n in names if n in stopped]
+
+
+def summary(label: str, values: list[float]) -> str:
+    runs = ", ".join(f"{v:.3f}" for v in values)
+    return f"{label}: median {statistics.median(values):.3f}s (runs: {runs})"
+
+
+async def run(args) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="fracnb-bench-"))
+    hub = Hub(workdir)
+    hub.start()
+    http = AsyncHTTPClient(force_instance=True, max_clients=64)
+    try:
+        await wait_up(http, hub)
+        names = [f"bench{i:05d}" for i in range(args.users)]
+        t0 = time.perf_counter()
+        await start_servers(http, hub, names)
+        print(f"{args.users} running servers in {time.perf_counter() - t0:.1f}s")
+        pods, pod_origin = await make_pod_source(args, names)
+        ours, theirs, theirs_200 = [], [], []
+        for _ in range(args.repeat):
+            ours.append(await time_ours(hub, pods, 200))
+            theirs.append(await time_theirs(hub, 0))
+            theirs_200.append(await time_theirs(hub, 200))
+        import jupyterhub
+        import jupyterhub_idle_culler
+
+        print(
+            f"jupyterhub {jupyterhub.__version__}, jupyterhub-idle-culler"
+            f" {jupyterhub_idle_culler.__version__}; pods {pod_origin}"
+        )
+        print(summary("fracnb culler (page 200, + pod LIST)", ours))
+        print(summary("idle-culler (default page size)", theirs))
+        print(summary("idle-culler (--api-page-size=200)", theirs_200))
+        median = statistics.median
+        print(f"ratio ours/theirs (default): {median(ours) / median(theirs):.2f}")
+        print(f"ratio ours/theirs (page 200): {median(ours) / median(theirs_200):.2f}")
+        latencies = await reclaim_latency(hub, names[: args.reclaim_servers], args.cull_every)
+        print(
+            f"reclaim latency with cull_every={args.cull_every:g}s over {len(latencies)} servers:"
+            f" median {median(latencies):.2f}s, max {max(latencies):.2f}s"
+        )
+    finally:
+        http.close()
+        hub.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--users", type=int, default=5000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--kubeconfig", default=os.environ.get("FRACNB_BENCH_KUBECONFIG", ""))
+    parser.add_argument("--namespace", default="fracnb-bench")
+    parser.add_argument("--cull-every", type=float, default=10)
+    parser.add_argument("--reclaim-servers", type=int, default=20)
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

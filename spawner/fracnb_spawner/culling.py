@@ -1,0 +1,141 @@
+"""Idle and max-age culling decisions, pure: the caller passes the server model and ``now``.
+
+A server has one deadline, the earlier of ``last activity + idle timeout`` and ``start +
+max age``. Before the deadline, within ``warning_lead`` seconds of it, the server is in the
+warning state (the notebook shows it; any activity the hub hears about moves an idle
+deadline back). At or after the deadline it is culled: stopped, pod deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+from typing import Any
+
+IDLE_TIMEOUT_ANNOTATION = "fracnb.io/idle-timeout"
+MAX_AGE_ANNOTATION = "fracnb.io/max-age"
+
+
+class Action(str, Enum):
+    KEEP = "keep"
+    WARN = "warn"
+    CULL = "cull"
+
+
+class Reason(str, Enum):
+    IDLE = "idle"
+    MAX_AGE = "max-age"
+
+
+@dataclass(frozen=True)
+class CullPolicy:
+    """Seconds; 0 disables that limit."""
+
+    idle_timeout: float = 0
+    max_age: float = 0
+
+
+@dataclass(frozen=True)
+class ServerActivity:
+    """The parts of a hub server model culling looks at."""
+
+    started: datetime | None
+    last_activity: datetime | None
+    pending: str | None = None
+    ready: bool = True
+
+
+@dataclass(frozen=True)
+class CullDecision:
+    action: Action
+    reason: Reason | None = None
+    cull_at: datetime | None = None
+    seconds_left: float | None = None
+
+
+def parse_timestamp(value: str | None) -> datetime | None:
+    """Hub timestamps are ISO 8601 with ``Z``; naive ones are UTC."""
+    if not value:
+        return None
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def server_activity(model: Mapping[str, Any]) -> ServerActivity:
+    """Read a server model from ``GET /hub/api/users`` (``user["servers"][name]``)."""
+    return ServerActivity(
+        started=parse_timestamp(model.get("started")),
+        last_activity=parse_timestamp(model.get("last_activity")),
+        pending=model.get("pending"),
+        ready=bool(model.get("ready")),
+    )
+
+
+def _seconds(annotations: Mapping[str, str], key: str, default: float) -> float:
+    raw = annotations.get(key)
+    if raw is None:
+        return default
+    try:
+        seconds = float(raw)
+    except ValueError:
+        return default
+    return seconds if seconds >= 0 else default
+
+
+def policy_from_annotations(annotations: Mapping[str, str], default: CullPolicy) -> CullPolicy:
+    """The pod's ``fracnb.io/idle-timeout`` / ``fracnb.io/max-age``, else ``default``'s.
+
+    An unreadable value falls back to the default rather than disabling culling.
+    """
+    return CullPolicy(
+        idle_timeout=_seconds(annotations, IDLE_TIMEOUT_ANNOTATION, default.idle_timeout),
+        max_age=_seconds(annotations, MAX_AGE_ANNOTATION, default.max_age),
+    )
+
+
+def _deadline(server: ServerActivity, policy: CullPolicy) -> tuple[datetime, Reason] | None:
+    candidates = []
+    idle_since = server.last_activity or server.started
+    if policy.idle_timeout > 0 and idle_since is not None:
+        candidates.append((idle_since + timedelta(seconds=policy.idle_timeout), Reason.IDLE))
+    if policy.max_age > 0 and server.started is not None:
+        candidates.append((server.started + timedelta(seconds=policy.max_age), Reason.MAX_AGE))
+    # On a tie, idleness is the reason reported: it is the one the user can act on.
+    return min(candidates, key=lambda c: (c[0], c[1] is Reason.MAX_AGE), default=None)
+
+
+def decide(
+    server: ServerActivity, policy: CullPolicy, *, now: datetime, warning_lead: float
+) -> CullDecision:
+    """Keep, warn or cull one server at ``now``."""
+    if server.pending or not server.ready:
+        return CullDecision(Action.KEEP)
+    deadline = _deadline(server, policy)
+    if deadline is None:
+        return CullDecision(Action.KEEP)
+    cull_at, reason = deadline
+    seconds_left = max((cull_at - now).total_seconds(), 0.0)
+    if seconds_left <= 0:
+        return CullDecision(Action.CULL, reason, cull_at, 0.0)
+    action = Action.WARN if seconds_left <= warning_lead else Action.KEEP
+    return CullDecision(action, reason, cull_at, seconds_left)
+
+
+def isoformat(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def server_status(decision: CullDecision, policy: CullPolicy) -> dict[str, Any]:
+    """The per-server culling status ``GET api/me`` returns, JSON-ready."""
+    return {
+        "idle_timeout_seconds": policy.idle_timeout,
+        "max_age_seconds": policy.max_age,
+        "cull_at": isoformat(decision.cull_at),
+        "seconds_left": decision.seconds_left,
+        "reason": decision.reason.value if decision.reason else None,
+        "warning": decision.action is not Action.KEEP,
+    }

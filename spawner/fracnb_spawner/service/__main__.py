@@ -1,0 +1,3 @@
+from fracnb_spawner.service.app import main
+
+main()

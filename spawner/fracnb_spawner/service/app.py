@@ -1,0 +1,244 @@
+"""``FracnbService``: the traitlets shell that binds configuration into the plain core."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+from typing import Any
+from urllib.parse import urlparse
+
+from jupyterhub.services.auth import HubAuth
+from traitlets import Float, Integer, Unicode, default
+from traitlets.config import Application
+
+from fracnb_spawner.culling import CullPolicy
+from fracnb_spawner.quota import FracnbQuotas
+from fracnb_spawner.service import core
+from fracnb_spawner.service.handlers import make_app
+from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.metrics import CullMetrics
+from fracnb_spawner.service.pods import KubernetesPods, PodSource
+
+
+def bind_address(host: str | None) -> str:
+    """Listen where the service URL points if that is this machine, else on all interfaces.
+
+    On z2jh the URL names the hub's Kubernetes Service (``http://hub:10101``), an address
+    the process cannot bind; the pod's own interfaces are where that traffic arrives.
+    """
+    if not host or host == "localhost":
+        return "127.0.0.1"
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return ""
+    return host
+
+
+class ServiceState:
+    """What the handlers and the culling loop share."""
+
+    def __init__(
+        self,
+        *,
+        hub: HubAPI,
+        pods: PodSource,
+        quotas: FracnbQuotas,
+        settings: core.CullSettings,
+        hub_auth: HubAuth,
+        clock: core.Clock = core.utcnow,
+    ) -> None:
+        self.hub, self.pods, self.settings, self.hub_auth = hub, pods, settings, hub_auth
+        self.quota_policy = quotas.policy()
+        self.metrics = CullMetrics()
+        self.clock = clock
+
+    async def user_report(self, name: str) -> dict[str, Any]:
+        return await core.user_report(
+            self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock
+        )
+
+    async def cull_pass(self) -> core.PassReport:
+        return await core.cull_pass(
+            self.hub, self.pods, self.settings, self.metrics, clock=self.clock
+        )
+
+
+class FracnbService(Application):
+    """Culls idle GPU servers (with a warning first) and reports quotas to notebooks."""
+
+    name = "fracnb-service"
+    description = __doc__
+    classes = [FracnbQuotas]  # noqa: RUF012 -- traitlets reads this class attribute
+    aliases = {  # noqa: RUF012
+        "config": "FracnbService.config_file",
+        "cull-every": "FracnbService.cull_every",
+        "namespace": "FracnbService.namespace",
+        "kubeconfig": "FracnbService.kubeconfig",
+        "log-level": "Application.log_level",
+    }
+
+    api_page_size = Integer(
+        200,
+        help="""
+        Users per page when listing the hub's users (the hub caps it at
+        JupyterHub.api_page_max_limit, 200 by default). Default: 200.
+
+        Example: c.FracnbService.api_page_size = 200
+        """,
+    ).tag(config=True)
+
+    concurrency = Integer(
+        10,
+        help="""
+        How many stop requests the culler sends to the hub at once. Default: 10.
+
+        Example: c.FracnbService.concurrency = 10
+        """,
+    ).tag(config=True)
+
+    config_file = Unicode(
+        "",
+        help="""
+        A config file to load, usually the hub's own jupyterhub_config.py, so that
+        c.FracnbQuotas and c.FracnbService are set in one place. It must only set c.*
+        values the service can import. Default: none.
+
+        Example: python -m fracnb_spawner.service --config /etc/jupyterhub/jupyterhub_config.py
+        """,
+    ).tag(config=True)
+
+    cull_every = Float(
+        60,
+        help="""
+        Seconds between culling passes. A server is stopped at the first pass after its
+        deadline, so this is the most it can outlive it. Default: 60.
+
+        Example: c.FracnbService.cull_every = 60
+        """,
+    ).tag(config=True)
+
+    default_idle_timeout = Float(
+        3600,
+        help="""
+        Idle timeout in seconds for servers whose pod has no fracnb.io/idle-timeout
+        annotation (CPU-only or non-fracnb servers); 0 never culls them for idleness.
+        Make it longer than JupyterHub.last_activity_interval (300 s) plus the single-user
+        activity interval (300 s), or servers in use may look idle. Default: 3600.
+
+        Example: c.FracnbService.default_idle_timeout = 3600
+        """,
+    ).tag(config=True)
+
+    default_max_age = Float(
+        0,
+        help="""
+        Maximum age in seconds for servers whose pod has no fracnb.io/max-age annotation;
+        0 means no limit. Default: 0.
+
+        Example: c.FracnbService.default_max_age = 86400
+        """,
+    ).tag(config=True)
+
+    ip = Unicode(
+        "",
+        help="""
+        Address the HTTP API listens on. Empty (the default): the host of
+        $JUPYTERHUB_SERVICE_URL when it is an IP address or localhost, else all interfaces
+        (as on z2jh, where the URL names the hub's Kubernetes Service).
+
+        Example: c.FracnbService.ip = "0.0.0.0"
+        """,
+    ).tag(config=True)
+
+    kubeconfig = Unicode(
+        "",
+        help="""
+        Kubeconfig file for reading pods. Empty (the default): the in-cluster service
+        account, else the default kubeconfig ($KUBECONFIG or ~/.kube/config).
+
+        Example: c.FracnbService.kubeconfig = "/etc/jupyterhub/kubeconfig"
+        """,
+    ).tag(config=True)
+
+    namespace = Unicode(
+        help="""
+        Namespace of the singleuser pods (the service only lists pods there).
+        Default: $POD_NAMESPACE, else "default".
+
+        Example: c.FracnbService.namespace = "jhub"
+        """,
+    ).tag(config=True)
+
+    warning_lead = Float(
+        900,
+        help="""
+        Seconds before a cull deadline at which a server enters the warning state that
+        notebooks show. Keep it above the single-user activity interval (300 s) so that a
+        user who resumes work after the warning is seen as active in time. Default: 900.
+
+        Example: c.FracnbService.warning_lead = 900
+        """,
+    ).tag(config=True)
+
+    @default("namespace")
+    def _default_namespace(self) -> str:
+        return os.environ.get("POD_NAMESPACE", "default")
+
+    def initialize(self, argv: Any = None) -> None:
+        super().initialize(argv)
+        if self.config_file:
+            self.load_config_file(self.config_file)
+            # Command-line settings win over the file.
+            if self.cli_config:
+                self.update_config(self.cli_config)
+
+    def settings(self) -> core.CullSettings:
+        return core.CullSettings(
+            default_policy=CullPolicy(self.default_idle_timeout, self.default_max_age),
+            warning_lead=self.warning_lead,
+            concurrency=self.concurrency,
+            page_size=self.api_page_size,
+        )
+
+    def build_state(self) -> ServiceState:
+        hub_auth = HubAuth(parent=self)
+        return ServiceState(
+            hub=HubAPI(hub_auth.api_url, hub_auth.api_token),
+            pods=KubernetesPods(namespace=self.namespace, kubeconfig=self.kubeconfig),
+            quotas=FracnbQuotas(parent=self),
+            settings=self.settings(),
+            hub_auth=hub_auth,
+        )
+
+    async def cull_forever(self, state: ServiceState) -> None:
+        while True:
+            try:
+                report = await state.cull_pass()
+                self.log.info(
+                    "Culling pass: %d servers, %d warned, %d culled in %.2fs",
+                    report.servers,
+                    report.warned,
+                    len(report.culled),
+                    report.duration,
+                )
+            except Exception:
+                self.log.exception("Culling pass failed; trying again in %ss", self.cull_every)
+            await asyncio.sleep(self.cull_every)
+
+    async def serve(self) -> None:
+        state = self.build_state()
+        service_url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
+        prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/fracnb/")
+        app = make_app(state, prefix)
+        app.listen(service_url.port or 80, self.ip or bind_address(service_url.hostname))
+        self.log.info("fracnb service on %s%s", service_url.geturl(), prefix)
+        await self.cull_forever(state)
+
+    def start(self) -> None:
+        asyncio.run(self.serve())
+
+
+def main(argv: list[str] | None = None) -> None:
+    FracnbService.launch_instance(argv)

@@ -1,0 +1,235 @@
+"""The service's plain async core: one culling pass, and one user's status report.
+
+Time comes from the ``clock`` argument (default :func:`utcnow`), so tests decide what
+"now" is. Hub and pods come in as objects (:class:`.hub.HubAPI`, a :class:`.pods.PodSource`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from fractions import Fraction
+from typing import Any
+
+from fracnb_spawner.culling import (
+    Action,
+    CullDecision,
+    CullPolicy,
+    decide,
+    policy_from_annotations,
+    server_activity,
+    server_status,
+)
+from fracnb_spawner.quota import (
+    FRACTION_ANNOTATION,
+    PROFILE_LABEL,
+    SERVERNAME_ANNOTATION,
+    USERNAME_ANNOTATION,
+    QuotaPolicy,
+    allocations_from_pods,
+    parse_gpus,
+    usage_report,
+)
+from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.metrics import CullMetrics
+from fracnb_spawner.service.pods import PodSource
+
+log = logging.getLogger("fracnb.service")
+
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    """What the culler reads from a server's pod."""
+
+    annotations: Mapping[str, str]
+    profile: str
+    fraction: Fraction
+
+
+@dataclass(frozen=True)
+class CullSettings:
+    default_policy: CullPolicy
+    warning_lead: float
+    concurrency: int = 10
+    page_size: int = 0
+
+
+@dataclass
+class PassReport:
+    """What one pass saw and did; ``culled`` lists ``(user, server, reason)``."""
+
+    servers: int = 0
+    warned: int = 0
+    culled: list[tuple[str, str, str]] = field(default_factory=list)
+    failed: int = 0
+    duration: float = 0.0
+
+
+def index_pods(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], PodFacts]:
+    """Pods by (username, servername), from KubeSpawner's annotations."""
+    index = {}
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        user = annotations.get(USERNAME_ANNOTATION)
+        if not user:
+            continue
+        try:
+            fraction = parse_gpus(annotations.get(FRACTION_ANNOTATION, "0"))
+        except ValueError:
+            fraction = Fraction(0)
+        profile = (metadata.get("labels") or {}).get(PROFILE_LABEL, "")
+        key = (user, annotations.get(SERVERNAME_ANNOTATION, ""))
+        index[key] = PodFacts(annotations=annotations, profile=profile, fraction=fraction)
+    return index
+
+
+def _policy(pod: PodFacts | None, default: CullPolicy) -> CullPolicy:
+    return policy_from_annotations(pod.annotations if pod else {}, default)
+
+
+@dataclass(frozen=True)
+class ServerVerdict:
+    user: str
+    server: str
+    model: Mapping[str, Any]
+    pod: PodFacts | None
+    decision: CullDecision
+
+
+async def _stop(
+    hub: HubAPI,
+    metrics: CullMetrics,
+    report: PassReport,
+    verdict: ServerVerdict,
+    *,
+    clock: Clock,
+) -> None:
+    decision, pod, model = verdict.decision, verdict.pod, verdict.model
+    reason = decision.reason.value if decision.reason else "idle"
+    try:
+        code = await hub.stop_server(verdict.user, verdict.server)
+    except Exception:
+        log.exception("Failed to stop server %r of %s", verdict.server, verdict.user)
+        metrics.cull_failures.inc()
+        report.failed += 1
+        return
+    if not code:
+        return  # already stopped or stopping by other means: nothing reclaimed by us
+    activity = server_activity(model)
+    idle_since = activity.last_activity or activity.started or clock()
+    log.info("Culled server %r of %s (%s, HTTP %s)", verdict.server, verdict.user, reason, code)
+    metrics.record_cull(
+        reason=reason,
+        profile=pod.profile if pod else (model.get("user_options") or {}).get("profile", ""),
+        fraction=pod.fraction if pod else Fraction(0),
+        idle_seconds=(clock() - idle_since).total_seconds(),
+    )
+    report.culled.append((verdict.user, verdict.server, reason))
+
+
+def judge_page(
+    page: Iterable[Mapping[str, Any]],
+    by_server: Mapping[tuple[str, str], PodFacts],
+    settings: CullSettings,
+    now: datetime,
+) -> Iterator[ServerVerdict]:
+    """Decide every server of a page of user models."""
+    for user in page:
+        for name, model in (user.get("servers") or {}).items():
+            pod = by_server.get((user["name"], name))
+            decision = decide(
+                server_activity(model),
+                _policy(pod, settings.default_policy),
+                now=now,
+                warning_lead=settings.warning_lead,
+            )
+            yield ServerVerdict(user["name"], name, model, pod, decision)
+
+
+async def cull_pass(
+    hub: HubAPI,
+    pods: PodSource,
+    settings: CullSettings,
+    metrics: CullMetrics,
+    *,
+    clock: Clock = utcnow,
+) -> PassReport:
+    """Decide every ready server and stop those past their deadline, a few at a time.
+
+    The pod LIST runs while the first page of users loads; stops start while later pages load.
+    """
+    started = time.perf_counter()
+    report = PassReport()
+    pod_listing = asyncio.ensure_future(pods.list_pods())
+    slots = asyncio.Semaphore(settings.concurrency)
+    stops: list[asyncio.Future[None]] = []
+
+    async def stop_bounded(verdict: ServerVerdict) -> None:
+        async with slots:
+            await _stop(hub, metrics, report, verdict, clock=clock)
+
+    try:
+        by_server: Mapping[tuple[str, str], PodFacts] | None = None
+        now = clock()
+        async for page in hub.iter_users(state="ready", page_size=settings.page_size):
+            if by_server is None:
+                by_server = index_pods(await pod_listing)
+            for verdict in judge_page(page, by_server, settings, now):
+                report.servers += 1
+                if verdict.decision.action is Action.WARN:
+                    report.warned += 1
+                elif verdict.decision.action is Action.CULL:
+                    stops.append(asyncio.ensure_future(stop_bounded(verdict)))
+        await asyncio.gather(*stops)
+    finally:
+        if not pod_listing.done():
+            pod_listing.cancel()
+    report.duration = time.perf_counter() - started
+    metrics.warned.set(report.warned)
+    metrics.pass_duration.observe(report.duration)
+    metrics.last_pass.set(time.time())
+    return report
+
+
+async def user_report(
+    hub: HubAPI,
+    pods: PodSource,
+    quotas: QuotaPolicy,
+    settings: CullSettings,
+    name: str,
+    *,
+    clock: Clock = utcnow,
+) -> dict[str, Any]:
+    """``GET api/me``: the user's GPU use and quotas, and each server's culling status."""
+    user, pod_list = await asyncio.gather(hub.user(name), pods.list_pods())
+    group_names = list(user.get("groups") or [])
+    members = await asyncio.gather(*(hub.group_members(g) for g in group_names))
+    report = usage_report(
+        quotas,
+        allocations_from_pods(pod_list),
+        user=name,
+        groups=dict(zip(group_names, members, strict=True)),
+    )
+    by_server = index_pods(pod_list)
+    now = clock()
+    culling = {}
+    for server, model in sorted((user.get("servers") or {}).items()):
+        policy = _policy(by_server.get((name, server)), settings.default_policy)
+        decision = decide(
+            server_activity(model), policy, now=now, warning_lead=settings.warning_lead
+        )
+        culling[server] = server_status(decision, policy)
+    report["culling"] = culling
+    report["warning_lead_seconds"] = settings.warning_lead
+    return report

@@ -1,0 +1,61 @@
+"""Where the service reads singleuser pods from: one namespaced LIST, nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+SINGLEUSER_SELECTOR = "component=singleuser-server"
+
+
+class PodSource(Protocol):
+    async def list_pods(self) -> list[Mapping[str, Any]]:
+        """Singleuser pods as plain dicts (camelCase keys, as the Kubernetes API sends them)."""
+        ...
+
+
+class KubernetesPods:
+    """Lists pods in one namespace with kubernetes_asyncio.
+
+    ``kubeconfig`` empty: in-cluster service account first, then the default kubeconfig.
+    """
+
+    def __init__(
+        self, *, namespace: str, kubeconfig: str = "", selector: str = SINGLEUSER_SELECTOR
+    ) -> None:
+        self.namespace = namespace
+        self.kubeconfig = kubeconfig
+        self.selector = selector
+        self._api: Any = None
+
+    async def _core_api(self) -> Any:
+        if self._api is None:
+            from kubernetes_asyncio import client, config  # noqa: PLC0415 -- hub extra only
+
+            configuration = client.Configuration()
+            if self.kubeconfig:
+                await config.load_kube_config(
+                    config_file=self.kubeconfig, client_configuration=configuration
+                )
+            else:
+                try:
+                    config.load_incluster_config(client_configuration=configuration)
+                except config.ConfigException:
+                    await config.load_kube_config(client_configuration=configuration)
+            self._api = client.CoreV1Api(client.ApiClient(configuration))
+        return self._api
+
+    async def list_pods(self) -> list[Mapping[str, Any]]:
+        api = await self._core_api()
+        # Raw JSON skips building thousands of model objects we would only read two maps from.
+        response = await api.list_namespaced_pod(
+            self.namespace, label_selector=self.selector, _preload_content=False
+        )
+        async with response:
+            data = await response.json()
+        return data.get("items") or []
+
+    async def close(self) -> None:
+        if self._api is not None:
+            await self._api.api_client.close()
+            self._api = None

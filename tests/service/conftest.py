@@ -1,0 +1,241 @@
+"""Fixtures for the fracnb service tests.
+
+- ``hub``: a real JupyterHub (subprocess, with configurable-http-proxy from npm) for the
+  whole session, spawning real ``jupyterhub-singleuser`` servers with
+  ``SimpleLocalProcessSpawner`` and running ``fracnb_spawner.service`` as a managed
+  service named ``fracnb``. It yields a :class:`RunningHub` with an admin token.
+- ``new_user``: a fresh user name per call (users are never reused between tests).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+HUB_CONFIG = """
+import sys
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = {proxy_port}
+c.JupyterHub.hub_port = {hub_port}
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
+c.ConfigurableHTTPProxy.command = [{chp!r}]
+c.JupyterHub.db_url = "sqlite:///{workdir}/hub.sqlite"
+c.JupyterHub.cookie_secret_file = "{workdir}/cookie_secret"
+c.JupyterHub.pid_file = "{workdir}/hub.pid"
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allow_all = True
+c.JupyterHub.spawner_class = "simple"
+c.Spawner.args = ["--allow-root"]
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120
+c.JupyterHub.allow_named_servers = True
+c.JupyterHub.services = [
+    {{
+        "name": "fracnb",
+        "url": "http://127.0.0.1:{service_port}",
+        "command": [sys.executable, "-m", "fracnb_spawner.service", "--config", __file__],
+        "environment": {service_env!r},
+    }},
+    {{"name": "tester", "api_token": {admin_token!r}}},
+    # The culling core run inside the tests, with exactly the fracnb service's scopes.
+    {{"name": "fracnb-inproc", "api_token": {service_token!r}}},
+]
+c.JupyterHub.load_roles = [
+    {{
+        "name": "fracnb",
+        "scopes": [
+            "list:users", "read:users:activity", "read:servers", "delete:servers",
+            "read:users:groups", "read:groups",
+        ],
+        "services": ["fracnb", "fracnb-inproc"],
+    }},
+    {{"name": "admin", "services": ["tester"]}},
+    # Server tokens only get scopes their owner holds: users need access to the service.
+    {{"name": "user", "scopes": ["self", "access:services!service=fracnb"]}},
+]
+c.FracnbQuotas.default_user_quota = 1
+c.FracnbQuotas.group_quotas = {{"team-a": 2}}
+c.FracnbService.cull_every = 3600
+c.FracnbService.default_idle_timeout = 3600
+c.FracnbService.warning_lead = 900
+{extra}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def find_chp() -> str:
+    found = (
+        shutil.which("configurable-http-proxy")
+        or REPO / ".tools/node_modules/.bin/configurable-http-proxy"
+    )
+    if not Path(found).exists():
+        pytest.fail(
+            "configurable-http-proxy is missing:"
+            " run `npm install --prefix .tools configurable-http-proxy@4`"
+        )
+    return str(found)
+
+
+@dataclass
+class RunningHub:
+    url: str
+    admin_token: str
+    service_token: str
+    service_url: str
+    config_file: Path
+
+    def http(self, method: str, url: str, body=None, token: str | None = None):
+        return http(method, url, body, token)
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/hub/api"
+
+    def api(self, method: str, path: str, body=None, token: str | None = None):
+        """Call the hub REST API; returns (status, parsed JSON or None)."""
+        return http(method, f"{self.api_url}/{path}", body, token or self.admin_token)
+
+    def start_server(self, user: str, server: str = "") -> None:
+        path = f"users/{user}/servers/{server}" if server else f"users/{user}/server"
+        status, _ = self.api("POST", path, {})
+        assert status in (201, 202), status
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            _, model = self.api("GET", f"users/{user}")
+            if model["servers"].get(server, {}).get("ready"):
+                return
+            time.sleep(0.3)
+        pytest.fail(f"server {server!r} of {user} did not become ready")
+
+    def server_running(self, user: str, server: str = "") -> bool:
+        _, model = self.api("GET", f"users/{user}")
+        return server in model["servers"]
+
+
+def http(method: str, url: str, body=None, token: str | None = None):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)  # noqa: S310
+    if token:
+        request.add_header("Authorization", f"token {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+            payload = response.read()
+            if "json" not in response.headers.get("Content-Type", ""):
+                return response.status, payload.decode()
+            return response.status, json.loads(payload) if payload else None
+    except urllib.error.HTTPError as error:
+        payload = error.read()
+        try:
+            return error.code, json.loads(payload)
+        except ValueError:
+            return error.code, payload.decode(errors="replace")
+
+
+def wait_for(url: str, seconds: float, *, status: int = 200) -> None:
+    """Poll ``url`` until it answers with ``status``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2).close()  # noqa: S310
+            if status == 200:
+                return
+        except urllib.error.HTTPError as error:
+            if error.code == status:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"{url} did not answer {status} within {seconds}s")
+
+
+def hub_environment(extra_env: dict[str, str]) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra_env)
+    return env
+
+
+@pytest.fixture(scope="session")
+def hub_service_env() -> dict[str, str]:
+    """Environment of the managed fracnb service (override to point it at a cluster)."""
+    return {}
+
+
+@pytest.fixture(scope="session")
+def hub(tmp_path_factory, hub_service_env):
+    workdir = tmp_path_factory.mktemp("hub")
+    ports = {
+        name: free_port() for name in ("proxy_port", "hub_port", "proxy_api_port", "service_port")
+    }
+    admin_token, service_token = secrets.token_hex(16), secrets.token_hex(16)
+    config_file = workdir / "jupyterhub_config.py"
+    config_file.write_text(
+        HUB_CONFIG.format(
+            **ports,
+            chp=find_chp(),
+            workdir=workdir,
+            admin_token=admin_token,
+            service_token=service_token,
+            service_env=hub_service_env,
+            extra="",
+        )
+    )
+    log = (workdir / "hub.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jupyterhub", "-f", str(config_file)],
+        cwd=workdir,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=hub_environment({}),
+    )
+    try:
+        url = f"http://127.0.0.1:{ports['proxy_port']}"
+        wait_for(f"{url}/hub/api/", 90)
+        service_url = f"{url}/services/fracnb/"
+        # Without a token the service answers 403 once it is up (the proxy says 503 before).
+        wait_for(service_url + "api/me", 60, status=403)
+        yield RunningHub(url, admin_token, service_token, service_url, config_file)
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def new_user(hub):
+    """Create users with unique names: ``new_user()`` -> name."""
+
+    def create(prefix: str = "u") -> str:
+        name = f"{prefix}{next(_names)}-{secrets.token_hex(2)}"
+        status, _ = hub.api("POST", f"users/{name}")
+        assert status == 201, status
+        return name
+
+    return create

@@ -1,0 +1,160 @@
+"""The fracnb service against a real JupyterHub with real single-user servers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from fracnb_spawner.culling import CullPolicy, parse_timestamp
+from fracnb_spawner.quota import QuotaPolicy
+from fracnb_spawner.service.core import CullSettings, cull_pass, user_report, utcnow
+from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.metrics import CullMetrics
+
+ACCESS = "access:services!service=fracnb"
+
+
+def user_token(hub, user, scopes=(ACCESS,)):
+    status, body = hub.api("POST", f"users/{user}/tokens", {"scopes": list(scopes)})
+    assert status == 201, body
+    return body["token"]
+
+
+def test_api_without_token_is_denied(hub):
+    for path in ("api/me", "metrics", "api/users/anyone"):
+        status, _ = hub.http("GET", hub.service_url + path)
+        assert status == 403, path
+
+
+def test_api_with_another_users_token_is_denied(hub, new_user):
+    owner, other = new_user(), new_user()
+    status, body = hub.http(
+        "GET", f"{hub.service_url}api/users/{owner}", token=user_token(hub, other)
+    )
+    assert status == 403
+    assert f"{other} may not read the status of {owner}" in body["message"]
+
+
+def test_token_without_service_access_is_denied(hub, new_user):
+    user = new_user()
+    token = user_token(hub, user, scopes=("read:users:activity!user",))
+    status, _ = hub.http("GET", hub.service_url + "api/me", token=token)
+    assert status == 403
+
+
+def test_metrics_with_token(hub, new_user):
+    status, body = hub.http("GET", hub.service_url + "metrics", token=user_token(hub, new_user()))
+    assert status == 200
+    assert "fracnb_cull_pass_duration_seconds" in body
+
+
+class ListedPods:
+    """Pods as the Kubernetes API lists them, for runs without the testbed cluster."""
+
+    def __init__(self, pods):
+        self.pods = pods
+
+    async def list_pods(self):
+        return self.pods
+
+
+def pod(user, server="", *, fraction="1/4", profile="quarter", idle_timeout=None, max_age=None):
+    annotations = {
+        "hub.jupyter.org/username": user,
+        "hub.jupyter.org/servername": server,
+        "fracnb.io/gpu-fraction": fraction,
+    }
+    if idle_timeout is not None:
+        annotations["fracnb.io/idle-timeout"] = str(idle_timeout)
+    if max_age is not None:
+        annotations["fracnb.io/max-age"] = str(max_age)
+    labels = {"component": "singleuser-server", "fracnb.io/profile": profile}
+    return {
+        "metadata": {"annotations": annotations, "labels": labels},
+        "status": {"phase": "Running"},
+    }
+
+
+@pytest.fixture
+def two_servers(hub, new_user):
+    """An idle and an active user, each with a running single-user server."""
+    idle, active = new_user("idle"), new_user("active")
+    hub.start_server(idle)
+    hub.start_server(active)
+    return idle, active
+
+
+def record_activity(hub, user, when):
+    stamp = when.isoformat().replace("+00:00", "Z")
+    status, _ = hub.api(
+        "POST", f"users/{user}/activity", {"servers": {"": {"last_activity": stamp}}}
+    )
+    assert status in (200, 204)
+
+
+def settings(**kwargs):
+    defaults = {
+        "default_policy": CullPolicy(idle_timeout=3600),
+        "warning_lead": 600,
+        "page_size": 1,
+    }
+    return CullSettings(**{**defaults, **kwargs})
+
+
+async def test_culling_pass_stops_idle_server_and_spares_active_one(hub, two_servers):
+    idle, active = two_servers
+    started = utcnow()
+    # The active server reports activity 30 minutes on; the clock is put 20 minutes on.
+    record_activity(hub, active, started + timedelta(minutes=30))
+    pods = ListedPods([pod(idle, idle_timeout=900), pod(active, idle_timeout=900)])
+    metrics = CullMetrics()
+    api = HubAPI(hub.api_url, hub.service_token)
+    try:
+        report = await cull_pass(
+            api, pods, settings(), metrics, clock=lambda: started + timedelta(minutes=20)
+        )
+    finally:
+        api.close()
+    assert (idle, "", "idle") in report.culled
+    assert all(user != active for user, _, _ in report.culled)
+    assert not hub.server_running(idle)
+    assert hub.server_running(active)
+    reclaimed = metrics.registry.get_sample_value(
+        "fracnb_reclaimed_gpu_fraction_total", {"reason": "idle", "profile": "quarter"}
+    )
+    assert reclaimed == 0.25
+    idle_hours = metrics.registry.get_sample_value(
+        "fracnb_idle_gpu_fraction_hours_total", {"reason": "idle", "profile": "quarter"}
+    )
+    # A quarter GPU idle for a bit over 20 minutes (since the server's last activity).
+    assert 0.25 * 20 / 60 <= idle_hours < 0.25 * 22 / 60
+
+
+async def test_warning_before_deadline_then_cull(hub, two_servers):
+    user, _ = two_servers
+    _, model = hub.api("GET", f"users/{user}")
+    last = parse_timestamp(model["servers"][""]["last_activity"])
+    pods = ListedPods([pod(user, idle_timeout=900)])
+    api = HubAPI(hub.api_url, hub.service_token)
+    try:
+        before = await user_report(
+            api, pods, QuotaPolicy(), settings(), user, clock=lambda: last + timedelta(minutes=10)
+        )
+        status = before["culling"][""]
+        assert status["warning"] is True
+        assert status["seconds_left"] == 300
+        assert parse_timestamp(status["cull_at"]) == last + timedelta(seconds=900)
+        assert before["servers"] == [
+            {"server": "", "profile": "quarter", "fraction": {"gpus": 0.25, "exact": "1/4"}}
+        ]
+        early = await user_report(
+            api, pods, QuotaPolicy(), settings(), user, clock=lambda: last + timedelta(minutes=4)
+        )
+        assert early["culling"][""]["warning"] is False
+        report = await cull_pass(
+            api, pods, settings(), CullMetrics(), clock=lambda: last + timedelta(minutes=14)
+        )
+        assert all(u != user for u, _, _ in report.culled)
+        assert hub.server_running(user)
+    finally:
+        api.close()
