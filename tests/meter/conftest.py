@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeState, build, preload
-from meter_helpers import GIB, MeterServer, StateFile, start_server
+from meter_helpers import GIB, Kernel, MeterServer, StateFile, evaluate, start_server
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +39,7 @@ def nvml_state(
     return state
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def meter_server(
     fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[MeterServer]:
@@ -63,3 +63,15 @@ def meter_server(
     )
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def kernels(meter_server: MeterServer) -> dict[str, Kernel]:
+    """Two notebooks with running kernels, by notebook name."""
+    found = {}
+    for notebook in ("analysis.ipynb", "train.ipynb"):
+        kernel_id = meter_server.start_session(notebook)
+        client = meter_server.client(kernel_id)
+        pid = int(evaluate(client, "os.getpid()", "import os"))
+        found[notebook] = Kernel(kernel_id, pid, client)
+    return found

@@ -22,6 +22,13 @@ GIB = 1 << 30
 
 
 @dataclass
+class Kernel:
+    id: str
+    pid: int
+    client: BlockingKernelClient
+
+
+@dataclass
 class StateFile:
     path: Path
 

@@ -6,34 +6,13 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 from fracnb_meter.server import FracnbMeter
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeMig, FakeProcess, FakeState
-from jupyter_client.blocking import BlockingKernelClient
-from meter_helpers import GIB, MeterServer, evaluate, start_server
-
-
-@dataclass
-class Kernel:
-    id: str
-    pid: int
-    client: BlockingKernelClient
-
-
-@pytest.fixture(scope="module")
-def kernels(meter_server: MeterServer) -> dict[str, Kernel]:
-    """Two notebooks with running kernels, by notebook name."""
-    found = {}
-    for notebook in ("analysis.ipynb", "train.ipynb"):
-        kernel_id = meter_server.start_session(notebook)
-        client = meter_server.client(kernel_id)
-        pid = int(evaluate(client, "os.getpid()", "import os"))
-        found[notebook] = Kernel(kernel_id, pid, client)
-    return found
+from meter_helpers import GIB, Kernel, MeterServer, evaluate, start_server
 
 
 @pytest.fixture
