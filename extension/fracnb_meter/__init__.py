@@ -1,0 +1,38 @@
+"""fracnb_meter: GPU memory of this Jupyter server's kernels against the fractional-GPU budget.
+
+- Jupyter server extension: ``GET {base_url}fracnb/api/usage`` (see ``fracnb_meter.server``).
+- JupyterLab extension ``@fracnb/meter``: status bar item and side panel.
+- IPython extension: ``%load_ext fracnb_meter`` shows a live quota widget in the notebook
+  (or call ``fracnb_meter.widget.show()``).
+
+Importing this package touches neither NVML nor the Jupyter server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+
+def _jupyter_server_extension_points() -> list[dict[str, Any]]:
+    from .server import FracnbMeter  # noqa: PLC0415 - keeps `import fracnb_meter` light
+
+    return [{"module": "fracnb_meter", "app": FracnbMeter}]
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    return [{"src": "labextension", "dest": "@fracnb/meter"}]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext fracnb_meter``: display the live GPU quota widget."""
+    from .widget import load_ipython_extension as load  # noqa: PLC0415
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from .widget import unload_ipython_extension as unload  # noqa: PLC0415
+
+    unload(ipython)

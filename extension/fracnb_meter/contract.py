@@ -1,0 +1,76 @@
+"""The notebook side of docs/contract.md: the budget the spawner put into the pod's environment.
+
+Plain JupyterLab on a workstation has no ``FRACNB_*`` variables; every field is then None.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+
+BACKENDS = ("time-slicing", "mps", "mig", "hami", "kai", "whole", "none")
+ISOLATIONS = ("hard", "enforced", "per-process", "none")
+
+
+class ContractError(ValueError):
+    """A FRACNB_* variable holds a value the contract does not allow."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The GPU share granted to this server; None where the contract says nothing."""
+
+    fraction: float | None = None
+    memory_bytes: int | None = None
+    isolation: str | None = None
+    backend: str | None = None
+    profile: str | None = None
+
+    def as_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ContractError(
+            f"FRACNB_GPU_FRACTION={text!r} is not a non-negative decimal such as 0.25 or 2"
+        )
+    return value
+
+
+def _memory(text: str) -> int:
+    if not text.isdigit():
+        raise ContractError(
+            f"FRACNB_GPU_MEMORY_LIMIT={text!r} is not a whole number of bytes "
+            "such as 21474836480 (0 for CPU-only)"
+        )
+    return int(text)
+
+
+def _choice(name: str, text: str, allowed: tuple[str, ...]) -> str:
+    if text not in allowed:
+        raise ContractError(f"{name}={text!r} is not one of {', '.join(allowed)}")
+    return text
+
+
+def read_budget(env: Mapping[str, str]) -> Budget:
+    """Parse the contract variables; raise ContractError naming the bad variable."""
+
+    def get(name: str) -> str | None:
+        value = env.get(name)
+        return value.strip() if value is not None and value.strip() else None
+
+    fraction, memory = get("FRACNB_GPU_FRACTION"), get("FRACNB_GPU_MEMORY_LIMIT")
+    isolation, backend = get("FRACNB_ISOLATION"), get("FRACNB_GPU_BACKEND")
+    return Budget(
+        fraction=None if fraction is None else _fraction(fraction),
+        memory_bytes=None if memory is None else _memory(memory),
+        isolation=None if isolation is None else _choice("FRACNB_ISOLATION", isolation, ISOLATIONS),
+        backend=None if backend is None else _choice("FRACNB_GPU_BACKEND", backend, BACKENDS),
+        profile=get("FRACNB_PROFILE"),
+    )

@@ -1,0 +1,179 @@
+"""The Jupyter server extension: ``GET {base_url}fracnb/api/usage`` and busy-kernel activity.
+
+Configuration (``jupyter_server_config.py``): ``c.FracnbMeter.<trait> = ...``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.extension.application import ExtensionApp
+from tornado import web
+from tornado.ioloop import PeriodicCallback
+from traitlets import Bool, Float
+
+from .contract import Budget, ContractError, read_budget
+from .processes import looks_like_container, parent_pid
+from .sampler import Sampler
+from .usage import KernelInfo, build_usage
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class UsageHandler(APIHandler):
+    """GPU usage of this server's kernels; authenticated, read access to kernels required."""
+
+    auth_resource = "kernels"
+    # Watching the meter is not using the server: polling must not defeat idle culling.
+    _track_activity = False
+
+    @web.authenticated
+    @authorized(action="read")
+    async def get(self) -> None:
+        meter: FracnbMeter = self.settings["fracnb_meter"]
+        self.set_header("Cache-Control", "no-store")
+        self.finish(await meter.usage_json())
+
+
+class FracnbMeter(ExtensionApp):
+    """GPU memory meter for the kernels of this Jupyter server."""
+
+    name = "fracnb_meter"
+    load_other_extensions = True
+
+    sample_interval_floor = Float(
+        1.0,
+        help="""Shortest time between two NVML readings, in seconds (default 1.0).
+        Requests arriving faster get the previous reading, so many clients polling the
+        usage endpoint cannot load the GPU driver. Example:
+        c.FracnbMeter.sample_interval_floor = 2.0""",
+    ).tag(config=True)
+
+    activity_interval = Float(
+        60.0,
+        help="""How often, in seconds, busy kernels are checked and reported as server
+        activity (default 60). A notebook computing for hours without output thus counts
+        as active for JupyterHub's idle culler, whose reports run every few minutes.
+        Example: c.FracnbMeter.activity_interval = 30""",
+    ).tag(config=True)
+
+    in_container = Bool(
+        None,
+        allow_none=True,
+        help="""Whether this server runs in a container (default None: detect it from
+        KUBERNETES_SERVICE_HOST, /.dockerenv and /run/.containerenv). In a container,
+        NVIDIA drivers before 565 give no per-process GPU memory, so per-kernel figures
+        are reported as unknown. Example: c.FracnbMeter.in_container = True""",
+    ).tag(config=True)
+
+    def initialize_settings(self) -> None:
+        self.sampler = Sampler(self.sample_interval_floor)
+        self.clock: Callable[[], float] = time.monotonic
+        self.wall_clock: Callable[[], datetime] = utcnow
+        self.budget, self.budget_error = self._read_budget()
+        self._cached: tuple[float, str] | None = None
+        self._sampling = asyncio.Lock()
+        self._activity: PeriodicCallback | None = None
+
+    def initialize_handlers(self) -> None:
+        self.handlers.append((r"/fracnb/api/usage", UsageHandler))
+
+    def _read_budget(self) -> tuple[Budget, str | None]:
+        try:
+            return read_budget(os.environ), None
+        except ContractError as error:
+            self.log.error("fracnb_meter: %s; the budget is reported as unknown", error)
+            return Budget(), str(error)
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        self._activity = PeriodicCallback(
+            self.mark_busy_activity, self.activity_interval * 1000, jitter=0.1
+        )
+        self._activity.start()
+
+    async def stop_extension(self) -> None:
+        if self._activity is not None:
+            self._activity.stop()
+        self.sampler.close()
+
+    @property
+    def _web_settings(self) -> dict[str, Any]:
+        return self.serverapp.web_app.settings
+
+    def busy_kernel_ids(self) -> list[str]:
+        manager = self._web_settings["kernel_manager"]
+        return [
+            kernel_id
+            for kernel_id in manager.list_kernel_ids()
+            if getattr(manager.get_kernel(kernel_id), "execution_state", None) == "busy"
+        ]
+
+    def mark_busy_activity(self) -> None:
+        """Report activity while any kernel is busy (jupyter_server sums *_last_activity)."""
+        if self.busy_kernel_ids():
+            self._web_settings["fracnb_last_activity"] = self.wall_clock()
+
+    def current_activity(self) -> list[str] | None:
+        return self.busy_kernel_ids() or None
+
+    async def usage_json(self) -> str:
+        """The usage document, re-sampled at most once per sample_interval_floor."""
+        async with self._sampling:
+            now = self.clock()
+            if self._cached and now - self._cached[0] < self.sample_interval_floor:
+                return self._cached[1]
+            document = await self.sample()
+            self._cached = (now, json.dumps(document))
+            return self._cached[1]
+
+    async def sample(self) -> dict[str, Any]:
+        kernels = await self._kernels()
+        if any(k.execution_state == "busy" for k in kernels):
+            self._web_settings["fracnb_last_activity"] = self.wall_clock()
+        in_container = self.in_container
+        if in_container is None:
+            in_container = looks_like_container(os.environ, os.path.exists)
+        return build_usage(
+            reading=self.sampler.read(),
+            kernels=kernels,
+            server_pid=os.getpid(),
+            parent_of=parent_pid,
+            budget=self.budget,
+            budget_error=self.budget_error,
+            in_container=in_container,
+            sampled_at=self.wall_clock(),
+        )
+
+    async def _kernels(self) -> list[KernelInfo]:
+        manager = self._web_settings["kernel_manager"]
+        sessions: dict[str, dict[str, Any]] = {}
+        session_manager = self._web_settings.get("session_manager")
+        if session_manager is not None:
+            for session in await session_manager.list_sessions():
+                kernel = session.get("kernel") or {}
+                sessions[kernel.get("id", "")] = session
+        kernels = []
+        for kernel_id in manager.list_kernel_ids():
+            kernel = manager.get_kernel(kernel_id)
+            session = sessions.get(kernel_id, {})
+            kernels.append(
+                KernelInfo(
+                    id=kernel_id,
+                    name=kernel.kernel_name,
+                    session_name=session.get("name") or None,
+                    path=session.get("path") or None,
+                    execution_state=getattr(kernel, "execution_state", None),
+                    pid=getattr(getattr(kernel, "provisioner", None), "pid", None),
+                )
+            )
+        return kernels

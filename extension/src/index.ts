@@ -1,0 +1,60 @@
+/**
+ * @fracnb/meter: a GPU memory meter for JupyterLab 4 and Notebook 7.
+ */
+import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStatusBar } from '@jupyterlab/statusbar';
+
+import { DEFAULT_REFRESH_MS, UsageModel } from './model';
+import { BudgetNotifier } from './notify';
+import { MeterPanel } from './panel';
+import { MeterStatusItem } from './statusbar';
+
+const PLUGIN_ID = '@fracnb/meter:plugin';
+const OPEN_COMMAND = 'fracnb-meter:open-panel';
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: PLUGIN_ID,
+  description: 'Shows GPU memory use against the budget in the status bar and a side panel.',
+  autoStart: true,
+  optional: [IStatusBar, ISettingRegistry],
+  activate: (
+    app: JupyterFrontEnd,
+    statusBar: IStatusBar | null,
+    settingRegistry: ISettingRegistry | null
+  ): void => {
+    const model = new UsageModel(DEFAULT_REFRESH_MS);
+    const panel = new MeterPanel(model);
+    app.shell.add(panel, 'right', { rank: 900 });
+
+    app.commands.addCommand(OPEN_COMMAND, {
+      label: 'Show GPU Usage',
+      caption: 'Open the GPU usage panel',
+      execute: () => app.shell.activateById(panel.id)
+    });
+    const openPanel = () => void app.commands.execute(OPEN_COMMAND);
+    const notifier = new BudgetNotifier(model, openPanel);
+
+    const item = new MeterStatusItem(model, openPanel);
+    if (statusBar) {
+      statusBar.registerStatusItem(PLUGIN_ID, { item, align: 'left', rank: 100 });
+    } else {
+      // Without a status bar (some single-document shells), show the meter in the top area.
+      item.addClass('fracnb-meter-topbar');
+      app.shell.add(item, 'top', { rank: 1000 });
+    }
+
+    if (settingRegistry) {
+      void settingRegistry.load(PLUGIN_ID).then(settings => {
+        const apply = () => {
+          model.setRefreshInterval(settings.get('refreshRate').composite as number);
+          notifier.enabled = settings.get('notify').composite as boolean;
+        };
+        apply();
+        settings.changed.connect(apply);
+      });
+    }
+  }
+};
+
+export default plugin;

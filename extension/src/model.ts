@@ -1,0 +1,81 @@
+/**
+ * One poller of the usage API shared by the status bar item, the panel and the notifier.
+ */
+import { Poll } from '@lumino/polling';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { fetchUsage, IUsage } from './request';
+
+/** Poll interval when the settings say nothing, in milliseconds. */
+export const DEFAULT_REFRESH_MS = 1000;
+/** Longest back-off after failed requests, in milliseconds. */
+const MAX_BACKOFF_MS = 60_000;
+
+export interface IUsageState {
+  /** The latest successful sample, or null before the first one. */
+  usage: IUsage | null;
+  /** Why the latest request failed, or null when it succeeded. */
+  error: string | null;
+}
+
+export class UsageModel {
+  constructor(
+    refreshMs: number = DEFAULT_REFRESH_MS,
+    private readonly fetcher: () => Promise<IUsage> = () => fetchUsage()
+  ) {
+    this._poll = new Poll({
+      factory: () => this._refresh(),
+      frequency: { interval: refreshMs, backoff: true, max: MAX_BACKOFF_MS },
+      name: '@fracnb/meter:usage',
+      // Stop asking while the browser tab is hidden; resume on return.
+      standby: 'when-hidden'
+    });
+  }
+
+  get changed(): ISignal<this, IUsageState> {
+    return this._changed;
+  }
+
+  get state(): IUsageState {
+    return this._state;
+  }
+
+  get isDisposed(): boolean {
+    return this._poll.isDisposed;
+  }
+
+  /** Change the poll interval (from the settings), keeping the back-off policy. */
+  setRefreshInterval(refreshMs: number): void {
+    this._poll.frequency = { ...this._poll.frequency, interval: refreshMs };
+  }
+
+  /** Ask for a sample now, e.g. when the panel is opened. */
+  refresh(): Promise<void> {
+    return this._poll.refresh();
+  }
+
+  dispose(): void {
+    this._poll.dispose();
+    Signal.clearData(this);
+  }
+
+  private async _refresh(): Promise<void> {
+    try {
+      const usage = await this.fetcher();
+      this._update({ usage, error: null });
+    } catch (error) {
+      this._update({ usage: this._state.usage, error: String(error) });
+      // Rethrow so the poll backs off while the server is unreachable.
+      throw error;
+    }
+  }
+
+  private _update(state: IUsageState): void {
+    this._state = state;
+    this._changed.emit(state);
+  }
+
+  private readonly _poll: Poll;
+  private readonly _changed = new Signal<this, IUsageState>(this);
+  private _state: IUsageState = { usage: null, error: null };
+}

@@ -1,0 +1,251 @@
+/**
+ * The side panel: the server's total against the budget, each kernel by notebook,
+ * the device(s), the budget terms and, when the hub provides them, quota and culling.
+ */
+import { LabIcon } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
+
+import { IUsageState, UsageModel } from './model';
+import { IBudget, ICull, IGpu, IKernelUsage, IQuota, IUsage } from './request';
+import {
+  budgetBytes,
+  formatBytes,
+  formatGiB,
+  kernelLabel,
+  levelOf,
+  sortKernels,
+  summarizeState
+} from './summary';
+
+const GPU_SVG =
+  '<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">' +
+  '<g class="jp-icon3" fill="#616161"><path d="M7 2h2v2h2V2h2v2h2V2h2v2h1a2 2 0 0 1 2 2v1h2v2h-2v2h2v2h-2v2h2v2h-2v1a2 2 0 0 1-2 2h-1v2h-2v-2h-2v2h-2v-2H9v2H7v-2H6a2 2 0 0 1-2-2v-1H2v-2h2v-2H2v-2h2V9H2V7h2V6a2 2 0 0 1 2-2h1zm-1 4v12h12V6zm2 2h8v8H8z"/></g>' +
+  '</svg>';
+
+export const gpuIcon = new LabIcon({ name: '@fracnb/meter:gpu', svgstr: GPU_SVG });
+
+const ISOLATION_NOTES: Record<string, string> = {
+  hard: 'hard: the GPU partition enforces the budget',
+  enforced: 'enforced: allocations beyond the budget fail',
+  'per-process': 'per process: each process is capped, not the server as a whole',
+  none: 'none: nothing stops you using more, so stay within your budget'
+};
+
+type Child = Node | string | null;
+
+/** Create an element with a class and children; text goes in as text, never as HTML. */
+function el(tag: string, className: string, ...children: Child[]): HTMLElement {
+  const node = document.createElement(tag);
+  node.className = className;
+  for (const child of children) {
+    if (child !== null) {
+      node.append(child);
+    }
+  }
+  return node;
+}
+
+function meterBar(used: number, limit: number): HTMLElement {
+  const share = limit > 0 ? used / limit : 0;
+  const fill = el('div', `fracnb-meter-bar-fill fracnb-meter-${levelOf(share)}`);
+  fill.style.width = `${Math.min(100, share * 100).toFixed(1)}%`;
+  const bar = el('div', 'fracnb-meter-bar', fill);
+  bar.setAttribute('role', 'meter');
+  bar.setAttribute('aria-valuenow', String(Math.round(share * 100)));
+  return bar;
+}
+
+function section(title: string, ...children: Child[]): HTMLElement {
+  return el('section', 'fracnb-meter-section', el('h3', 'fracnb-meter-heading', title), ...children);
+}
+
+function facts(rows: Array<[string, string | null]>): HTMLElement {
+  const list = el('dl', 'fracnb-meter-facts');
+  for (const [term, value] of rows) {
+    if (value !== null) {
+      list.append(el('dt', '', term), el('dd', '', value));
+    }
+  }
+  return list;
+}
+
+/** 0.25 -> "1/4 GPU", 2 -> "2 GPUs", 0.3 -> "0.3 GPU". */
+export function formatFraction(fraction: number): string {
+  if (fraction >= 1) {
+    return Number.isInteger(fraction) && fraction > 1 ? `${fraction} GPUs` : `${fraction} GPU`;
+  }
+  const denominator = Math.round(1 / fraction);
+  return Math.abs(1 / denominator - fraction) < 1e-9 ? `1/${denominator} GPU` : `${fraction} GPU`;
+}
+
+function totalView(usage: IUsage): HTMLElement {
+  const budget = budgetBytes(usage.budget);
+  const server = usage.server.gpu_memory_bytes;
+  const limit = budget ?? usage.gpus.reduce((sum, gpu) => sum + gpu.memory_total_bytes, 0);
+  if (server === null) {
+    return el('p', 'fracnb-meter-note', usage.reason ?? 'Per-process GPU memory is not available.');
+  }
+  const against = budget === null ? 'of the device' : 'of your budget';
+  return el(
+    'div',
+    'fracnb-meter-total',
+    el(
+      'div',
+      'fracnb-meter-total-text',
+      el('span', 'fracnb-meter-total-used', `${formatGiB(server)} GiB`),
+      ` ${against} ${formatGiB(limit)} GiB`
+    ),
+    meterBar(server, limit)
+  );
+}
+
+function kernelRow(kernel: IKernelUsage, budget: number | null): HTMLElement {
+  const bytes = kernel.gpu_memory_bytes;
+  const memory = bytes === null ? 'unknown' : formatBytes(bytes);
+  const row = el(
+    'li',
+    'fracnb-meter-kernel',
+    el(
+      'div',
+      'fracnb-meter-kernel-line',
+      el('span', 'fracnb-meter-kernel-name', kernelLabel(kernel)),
+      el('span', 'fracnb-meter-kernel-memory', memory)
+    ),
+    el(
+      'div',
+      'fracnb-meter-kernel-detail',
+      `${kernel.name} · ${kernel.execution_state ?? 'unknown state'}` +
+        (kernel.pid === null ? '' : ` · pid ${kernel.pid}`)
+    ),
+    bytes !== null && budget !== null ? meterBar(bytes, budget) : null
+  );
+  row.dataset.kernelId = kernel.id;
+  row.title = kernel.path ?? kernel.id;
+  return row;
+}
+
+function kernelsView(usage: IUsage): HTMLElement {
+  if (usage.kernels.length === 0) {
+    return el('p', 'fracnb-meter-note', 'No kernels are running.');
+  }
+  const budget = budgetBytes(usage.budget);
+  const list = el('ul', 'fracnb-meter-kernels');
+  for (const kernel of sortKernels(usage.kernels)) {
+    list.append(kernelRow(kernel, budget));
+  }
+  return list;
+}
+
+function deviceRow(gpu: IGpu, simulated: boolean): HTMLElement {
+  const badge = simulated ? el('span', 'fracnb-meter-badge', 'simulated') : null;
+  const mig = gpu.mig === null ? null : `MIG instance ${gpu.mig.gpu_instance_id}`;
+  const utilization = gpu.utilization_percent === null ? null : `${gpu.utilization_percent} % busy`;
+  const detail = [
+    `${formatGiB(gpu.memory_used_bytes)} / ${formatGiB(gpu.memory_total_bytes)} GiB used by everyone`,
+    utilization,
+    mig
+  ].filter(part => part !== null);
+  return el(
+    'li',
+    'fracnb-meter-device',
+    el('div', 'fracnb-meter-device-name', `${gpu.index}: ${gpu.name}`, badge),
+    el('div', 'fracnb-meter-kernel-detail', detail.join(' · '))
+  );
+}
+
+function budgetView(budget: IBudget): HTMLElement {
+  if (budgetBytes(budget) === null) {
+    return el('p', 'fracnb-meter-note', 'No GPU budget is set for this server.');
+  }
+  const isolation = budget.isolation;
+  return facts([
+    ['Share', budget.fraction === null ? null : formatFraction(budget.fraction)],
+    ['Memory', budget.memory_bytes === null ? null : formatBytes(budget.memory_bytes)],
+    ['Profile', budget.profile],
+    ['Sharing', budget.backend],
+    ['Isolation', isolation === null ? null : (ISOLATION_NOTES[isolation] ?? isolation)]
+  ]);
+}
+
+function quotaView(quota: IQuota): HTMLElement {
+  const rows: Array<[string, string | null]> = [];
+  if (quota.user !== null) {
+    rows.push(['You', `${quota.user.used} of ${quota.user.limit} GPUs`]);
+  }
+  for (const group of quota.groups) {
+    rows.push([group.name, `${group.used} of ${group.limit} GPUs`]);
+  }
+  return section('Quota', facts(rows));
+}
+
+function cullView(cull: ICull): HTMLElement {
+  const minutes = Math.max(0, Math.ceil(cull.seconds_left / 60));
+  const view = section(
+    'Idle shutdown',
+    facts([
+      ['After', `${Math.round(cull.idle_timeout_seconds / 60)} min without activity`],
+      ['Stops in', `${minutes} min unless used`]
+    ])
+  );
+  view.classList.toggle('fracnb-meter-cull-warning', cull.warning);
+  return view;
+}
+
+/** The whole panel body for one poller state. */
+export function renderUsage(state: IUsageState): HTMLElement {
+  const usage = state.usage;
+  const summary = summarizeState(state);
+  if (usage === null || state.error !== null || !usage.available) {
+    return el(
+      'div',
+      'fracnb-meter-body',
+      section('GPU memory', el('p', 'fracnb-meter-note fracnb-meter-reason', summary.title)),
+      usage === null ? null : section('Kernels', kernelsView(usage))
+    );
+  }
+  const sampled = new Date(usage.sampled_at);
+  return el(
+    'div',
+    'fracnb-meter-body',
+    section('GPU memory', totalView(usage)),
+    section('Kernels', kernelsView(usage)),
+    section('Budget', budgetView(usage.budget)),
+    usage.quota === null ? null : quotaView(usage.quota),
+    usage.cull === null ? null : cullView(usage.cull),
+    section(
+      usage.gpus.length === 1 ? 'Device' : 'Devices',
+      el('ul', 'fracnb-meter-devices', ...usage.gpus.map(gpu => deviceRow(gpu, usage.simulated)))
+    ),
+    el('p', 'fracnb-meter-sampled', `Sampled ${sampled.toLocaleTimeString()}`)
+  );
+}
+
+export class MeterPanel extends Widget {
+  constructor(private readonly model: UsageModel) {
+    super();
+    this.id = 'fracnb-meter-panel';
+    this.addClass('fracnb-meter-panel');
+    this.title.icon = gpuIcon;
+    this.title.caption = 'GPU usage';
+    model.changed.connect(this._render, this);
+    this._render();
+  }
+
+  dispose(): void {
+    this.model.changed.disconnect(this._render, this);
+    super.dispose();
+  }
+
+  protected onAfterShow(): void {
+    this._render();
+    void this.model.refresh();
+  }
+
+  private _render(): void {
+    // A hidden panel is redrawn when shown; skip the DOM work meanwhile.
+    if (!this.isVisible && this.node.childElementCount > 0) {
+      return;
+    }
+    this.node.replaceChildren(renderUsage(this.model.state));
+  }
+}

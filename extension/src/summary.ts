@@ -1,0 +1,214 @@
+/**
+ * Pure functions from a usage sample to what the UI shows. No DOM, no I/O.
+ */
+import type { IUsageState } from './model';
+import type { IBudget, IGpu, IKernelUsage, IUsage } from './request';
+
+const GIB = 1024 ** 3;
+
+/** Share of the limit at which the meter turns amber. */
+export const WARNING_SHARE = 0.8;
+/** Share of the limit at which the meter turns red and a notification is raised. */
+export const CRITICAL_SHARE = 0.95;
+/**
+ * A crossing re-arms only once usage falls below this share, so memory hovering
+ * around 95 % does not raise a notification on every poll.
+ */
+export const REARM_SHARE = 0.9;
+
+export type Level = 'normal' | 'warning' | 'critical' | 'unavailable';
+
+export interface IMeterSummary {
+  /** The status bar text, e.g. "GPU 3.1 / 20 GiB". */
+  text: string;
+  /** A longer sentence for the tooltip. */
+  title: string;
+  level: Level;
+  /** used / limit, or null when either is unknown. */
+  share: number | null;
+}
+
+/** Bytes as GiB with at most one decimal: 3.1, 20, 0.2. */
+export function formatGiB(bytes: number): string {
+  const value = Math.round((bytes / GIB) * 10) / 10;
+  return Number.isInteger(value) ? value.toFixed(0) : value.toFixed(1);
+}
+
+/** Bytes with a unit, for lists: "1.5 GiB", "300 MiB". */
+export function formatBytes(bytes: number): string {
+  if (bytes >= GIB) {
+    return `${formatGiB(bytes)} GiB`;
+  }
+  return `${Math.round(bytes / 1024 ** 2)} MiB`;
+}
+
+export function levelOf(share: number | null): Level {
+  if (share === null) {
+    return 'normal';
+  }
+  if (share >= CRITICAL_SHARE) {
+    return 'critical';
+  }
+  return share >= WARNING_SHARE ? 'warning' : 'normal';
+}
+
+/** The budget in bytes, or null when the server runs without one (a workstation). */
+export function budgetBytes(budget: IBudget): number | null {
+  const bytes = budget.memory_bytes;
+  return bytes !== null && bytes > 0 ? bytes : null;
+}
+
+export function deviceTotalBytes(gpus: IGpu[]): number {
+  return gpus.reduce((sum, gpu) => sum + gpu.memory_total_bytes, 0);
+}
+
+export function deviceUsedBytes(gpus: IGpu[]): number {
+  return gpus.reduce((sum, gpu) => sum + gpu.memory_used_bytes, 0);
+}
+
+/** What the status bar shows for one sample. */
+export function summarize(usage: IUsage): IMeterSummary {
+  if (!usage.available || usage.gpus.length === 0) {
+    return {
+      text: 'GPU –',
+      title: usage.reason ?? 'No GPU is visible to this server.',
+      level: 'unavailable',
+      share: null
+    };
+  }
+  const budget = budgetBytes(usage.budget);
+  const limit = budget ?? deviceTotalBytes(usage.gpus);
+  const limitWord = budget === null ? 'of the device memory' : 'of your GPU memory budget';
+  const serverBytes = usage.server.gpu_memory_bytes;
+  if (serverBytes === null) {
+    // Without per-process accounting only the whole device is known, which includes
+    // other tenants; say so rather than passing it off as this server's use.
+    const used = deviceUsedBytes(usage.gpus);
+    const share = limit > 0 ? used / limit : null;
+    return {
+      text: `GPU ${formatGiB(used)} / ${formatGiB(limit)} GiB*`,
+      title:
+        `${formatBytes(used)} used on the whole device (all processes), ${formatBytes(limit)} ${limitWord}. ` +
+        (usage.reason ?? 'Per-process GPU memory is not available.'),
+      level: levelOf(share),
+      share
+    };
+  }
+  const share = limit > 0 ? serverBytes / limit : null;
+  const percent = share === null ? '' : ` (${Math.round(share * 100)} %)`;
+  return {
+    text: `GPU ${formatGiB(serverBytes)} / ${formatGiB(limit)} GiB`,
+    title: `This server's kernels use ${formatBytes(serverBytes)} ${limitWord} of ${formatBytes(limit)}${percent}.`,
+    level: levelOf(share),
+    share
+  };
+}
+
+/** The summary of a poller state, including "not answered yet" and "request failed". */
+export function summarizeState(state: IUsageState): IMeterSummary {
+  if (state.error !== null) {
+    return {
+      text: 'GPU –',
+      title: `GPU usage unavailable: ${state.error}`,
+      level: 'unavailable',
+      share: null
+    };
+  }
+  if (state.usage === null) {
+    return { text: 'GPU …', title: 'Reading GPU usage…', level: 'unavailable', share: null };
+  }
+  return summarize(state.usage);
+}
+
+/** The name a person recognises a kernel by: its notebook, else its kernel name. */
+export function kernelLabel(kernel: IKernelUsage): string {
+  return kernel.path || kernel.session_name || `${kernel.name} kernel ${kernel.id.slice(0, 8)}`;
+}
+
+/** Kernels grouped for display: by notebook path, biggest GPU user first within ties. */
+export function sortKernels(kernels: IKernelUsage[]): IKernelUsage[] {
+  return [...kernels].sort((a, b) => {
+    const byLabel = kernelLabel(a).localeCompare(kernelLabel(b));
+    return byLabel !== 0 ? byLabel : (b.gpu_memory_bytes ?? 0) - (a.gpu_memory_bytes ?? 0);
+  });
+}
+
+export interface IOverBudget {
+  /** "server" or "kernel:<id>". */
+  key: string;
+  label: string;
+  bytes: number;
+  budget: number;
+}
+
+/** The server and each kernel, with their share of the budget; empty without a budget. */
+export function budgetUsers(usage: IUsage): IOverBudget[] {
+  const budget = budgetBytes(usage.budget);
+  if (budget === null || !usage.available) {
+    return [];
+  }
+  const users: IOverBudget[] = [];
+  if (usage.server.gpu_memory_bytes !== null) {
+    users.push({
+      key: 'server',
+      label: 'This server',
+      bytes: usage.server.gpu_memory_bytes,
+      budget
+    });
+  }
+  for (const kernel of usage.kernels) {
+    if (kernel.gpu_memory_bytes !== null) {
+      users.push({
+        key: `kernel:${kernel.id}`,
+        label: kernelLabel(kernel),
+        bytes: kernel.gpu_memory_bytes,
+        budget
+      });
+    }
+  }
+  return users;
+}
+
+/**
+ * Which budget users newly crossed 95 % since the last sample, and the set of users
+ * that stay armed-off. `alerted` holds keys already notified and not yet re-armed.
+ */
+export function newCrossings(
+  usage: IUsage,
+  alerted: ReadonlySet<string>
+): { crossed: IOverBudget[]; alerted: Set<string> } {
+  const next = new Set<string>();
+  const crossed: IOverBudget[] = [];
+  for (const user of budgetUsers(usage)) {
+    const share = user.bytes / user.budget;
+    if (share >= CRITICAL_SHARE) {
+      next.add(user.key);
+      if (!alerted.has(user.key)) {
+        crossed.push(user);
+      }
+    } else if (share >= REARM_SHARE && alerted.has(user.key)) {
+      next.add(user.key);
+    }
+  }
+  return { crossed, alerted: next };
+}
+
+export function crossingMessage(user: IOverBudget): string {
+  const percent = Math.round((user.bytes / user.budget) * 100);
+  return (
+    `${user.label} uses ${formatBytes(user.bytes)} of GPU memory, ${percent} % of your ` +
+    `${formatBytes(user.budget)} budget. Free memory (restart or shut down an idle kernel) ` +
+    'before CUDA runs out of memory.'
+  );
+}
+
+/** The idle-culling warning, or null when no warning is due. */
+export function cullMessage(usage: IUsage): string | null {
+  const cull = usage.cull;
+  if (cull === null || !cull.warning) {
+    return null;
+  }
+  const minutes = Math.max(1, Math.ceil(cull.seconds_left / 60));
+  const unit = minutes === 1 ? 'minute' : 'minutes';
+  return `Idle: this server will be stopped in ${minutes} ${unit} unless you use it.`;
+}

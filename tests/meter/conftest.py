@@ -1,0 +1,77 @@
+"""Fixtures for the meter: the fake NVML library (compiled here), its state, a real server.
+
+The real jupyter_server runs as a subprocess with the fake ``libnvidia-ml.so.1`` found
+through LD_LIBRARY_PATH, exactly as a driver library would be; its kernels are real
+ipykernel processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fracnb_meter.testing.fakenvml import FakeDevice, FakeState, build, preload
+from meter_helpers import GIB, Kernel, MeterServer, StateFile, evaluate, start_server
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fake libnvidia-ml.so.1, compiled with the system C compiler (fails without one)."""
+    return build(tmp_path_factory.mktemp("fakenvml"))
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_loaded(fake_nvml_library: Path) -> Path:
+    """The fake loaded into this test process (it stays loaded: a library cannot be unloaded)."""
+    preload(fake_nvml_library)
+    return fake_nvml_library
+
+
+@pytest.fixture
+def nvml_state(
+    fake_nvml_loaded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> StateFile:
+    """A state file for the in-process fake; starts with one simulated A100 and no processes."""
+    state = StateFile(tmp_path / "nvml-state")
+    state.write(FakeState(devices=[FakeDevice.a100(0)]))
+    monkeypatch.setenv("FAKE_NVML_STATE", str(state.path))
+    return state
+
+
+@pytest.fixture(scope="session")
+def meter_server(
+    fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[MeterServer]:
+    """A server in 'container' mode with the fake NVML and a budget from the contract."""
+    tmp_path = tmp_path_factory.mktemp("server")
+    state = StateFile(tmp_path / "nvml-state")
+    state.write(FakeState(devices=[FakeDevice.a100(0)]))
+    contract = {
+        "FRACNB_GPU_FRACTION": "0.25",
+        "FRACNB_GPU_MEMORY_LIMIT": str(20 * GIB),
+        "FRACNB_ISOLATION": "none",
+        "FRACNB_GPU_BACKEND": "time-slicing",
+        "FRACNB_PROFILE": "quarter",
+    }
+    server = start_server(
+        tmp_path,
+        fake_nvml_library,
+        state,
+        {"sample_interval_floor": 0.0, "activity_interval": 0.3, "in_container": True},
+        contract,
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def kernels(meter_server: MeterServer) -> dict[str, Kernel]:
+    """Two notebooks with running kernels, by notebook name."""
+    found = {}
+    for notebook in ("analysis.ipynb", "train.ipynb"):
+        kernel_id = meter_server.start_session(notebook)
+        client = meter_server.client(kernel_id)
+        pid = int(evaluate(client, "os.getpid()", "import os"))
+        found[notebook] = Kernel(kernel_id, pid, client)
+    return found

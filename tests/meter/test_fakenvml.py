@@ -1,0 +1,145 @@
+"""The fake NVML library at the C ABI, driven through the real nvidia-ml-py bindings."""
+
+from __future__ import annotations
+
+import ctypes
+import inspect
+import re
+
+import pynvml
+import pytest
+from fracnb_meter import nvml as meter_nvml
+from fracnb_meter.testing.fakenvml import (
+    FakeDevice,
+    FakeMig,
+    FakeProcess,
+    FakeState,
+    read_state,
+)
+from meter_helpers import GIB, StateFile
+
+
+@pytest.fixture
+def nvml(nvml_state: StateFile):
+    pynvml.nvmlInit()
+    yield pynvml
+    pynvml.nvmlShutdown()
+
+
+def mig_device() -> FakeDevice:
+    device = FakeDevice.a100(1)
+    device.mig_mode = 1
+    device.migs = {1: FakeMig(7, "MIG 1g.10gb", "MIG-cccc", 10 * GIB)}
+    return device
+
+
+def test_state_file_round_trip() -> None:
+    state = FakeState(
+        driver_version="550.54.15",
+        devices=[FakeDevice.a100(0), mig_device()],
+        processes=[
+            FakeProcess(0, 11, GIB),
+            FakeProcess(1, 12, None, mig=1),
+            FakeProcess(0, 13, 5, graphics=True),
+        ],
+        errors={"nvmlDeviceGetName": 3},
+    )
+    assert FakeState.parse(state.render()) == state
+
+
+def test_devices_memory_and_processes(nvml_state: StateFile, nvml) -> None:
+    device = FakeDevice.a100(0)
+    device.memory_reserved = GIB // 2
+    device.utilization_gpu = 42
+    nvml_state.write(
+        FakeState(devices=[device], processes=[FakeProcess(0, 100, GIB), FakeProcess(0, 101, None)])
+    )
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    assert nvml.nvmlSystemGetDriverVersion() == "565.57.01"
+    assert nvml.nvmlDeviceGetCount() == 1
+    assert nvml.nvmlDeviceGetName(handle) == device.name
+    assert nvml.nvmlDeviceGetUUID(handle) == device.uuid
+    memory = nvml.nvmlDeviceGetMemoryInfo(handle, version=nvml.nvmlMemory_v2)
+    assert (memory.total, memory.reserved, memory.used) == (80 * GIB, GIB // 2, GIB)
+    assert nvml.nvmlDeviceGetMemoryInfo(handle).used == GIB + GIB // 2  # v1 includes reserved
+    listed = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+    assert [(p.pid, p.usedGpuMemory) for p in listed] == [(100, GIB), (101, None)]
+    assert listed[0].gpuInstanceId == 0xFFFFFFFF
+    assert nvml.nvmlDeviceGetGraphicsRunningProcesses(handle) == []
+    assert nvml.nvmlDeviceGetUtilizationRates(handle).gpu == 42
+    with pytest.raises(nvml.NVMLError_NotSupported):
+        nvml.nvmlDeviceGetMigMode(handle)
+
+
+def test_process_list_grows_through_the_insufficient_size_protocol(
+    nvml_state: StateFile, nvml
+) -> None:
+    many = [FakeProcess(0, 1000 + i, i) for i in range(300)]
+    nvml_state.write(FakeState(devices=[FakeDevice.a100(0)], processes=many))
+    listed = nvml.nvmlDeviceGetComputeRunningProcesses(nvml.nvmlDeviceGetHandleByIndex(0))
+    assert [p.pid for p in listed] == [p.pid for p in many]
+
+
+def test_mig_handles(nvml_state: StateFile, nvml) -> None:
+    nvml_state.write(
+        FakeState(
+            devices=[FakeDevice.a100(0), mig_device()],
+            processes=[FakeProcess(1, 77, 3 * GIB, mig=1)],
+        )
+    )
+    parent = nvml.nvmlDeviceGetHandleByIndex(1)
+    assert nvml.nvmlDeviceGetMigMode(parent) == [1, 1]
+    with pytest.raises(nvml.NVMLError_NotFound):  # empty slot before the used one
+        nvml.nvmlDeviceGetMigDeviceHandleByIndex(parent, 0)
+    mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(parent, 1)
+    assert nvml.nvmlDeviceGetGpuInstanceId(mig) == 7
+    assert nvml.nvmlDeviceGetUUID(mig) == "MIG-cccc"
+    assert nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig)) == (
+        nvml.nvmlDeviceGetUUID(parent)
+    )
+    listed = nvml.nvmlDeviceGetComputeRunningProcesses(mig)
+    assert [(p.pid, p.usedGpuMemory, p.gpuInstanceId) for p in listed] == [(77, 3 * GIB, 7)]
+    with pytest.raises(nvml.NVMLError_NotSupported):
+        nvml.nvmlDeviceGetUtilizationRates(mig)
+
+
+def test_rewritten_state_is_seen_at_once(nvml_state: StateFile, nvml) -> None:
+    for count in (1, 3, 2):
+        nvml_state.write(FakeState(devices=[FakeDevice.a100(i) for i in range(count)]))
+        assert nvml.nvmlDeviceGetCount() == count
+
+
+def test_injected_error_and_uninitialised_calls(nvml_state: StateFile) -> None:
+    with pytest.raises(pynvml.NVMLError_Uninitialized):
+        pynvml.nvmlDeviceGetCount()
+    nvml_state.write(FakeState(devices=[FakeDevice.a100(0)], errors={"nvmlDeviceGetName": 3}))
+    pynvml.nvmlInit()
+    try:
+        with pytest.raises(pynvml.NVMLError_NotSupported):
+            pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def test_every_nvml_function_the_meter_calls_is_exported(fake_nvml_loaded) -> None:
+    library = ctypes.CDLL(str(fake_nvml_loaded))
+    called = set(re.findall(r"nvml\.(nvml[A-Za-z0-9_]+)\(", inspect.getsource(meter_nvml)))
+    assert "nvmlDeviceGetComputeRunningProcesses" in called
+    # pynvml's Python names resolve these C symbols in nvidia-ml-py 13.x.
+    versioned = {
+        "nvmlInit": "nvmlInitWithFlags",
+        "nvmlDeviceGetCount": "nvmlDeviceGetCount_v2",
+        "nvmlDeviceGetHandleByIndex": "nvmlDeviceGetHandleByIndex_v2",
+        "nvmlDeviceGetComputeRunningProcesses": "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetGraphicsRunningProcesses": "nvmlDeviceGetGraphicsRunningProcesses_v3",
+        "nvmlDeviceGetMemoryInfo": "nvmlDeviceGetMemoryInfo_v2",
+    }
+    missing = [name for name in called if not hasattr(library, versioned.get(name, name))]
+    assert missing == []
+
+
+def test_read_state_explains_a_broken_file(tmp_path) -> None:
+    path = tmp_path / "state"
+    path.write_text("process=zero:1:2\n")
+    with pytest.raises(Exception, match="cannot read the fake NVML state file"):
+        read_state(path)

@@ -1,0 +1,121 @@
+"""The notebook quota widget: what it shows, and that it updates while a cell runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
+from fracnb_meter.widget import QuotaMeter, view_of
+from meter_helpers import GIB, Kernel, MeterServer
+
+
+def document(kernel: int | None, server: int | None, budget: int | None = 20 * GIB) -> dict:
+    return {
+        "available": True,
+        "reason": None,
+        "simulated": False,
+        "gpus": [{"memory_total_bytes": 80 * GIB}],
+        "kernels": [{"gpu_memory_bytes": kernel}],
+        "server": {"gpu_memory_bytes": server},
+        "budget": {"memory_bytes": budget},
+        "quota": None,
+    }
+
+
+def test_view_against_the_budget() -> None:
+    view = view_of(document(2 * GIB, 17 * GIB))
+    assert view.kernel_fraction == 0.1
+    assert view.server_fraction == 0.85
+    assert view.bar_style == "warning"
+    assert "this kernel 2.0 GiB" in view.text
+    assert "17.0 GiB of 20.0 GiB budget (85 %)" in view.text
+    assert view_of(document(0, 19 * GIB)).bar_style == "danger"
+    assert view_of(document(0, GIB)).bar_style == "success"
+
+
+def test_view_without_budget_uses_the_device_and_says_unknown() -> None:
+    view = view_of(document(None, None, budget=None))
+    assert "of 80.0 GiB device total" in view.text
+    assert "this kernel unknown" in view.text
+    assert view.kernel_fraction == 0.0
+
+
+def test_view_when_unavailable_and_with_quota() -> None:
+    unavailable = {"available": False, "reason": "No GPU is visible to this server."}
+    assert view_of(unavailable).text == "GPU \N{EN DASH}: No GPU is visible to this server."
+    with_quota = document(0, 0) | {
+        "quota": {
+            "user": {"used": 0.75, "limit": 2},
+            "groups": [{"name": "a", "used": 5.75, "limit": 6}],
+        }
+    }
+    assert view_of(with_quota).quota_text == (
+        "GPU quota across servers \N{EM DASH} you: 0.75 of 2 GPUs, a: 5.75 of 6 GPUs"
+    )
+
+
+def test_meter_refreshes_from_a_thread() -> None:
+    readings = [document(GIB, GIB), document(4 * GIB, 4 * GIB)]
+    calls: list[int] = []
+    changed = threading.Event()
+
+    def source() -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) >= 2:
+            changed.set()
+        return readings[min(len(calls), 2) - 1]
+
+    meter = QuotaMeter(source)
+    try:
+        meter.refresh()
+        assert meter.kernel_bar.value == 0.05
+        meter.start(interval=0.01)
+        assert changed.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while meter.kernel_bar.value != 0.2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert meter.kernel_bar.value == 0.2
+        assert "4.0 GiB" in meter.label.value
+    finally:
+        meter.close()
+    assert meter._thread is None
+
+
+def test_widget_updates_while_a_cell_runs(
+    meter_server: MeterServer, kernels: dict[str, Kernel]
+) -> None:
+    kernel = kernels["analysis.ipynb"]
+    state = meter_server.state
+    state.write(
+        FakeState(devices=[FakeDevice.a100(0)], processes=[FakeProcess(0, kernel.pid, GIB)])
+    )
+    client = kernel.client
+    reply = client.execute_interactive(
+        "%load_ext fracnb_meter", timeout=60, output_hook=lambda _msg: None
+    )
+    assert reply["content"]["status"] == "ok"
+    msg_id = client.execute("import time; time.sleep(3)")
+    time.sleep(1.0)
+    # The notebook "allocates" more while the cell is still sleeping.
+    state.write(
+        FakeState(devices=[FakeDevice.a100(0)], processes=[FakeProcess(0, kernel.pid, 5 * GIB)])
+    )
+    texts_during_cell = []
+    while True:
+        message = client.get_iopub_msg(timeout=30)
+        content = message["content"]
+        if message["msg_type"] == "comm_msg":
+            value = content["data"].get("state", {}).get("value")
+            if isinstance(value, str):
+                texts_during_cell.append(value)
+        if (
+            message["msg_type"] == "status"
+            and message["parent_header"].get("msg_id") == msg_id
+            and content["execution_state"] == "idle"
+        ):
+            break
+    client.execute_interactive("%unload_ext fracnb_meter", timeout=60, output_hook=lambda _m: None)
+    assert any("this kernel 5.0 GiB" in text for text in texts_during_cell), texts_during_cell
+    assert any("of 20.0 GiB budget" in text for text in texts_during_cell)
