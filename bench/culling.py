@@ -110,9 +110,7 @@ class Hub:
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> None:
-        chp = shutil.which("configurable-http-proxy") or str(
-            REPO / ".tools/node_modules/.bin/configurable-http-proxy"
-        )
+        chp = shutil.which("configurable-http-proxy") or str(REPO / ".tools/node_modules/.bin/configurable-http-proxy")
         config = self.workdir / "jupyterhub_config.py"
         config.write_text(
             HUB_CONFIG.format(

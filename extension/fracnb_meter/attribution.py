@@ -52,9 +52,7 @@ def per_process_support(driver_version: str | None, in_container: bool) -> tuple
     )
 
 
-def find_owners(
-    pids: Iterable[int], kernel_pids: set[int], server_pid: int, parent_of: ParentOf
-) -> dict[int, Owner]:
+def find_owners(pids: Iterable[int], kernel_pids: set[int], server_pid: int, parent_of: ParentOf) -> dict[int, Owner]:
     """Walk each pid's ancestry (memoised) up to a kernel, the server, or the root."""
     chains: dict[int, Owner] = {}
 
@@ -123,9 +121,7 @@ def attribute(
         return Attribution(dict.fromkeys(kernel_pids), server, None, None)
     nobody = Owner(kernel_pid=None, in_server=False)
     ours = [p for p in processes if _is_ours(owners.get(p.pid, nobody))]
-    per_kernel = {
-        pid: sum_memory([p for p in ours if owners[p.pid].kernel_pid == pid]) for pid in kernel_pids
-    }
+    per_kernel = {pid: sum_memory([p for p in ours if owners[p.pid].kernel_pid == pid]) for pid in kernel_pids}
     server = sum_memory(ours)
     reason = None
     if server is None:

@@ -37,17 +37,14 @@ def _fraction(text: str) -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value < 0:
-        raise ContractError(
-            f"FRACNB_GPU_FRACTION={text!r} is not a non-negative decimal such as 0.25 or 2"
-        )
+        raise ContractError(f"FRACNB_GPU_FRACTION={text!r} is not a non-negative decimal such as 0.25 or 2")
     return value
 
 
 def _memory(text: str) -> int:
     if not text.isdigit():
         raise ContractError(
-            f"FRACNB_GPU_MEMORY_LIMIT={text!r} is not a whole number of bytes "
-            "such as 21474836480 (0 for CPU-only)"
+            f"FRACNB_GPU_MEMORY_LIMIT={text!r} is not a whole number of bytes such as 21474836480 (0 for CPU-only)"
         )
     return int(text)
 

@@ -96,9 +96,7 @@ class FracnbMeter(ExtensionApp):
             return Budget(), str(error)
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
-        self._activity = PeriodicCallback(
-            self.mark_busy_activity, self.activity_interval * 1000, jitter=0.1
-        )
+        self._activity = PeriodicCallback(self.mark_busy_activity, self.activity_interval * 1000, jitter=0.1)
         self._activity.start()
 
     async def stop_extension(self) -> None:

@@ -60,9 +60,7 @@ def state_path() -> Path:
     except OSError as error:
         raise SimulationError(f"cannot load {library_name}: {error}") from error
     if not hasattr(library, "fakenvml_version"):
-        raise SimulationError(
-            f"{library_name} is a real NVIDIA driver library; refusing to simulate GPU memory"
-        )
+        raise SimulationError(f"{library_name} is a real NVIDIA driver library; refusing to simulate GPU memory")
     return Path(path)
 
 
@@ -94,9 +92,7 @@ def allocate(size: str | int, device: int = 0, mig: int | None = None) -> int:
         used = sum(p.memory or 0 for p in same_place)
         free = _capacity(state, device, mig) - used
         if wanted > free:
-            raise SimulationError(
-                f"out of simulated GPU memory: {wanted} bytes wanted, {free} bytes free"
-            )
+            raise SimulationError(f"out of simulated GPU memory: {wanted} bytes wanted, {free} bytes free")
         mine = next((p for p in same_place if p.pid == pid), None)
         if mine is None:
             mine = FakeProcess(device=device, pid=pid, memory=0, mig=mig)

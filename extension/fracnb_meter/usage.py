@@ -71,11 +71,7 @@ def build_usage(
         return document
     per_process, support_reason = per_process_support(reading.driver_version, in_container)
     local_pids = {k.pid for k in kernels if k.pid is not None}
-    owners = (
-        find_owners({p.pid for p in reading.processes}, local_pids, server_pid, parent_of)
-        if per_process
-        else {}
-    )
+    owners = find_owners({p.pid for p in reading.processes}, local_pids, server_pid, parent_of) if per_process else {}
     result = attribute(
         processes=reading.processes,
         device_used_bytes=sum(gpu.memory_used_bytes for gpu in reading.gpus),
@@ -86,9 +82,7 @@ def build_usage(
     )
     document["per_process_memory"] = per_process
     document["reason"] = _join(support_reason, result.reason)
-    document["kernels"] = [
-        _kernel_json(k, None if k.pid is None else result.per_kernel.get(k.pid)) for k in kernels
-    ]
+    document["kernels"] = [_kernel_json(k, None if k.pid is None else result.per_kernel.get(k.pid)) for k in kernels]
     document["server"] = {"gpu_memory_bytes": result.server_bytes}
     document["other_tenants"] = {"gpu_memory_bytes": result.other_tenants_bytes}
     return document

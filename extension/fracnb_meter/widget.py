@@ -67,22 +67,14 @@ def view_of(document: dict[str, Any]) -> MeterView:
     """Pure: the meter's bars and text for one usage document."""
     if not document.get("available"):
         reason = document.get("reason") or "no GPU visible"
-        return MeterView(
-            0.0, 0.0, "", f"GPU \N{EN DASH}: {reason}", _quota_text(document.get("quota"))
-        )
+        return MeterView(0.0, 0.0, "", f"GPU \N{EN DASH}: {reason}", _quota_text(document.get("quota")))
     budget = (document.get("budget") or {}).get("memory_bytes")
     device_total = sum(g["memory_total_bytes"] for g in document.get("gpus", []))
     limit, limit_name = (budget, "budget") if budget else (device_total, "device total")
     kernel = (document.get("kernels") or [{}])[0].get("gpu_memory_bytes")
     server = document.get("server", {}).get("gpu_memory_bytes")
     server_share = _fraction(server, limit)
-    style = (
-        "danger"
-        if server_share >= DANGER_AT
-        else "warning"
-        if server_share >= WARNING_AT
-        else "success"
-    )
+    style = "danger" if server_share >= DANGER_AT else "warning" if server_share >= WARNING_AT else "success"
     simulated = " (simulated GPU)" if document.get("simulated") else ""
     text = (
         f"GPU memory{simulated}: this kernel {format_bytes(kernel)}, this server "
@@ -92,9 +84,7 @@ def view_of(document: dict[str, Any]) -> MeterView:
         text += f" ({100 * server / limit:.0f} %)"
     if document.get("reason"):
         text += f" — {document['reason']}"
-    return MeterView(
-        _fraction(kernel, limit), server_share, style, text, _quota_text(document.get("quota"))
-    )
+    return MeterView(_fraction(kernel, limit), server_share, style, text, _quota_text(document.get("quota")))
 
 
 def server_pid() -> int:
@@ -161,9 +151,7 @@ class QuotaMeter:
         if self._thread is not None and self._thread.is_alive():
             return
         self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._run, args=(interval,), name="fracnb-meter", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, args=(interval,), name="fracnb-meter", daemon=True)
         self._thread.start()
 
     def _run(self, interval: float) -> None:

@@ -106,9 +106,7 @@ def _deadline(server: ServerActivity, policy: CullPolicy) -> tuple[datetime, Rea
     return min(candidates, key=lambda c: (c[0], c[1] is Reason.MAX_AGE), default=None)
 
 
-def decide(
-    server: ServerActivity, policy: CullPolicy, *, now: datetime, warning_lead: float
-) -> CullDecision:
+def decide(server: ServerActivity, policy: CullPolicy, *, now: datetime, warning_lead: float) -> CullDecision:
     """Keep, warn or cull one server at ``now``."""
     if server.pending or not server.ready:
         return CullDecision(Action.KEEP)

@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         kubeconfig = Path(scratch) / "kubeconfig"
         kubeconfig.write_text(_OFFLINE_KUBECONFIG)
         os.environ["KUBECONFIG"] = str(kubeconfig)
+        from kubernetes_asyncio.config import kube_config  # noqa: PLC0415 - it reads KUBECONFIG at import
+
+        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(kubeconfig)
         try:
             config = load_hub_config(args.config)
             rows = asyncio.run(_describe(config, args.manifest))

@@ -76,6 +76,10 @@ class QuotaPolicy:
     def user_limit(self, user: str) -> Fraction | None:
         return self.users.get(user, self.default_user)
 
+    @property
+    def has_limits(self) -> bool:
+        return self.default_user is not None or bool(self.groups) or any(v is not None for v in self.users.values())
+
 
 @dataclass(frozen=True)
 class Allocation:
@@ -177,16 +181,12 @@ def check_request(
     )
     needs = format_gpus(fraction)
     if fraction > 0 and user_limit is not None and user_used + fraction > user_limit:
-        message = (
-            f"you use {format_gpus(user_used)} of your {format_gpus(user_limit)} GPUs;"
-            f" this choice needs {needs}"
-        )
+        message = f"you use {format_gpus(user_used)} of your {format_gpus(user_limit)} GPUs; this choice needs {needs}"
         return QuotaDecision(False, message, fraction, user_used, user_limit, group_uses)
     for use in group_uses:
         if fraction > 0 and use.used + fraction > use.limit:
             message = (
-                f"{use.name} uses {format_gpus(use.used)} of {format_gpus(use.limit)} GPUs;"
-                f" this choice needs {needs}"
+                f"{use.name} uses {format_gpus(use.used)} of {format_gpus(use.limit)} GPUs; this choice needs {needs}"
             )
             return QuotaDecision(False, message, fraction, user_used, user_limit, group_uses)
     return QuotaDecision(True, "within quota", fraction, user_used, user_limit, group_uses)
@@ -306,10 +306,7 @@ class FracnbQuotas(Configurable):
         """The configured quotas as exact fractions."""
         return QuotaPolicy(
             default_user=_checked_limit("default_user_quota", self.default_user_quota),
-            users={
-                name: _checked_limit(f"user_quotas[{name!r}]", value)
-                for name, value in self.user_quotas.items()
-            },
+            users={name: _checked_limit(f"user_quotas[{name!r}]", value) for name, value in self.user_quotas.items()},
             groups={
                 name: _checked_amount(f"group_quotas[{name!r}]", value, unlimited_ok=False)
                 for name, value in self.group_quotas.items()

@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.client.models import V1EnvVar
 from kubespawner import KubeSpawner
 from tornado import web
 from traitlets import TraitError, default, validate
 
 from . import form
+from .availability import free_units
 from .backends import (
     GPU_VISIBILITY_VARIABLES,
     RESERVED_ENV_PREFIX,
@@ -26,6 +28,7 @@ from .backends import (
 )
 from .errors import rejection
 from .gpu import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
+from .ledger import LEDGER
 from .profiles import (
     InvalidUserOptionsError,
     ProfileConfigError,
@@ -36,6 +39,7 @@ from .profiles import (
     validate_profiles,
 )
 from .progress import waiting_message
+from .quota import Allocation, FracnbQuotas, allocations_from_pods, check_request
 from .traits import FractionalTraits
 from .units import format_fraction, parse_bytes, parse_duration, parse_fraction
 
@@ -192,7 +196,72 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         return plan_gpu(selection.gpu, self.gpu_defaults())
 
     async def check_quota(self, selection: Selection, plan: GPUPlan, *, reserve: bool) -> None:
-        """Refuse the spawn with a 4xx when over quota; with ``reserve``, hold the fraction."""
+        """Refuse the spawn with a 4xx when over quota; with ``reserve``, hold the fraction.
+
+        The check and the reservation happen under the hub-wide ledger lock, against the
+        cluster's pods (listed fresh, so a hub restart neither forgets nor double-counts)
+        plus admitted spawns whose pods don't exist yet.
+        """
+        policy = FracnbQuotas(parent=self).policy()
+        if plan.fraction == 0 or not policy.has_limits:
+            return
+        async with LEDGER.lock:
+            decision = check_request(
+                policy, LEDGER.allocations(await self._allocations_in_cluster()),
+                user=self.user.name, groups=self._group_members(), server=self.name, fraction=plan.fraction,
+            )  # fmt: skip
+            if not decision.allowed:
+                raise rejection(403, f"Over GPU quota: {decision.message}", reason="quota")
+            if reserve:
+                LEDGER.reserve(Allocation(self.user.name, self.name, plan.fraction, selection.slug))
+
+    def _group_members(self) -> dict[str, list[str]]:
+        return {group.name: [member.name for member in group.users] for group in self.user.groups}
+
+    async def _allocations_in_cluster(self) -> list[Allocation]:
+        pods = await self.api.list_namespaced_pod(self.namespace, label_selector="component=singleuser-server")
+        return allocations_from_pods(self.api.api_client.sanitize_for_serialization(pods)["items"])
+
+    async def stop(self, now: bool = False) -> None:
+        try:
+            await super().stop(now=now)
+        finally:
+            LEDGER.release(self.user.name, self.name)
+
+    async def annotate_form_rows(self, rows: dict) -> dict:
+        """Add free capacity (cluster-wide) and quota refusals to the spawn form's rows."""
+        policy = FracnbQuotas(parent=self).policy()
+        nodes, pods = await self._cluster_view() if self.show_availability else ([], [])
+        allocations = await self._allocations_in_cluster() if policy.has_limits else []
+        annotated = {}
+        for key, original in rows.items():
+            row = original
+            fields = backend_fields(row.plan, self.backend_settings())
+            if nodes and fields.resources and fields.scheduler_name is None:
+                resource = next(iter(fields.resources))
+                row = row.with_availability(free_units(nodes, pods, resource, fields.node_selector))
+            if policy.has_limits and row.plan.fraction > 0:
+                decision = check_request(
+                    policy, LEDGER.allocations(allocations), user=self.user.name,
+                    groups=self._group_members(), server=self.name, fraction=row.plan.fraction,
+                )  # fmt: skip
+                if not decision.allowed:
+                    row = row.refused(decision.message)
+            annotated[key] = row
+        return annotated
+
+    async def _cluster_view(self) -> tuple[list[dict], list[dict]]:
+        """Nodes and pods cluster-wide; empty when RBAC doesn't allow reading them (the form says nothing)."""
+        try:
+            nodes = await self.api.list_node()
+            pods = await self.api.list_pod_for_all_namespaces(
+                field_selector="status.phase!=Succeeded,status.phase!=Failed"
+            )
+        except ApiException as error:
+            self.log.warning("fracnb: cannot read nodes/pods for availability (%s); see docs on RBAC", error.status)
+            return [], []
+        serialize = self.api.api_client.sanitize_for_serialization
+        return serialize(nodes)["items"], serialize(pods)["items"]
 
     def apply_plan(self, selection: Selection, plan: GPUPlan) -> None:
         """Write the plan's pod fields onto this spawner's traits."""

@@ -29,9 +29,7 @@ def fake_nvml_loaded(fake_nvml_library: Path) -> Path:
 
 
 @pytest.fixture
-def nvml_state(
-    fake_nvml_loaded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> StateFile:
+def nvml_state(fake_nvml_loaded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StateFile:
     """A state file for the in-process fake; starts with one simulated A100 and no processes."""
     state = StateFile(tmp_path / "nvml-state")
     state.write(FakeState(devices=[FakeDevice.a100(0)]))
@@ -40,9 +38,7 @@ def nvml_state(
 
 
 @pytest.fixture(scope="session")
-def meter_server(
-    fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[MeterServer]:
+def meter_server(fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MeterServer]:
     """A server in 'container' mode with the fake NVML and a budget from the contract."""
     tmp_path = tmp_path_factory.mktemp("server")
     state = StateFile(tmp_path / "nvml-state")

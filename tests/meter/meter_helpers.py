@@ -54,9 +54,7 @@ class MeterServer:
     log: Path
     clients: list[BlockingKernelClient] = field(default_factory=list)
 
-    def request(
-        self, path: str, method: str = "GET", body: Any = None, token: str | None = ""
-    ) -> tuple[int, Any]:
+    def request(self, path: str, method: str = "GET", body: Any = None, token: str | None = "") -> tuple[int, Any]:
         """(status, decoded JSON or text); token None sends no credentials."""
         headers = {"Content-Type": "application/json"}
         if token is not None:

@@ -23,9 +23,7 @@ PARENTS = {SERVER: 1, KERNEL_A: SERVER, 21: KERNEL_A, 22: 21, KERNEL_B: SERVER, 
 
 
 def test_owners_follow_the_process_tree() -> None:
-    owners = find_owners(
-        [22, 21, KERNEL_B, 40, 99, 12345], {KERNEL_A, KERNEL_B}, SERVER, PARENTS.get
-    )
+    owners = find_owners([22, 21, KERNEL_B, 40, 99, 12345], {KERNEL_A, KERNEL_B}, SERVER, PARENTS.get)
     assert owners[22] == Owner(kernel_pid=KERNEL_A, in_server=True)
     assert owners[21] == Owner(kernel_pid=KERNEL_A, in_server=True)
     assert owners[KERNEL_B] == Owner(kernel_pid=KERNEL_B, in_server=True)

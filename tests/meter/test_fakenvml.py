@@ -51,9 +51,7 @@ def test_devices_memory_and_processes(nvml_state: StateFile, nvml) -> None:
     device = FakeDevice.a100(0)
     device.memory_reserved = GIB // 2
     device.utilization_gpu = 42
-    nvml_state.write(
-        FakeState(devices=[device], processes=[FakeProcess(0, 100, GIB), FakeProcess(0, 101, None)])
-    )
+    nvml_state.write(FakeState(devices=[device], processes=[FakeProcess(0, 100, GIB), FakeProcess(0, 101, None)]))
     handle = nvml.nvmlDeviceGetHandleByIndex(0)
     assert nvml.nvmlSystemGetDriverVersion() == "565.57.01"
     assert nvml.nvmlDeviceGetCount() == 1
@@ -71,9 +69,7 @@ def test_devices_memory_and_processes(nvml_state: StateFile, nvml) -> None:
         nvml.nvmlDeviceGetMigMode(handle)
 
 
-def test_process_list_grows_through_the_insufficient_size_protocol(
-    nvml_state: StateFile, nvml
-) -> None:
+def test_process_list_grows_through_the_insufficient_size_protocol(nvml_state: StateFile, nvml) -> None:
     many = [FakeProcess(0, 1000 + i, i) for i in range(300)]
     nvml_state.write(FakeState(devices=[FakeDevice.a100(0)], processes=many))
     listed = nvml.nvmlDeviceGetComputeRunningProcesses(nvml.nvmlDeviceGetHandleByIndex(0))

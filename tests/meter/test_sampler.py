@@ -24,9 +24,7 @@ def test_readings_are_cached_for_the_floor_interval(nvml_state: StateFile) -> No
     sampler = Sampler(floor_seconds=2.0, clock=clock)
     try:
         first = sampler.read()
-        nvml_state.write(
-            FakeState(devices=[FakeDevice.a100(0)], processes=[FakeProcess(0, 42, GIB)])
-        )
+        nvml_state.write(FakeState(devices=[FakeDevice.a100(0)], processes=[FakeProcess(0, 42, GIB)]))
         clock.now += 1.9
         assert sampler.read() is first  # within the floor: NVML is not asked again
         assert sampler.reads == 1
@@ -70,9 +68,7 @@ print(json.dumps({"loaded_at_import": loaded_at_import, "available": reading.ava
 
 def test_import_touches_no_nvml_and_no_library_means_unavailable(fake_nvml_library) -> None:
     # A fresh interpreter without the fake anywhere on its library path.
-    result = subprocess.run(
-        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=60
-    )
+    result = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=60)
     probe = json.loads(result.stdout)
     assert probe["loaded_at_import"] is False
     assert probe["available"] is False

@@ -19,10 +19,7 @@ from meter_helpers import GIB, Kernel, MeterServer, evaluate, start_server
 def child_of_analysis(kernels: dict[str, Kernel]) -> Iterator[int]:
     """A child process started by the analysis kernel (like a data loader)."""
     client = kernels["analysis.ipynb"].client
-    setup = (
-        "import subprocess, sys\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])"
-    )
+    setup = "import subprocess, sys\nchild = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])"
     pid = int(evaluate(client, "child.pid", setup))
     yield pid
     evaluate(client, "child.wait()", "child.kill()")
@@ -85,9 +82,7 @@ def test_per_kernel_memory_counts_kernel_and_descendants(
     assert datetime.fromisoformat(document["sampled_at"]).tzinfo is not None
 
 
-def test_kernel_without_gpu_processes_uses_zero(
-    meter_server: MeterServer, kernels: dict[str, Kernel]
-) -> None:
+def test_kernel_without_gpu_processes_uses_zero(meter_server: MeterServer, kernels: dict[str, Kernel]) -> None:
     train = kernels["train.ipynb"]
     state = FakeState(devices=[FakeDevice.a100(0)], processes=[FakeProcess(0, train.pid, GIB)])
     meter_server.state.write(state)
@@ -118,9 +113,7 @@ def test_old_driver_in_a_container_reports_no_per_kernel_numbers(
     assert document["other_tenants"]["gpu_memory_bytes"] is None
 
 
-def test_mig_instances_are_the_devices(
-    meter_server: MeterServer, kernels: dict[str, Kernel]
-) -> None:
+def test_mig_instances_are_the_devices(meter_server: MeterServer, kernels: dict[str, Kernel]) -> None:
     analysis = kernels["analysis.ipynb"]
     device = FakeDevice.a100(0)
     device.mig_mode = 1
@@ -182,9 +175,7 @@ def test_no_gpu_and_no_driver(meter_server: MeterServer, kernels: dict[str, Kern
     assert meter_server.usage()["available"] is True
 
 
-def test_busy_silent_kernel_counts_as_activity(
-    meter_server: MeterServer, kernels: dict[str, Kernel]
-) -> None:
+def test_busy_silent_kernel_counts_as_activity(meter_server: MeterServer, kernels: dict[str, Kernel]) -> None:
     client = kernels["train.ipynb"].client
     msg_id = client.execute("import time; time.sleep(4)")
     time.sleep(1.0)  # past the busy/execute_input messages, which are kernel activity
@@ -202,9 +193,7 @@ def test_busy_silent_kernel_counts_as_activity(
     assert meter_server.request("api/status")[1]["last_activity"] == idle
 
 
-def test_simulated_allocation_from_a_kernel(
-    meter_server: MeterServer, kernels: dict[str, Kernel]
-) -> None:
+def test_simulated_allocation_from_a_kernel(meter_server: MeterServer, kernels: dict[str, Kernel]) -> None:
     meter_server.state.write(FakeState(devices=[FakeDevice.a100(0)]))
     client = kernels["analysis.ipynb"].client
     total = evaluate(client, "sim.allocate('2GiB')", "import fracnb_meter.simulate as sim")
@@ -214,9 +203,7 @@ def test_simulated_allocation_from_a_kernel(
     assert by_path(meter_server.usage())["analysis.ipynb"]["gpu_memory_bytes"] == 0
 
 
-def test_without_nvml_library_the_gpu_is_unavailable(
-    tmp_path: Path, fake_nvml_library: Path
-) -> None:
+def test_without_nvml_library_the_gpu_is_unavailable(tmp_path: Path, fake_nvml_library: Path) -> None:
     server = start_server(tmp_path, library=None, state=None, meter_config={})
     try:
         kernel_id = server.start_session("plain.ipynb")

@@ -54,9 +54,7 @@ def test_refuses_without_a_state_file(monkeypatch: pytest.MonkeyPatch) -> None:
         simulate.allocate("1GiB")
 
 
-def test_refuses_with_a_real_driver_library(
-    nvml_state: StateFile, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_refuses_with_a_real_driver_library(nvml_state: StateFile, monkeypatch: pytest.MonkeyPatch) -> None:
     # Any library without the fake's marker stands for the real libnvidia-ml here.
     monkeypatch.setenv("FAKE_NVML_LIBRARY", "libc.so.6")
     with pytest.raises(simulate.SimulationError, match="real NVIDIA driver library"):

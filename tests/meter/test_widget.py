@@ -83,25 +83,17 @@ def test_meter_refreshes_from_a_thread() -> None:
     assert meter._thread is None
 
 
-def test_widget_updates_while_a_cell_runs(
-    meter_server: MeterServer, kernels: dict[str, Kernel]
-) -> None:
+def test_widget_updates_while_a_cell_runs(meter_server: MeterServer, kernels: dict[str, Kernel]) -> None:
     kernel = kernels["analysis.ipynb"]
     state = meter_server.state
-    state.write(
-        FakeState(devices=[FakeDevice.a100(0)], processes=[FakeProcess(0, kernel.pid, GIB)])
-    )
+    state.write(FakeState(devices=[FakeDevice.a100(0)], processes=[FakeProcess(0, kernel.pid, GIB)]))
     client = kernel.client
-    reply = client.execute_interactive(
-        "%load_ext fracnb_meter", timeout=60, output_hook=lambda _msg: None
-    )
+    reply = client.execute_interactive("%load_ext fracnb_meter", timeout=60, output_hook=lambda _msg: None)
     assert reply["content"]["status"] == "ok"
     msg_id = client.execute("import time; time.sleep(3)")
     time.sleep(1.0)
     # The notebook "allocates" more while the cell is still sleeping.
-    state.write(
-        FakeState(devices=[FakeDevice.a100(0)], processes=[FakeProcess(0, kernel.pid, 5 * GIB)])
-    )
+    state.write(FakeState(devices=[FakeDevice.a100(0)], processes=[FakeProcess(0, kernel.pid, 5 * GIB)]))
     texts_during_cell = []
     while True:
         message = client.get_iopub_msg(timeout=30)

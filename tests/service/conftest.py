@@ -84,15 +84,9 @@ def free_port() -> int:
 
 
 def find_chp() -> str:
-    found = (
-        shutil.which("configurable-http-proxy")
-        or REPO / ".tools/node_modules/.bin/configurable-http-proxy"
-    )
+    found = shutil.which("configurable-http-proxy") or REPO / ".tools/node_modules/.bin/configurable-http-proxy"
     if not Path(found).exists():
-        pytest.fail(
-            "configurable-http-proxy is missing:"
-            " run `npm install --prefix .tools configurable-http-proxy@4`"
-        )
+        pytest.fail("configurable-http-proxy is missing: run `npm install --prefix .tools configurable-http-proxy@4`")
     return str(found)
 
 
@@ -184,9 +178,7 @@ def hub_service_env() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def hub(tmp_path_factory, hub_service_env):
     workdir = tmp_path_factory.mktemp("hub")
-    ports = {
-        name: free_port() for name in ("proxy_port", "hub_port", "proxy_api_port", "service_port")
-    }
+    ports = {name: free_port() for name in ("proxy_port", "hub_port", "proxy_api_port", "service_port")}
     admin_token, service_token = secrets.token_hex(16), secrets.token_hex(16)
     config_file = workdir / "jupyterhub_config.py"
     config_file.write_text(

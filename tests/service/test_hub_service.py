@@ -28,9 +28,7 @@ def test_api_without_token_is_denied(hub):
 
 def test_api_with_another_users_token_is_denied(hub, new_user):
     owner, other = new_user(), new_user()
-    status, body = hub.http(
-        "GET", f"{hub.service_url}api/users/{owner}", token=user_token(hub, other)
-    )
+    status, body = hub.http("GET", f"{hub.service_url}api/users/{owner}", token=user_token(hub, other))
     assert status == 403
     assert f"{other} may not read the status of {owner}" in body["message"]
 
@@ -86,9 +84,7 @@ def two_servers(hub, new_user):
 
 def record_activity(hub, user, when):
     stamp = when.isoformat().replace("+00:00", "Z")
-    status, _ = hub.api(
-        "POST", f"users/{user}/activity", {"servers": {"": {"last_activity": stamp}}}
-    )
+    status, _ = hub.api("POST", f"users/{user}/activity", {"servers": {"": {"last_activity": stamp}}})
     assert status in (200, 204)
 
 
@@ -110,9 +106,7 @@ async def test_culling_pass_stops_idle_server_and_spares_active_one(hub, two_ser
     metrics = CullMetrics()
     api = HubAPI(hub.api_url, hub.service_token)
     try:
-        report = await cull_pass(
-            api, pods, settings(), metrics, clock=lambda: started + timedelta(minutes=20)
-        )
+        report = await cull_pass(api, pods, settings(), metrics, clock=lambda: started + timedelta(minutes=20))
     finally:
         api.close()
     assert (idle, "", "idle") in report.culled
@@ -144,16 +138,10 @@ async def test_warning_before_deadline_then_cull(hub, two_servers):
         assert status["warning"] is True
         assert status["seconds_left"] == 300
         assert parse_timestamp(status["cull_at"]) == last + timedelta(seconds=900)
-        assert before["servers"] == [
-            {"server": "", "profile": "quarter", "fraction": {"gpus": 0.25, "exact": "1/4"}}
-        ]
-        early = await user_report(
-            api, pods, QuotaPolicy(), settings(), user, clock=lambda: last + timedelta(minutes=4)
-        )
+        assert before["servers"] == [{"server": "", "profile": "quarter", "fraction": {"gpus": 0.25, "exact": "1/4"}}]
+        early = await user_report(api, pods, QuotaPolicy(), settings(), user, clock=lambda: last + timedelta(minutes=4))
         assert early["culling"][""]["warning"] is False
-        report = await cull_pass(
-            api, pods, settings(), CullMetrics(), clock=lambda: last + timedelta(minutes=14)
-        )
+        report = await cull_pass(api, pods, settings(), CullMetrics(), clock=lambda: last + timedelta(minutes=14))
         assert all(u != user for u, _, _ in report.culled)
         assert hub.server_running(user)
     finally:

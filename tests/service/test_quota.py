@@ -29,15 +29,11 @@ def pod(user, server="", fraction="1/8", profile="shared", phase="Running", **ex
 def test_eighths_add_up_exactly_to_one_gpu():
     allocations = [Allocation("ann", f"s{i}", Fraction(1, 8)) for i in range(7)]
     policy = QuotaPolicy(default_user=Fraction(1))
-    decision = check_request(
-        policy, allocations, user="ann", groups={}, server="s7", fraction=Fraction(1, 8)
-    )
+    decision = check_request(policy, allocations, user="ann", groups={}, server="s7", fraction=Fraction(1, 8))
     assert decision.allowed
     assert decision.user_used == Fraction(7, 8)
     allocations.append(Allocation("ann", "s7", Fraction(1, 8)))
-    refused = check_request(
-        policy, allocations, user="ann", groups={}, server="s8", fraction=Fraction(1, 8)
-    )
+    refused = check_request(policy, allocations, user="ann", groups={}, server="s8", fraction=Fraction(1, 8))
     assert not refused.allowed
     assert refused.message == "you use 1 of your 1 GPUs; this choice needs 0.125"
 
@@ -46,9 +42,7 @@ def test_thirds_are_exact_where_floats_are_not():
     # 0.1 + 0.2 > 0.3 in floats; three tenths must fit a quota of 3/10 exactly.
     policy = QuotaPolicy(default_user=parse_gpus(0.3))
     allocations = [Allocation("ann", "a", parse_gpus(0.1)), Allocation("ann", "b", parse_gpus(0.1))]
-    decision = check_request(
-        policy, allocations, user="ann", groups={}, server="c", fraction=parse_gpus("0.1")
-    )
+    decision = check_request(policy, allocations, user="ann", groups={}, server="c", fraction=parse_gpus("0.1"))
     assert decision.allowed
 
 
@@ -70,14 +64,10 @@ def test_group_quota_counts_all_members():
         Allocation("zed", "", Fraction(4)),  # not in the team
     ]
     groups = {"team-a": ["ann", "bob", "cy"]}
-    decision = check_request(
-        policy, allocations, user="cy", groups=groups, server="", fraction=Fraction(1, 2)
-    )
+    decision = check_request(policy, allocations, user="cy", groups=groups, server="", fraction=Fraction(1, 2))
     assert not decision.allowed
     assert decision.message == "team-a uses 5.75 of 6 GPUs; this choice needs 0.5"
-    fits = check_request(
-        policy, allocations, user="cy", groups=groups, server="", fraction=Fraction(1, 4)
-    )
+    fits = check_request(policy, allocations, user="cy", groups=groups, server="", fraction=Fraction(1, 4))
     assert fits.allowed
     assert fits.groups[0].used == Fraction(23, 4)
 
@@ -86,9 +76,7 @@ def test_every_quota_group_must_fit_and_groups_without_quota_are_ignored():
     policy = QuotaPolicy(groups={"small": Fraction(1), "big": Fraction(10)})
     allocations = [Allocation("bob", "", Fraction(3, 4))]
     groups = {"small": ["ann", "bob"], "big": ["ann", "bob"], "free": ["ann"]}
-    decision = check_request(
-        policy, allocations, user="ann", groups=groups, server="", fraction=Fraction(1, 2)
-    )
+    decision = check_request(policy, allocations, user="ann", groups=groups, server="", fraction=Fraction(1, 2))
     assert not decision.allowed
     assert decision.message.startswith("small uses 0.75 of 1 GPUs")
     assert [g.name for g in decision.groups] == ["big", "small"]
@@ -98,9 +86,7 @@ def test_user_quota_overrides_default_and_none_is_unlimited():
     policy = QuotaPolicy(default_user=Fraction(1), users={"boss": None, "intern": Fraction(0)})
     many = [Allocation("boss", str(i), Fraction(1)) for i in range(9)]
     assert check_request(policy, many, user="boss", groups={}, server="x", fraction=8).allowed
-    assert not check_request(
-        policy, [], user="intern", groups={}, server="", fraction=Fraction(1, 8)
-    ).allowed
+    assert not check_request(policy, [], user="intern", groups={}, server="", fraction=Fraction(1, 8)).allowed
     # CPU-only servers (fraction 0) are never refused.
     assert check_request(policy, [], user="intern", groups={}, server="", fraction=0).allowed
 
@@ -130,9 +116,7 @@ def test_usage_report_is_json_ready_with_exact_strings():
         Allocation("ann", "gpu", Fraction(1, 4), "quarter"),
         Allocation("bob", "", Fraction(5), "five"),
     ]
-    report = usage_report(
-        policy, allocations, user="ann", groups={"team-a": ["ann", "bob"], "misc": ["ann"]}
-    )
+    report = usage_report(policy, allocations, user="ann", groups={"team-a": ["ann", "bob"], "misc": ["ann"]})
     assert report["used"] == {"gpus": 0.375, "exact": "3/8"}
     assert report["quota"] == {"gpus": 1.0, "exact": "1"}
     assert report["servers"] == [

@@ -33,7 +33,11 @@ def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "kubeconfig"
     path.write_text(DUMMY_KUBECONFIG)
     monkeypatch.setenv("KUBECONFIG", str(path))
+    # kubernetes_asyncio reads KUBECONFIG once, at import; other test modules may import it first.
+    from kubernetes_asyncio.config import kube_config
     from kubespawner import clients
+
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(path))
 
     clients.load_config.cache_clear()
     return path

@@ -84,9 +84,7 @@ class FakeDevice:
 
     @classmethod
     def a100(cls, index: int, name: str = "Simulated NVIDIA A100-SXM4-80GB") -> FakeDevice:
-        return cls(
-            name=name, uuid=f"GPU-5e1f0000-0000-4000-8000-{index:012d}", memory_total=80 * GIB
-        )
+        return cls(name=name, uuid=f"GPU-5e1f0000-0000-4000-8000-{index:012d}", memory_total=80 * GIB)
 
 
 @dataclass

@@ -55,14 +55,10 @@ class ServiceState:
         self.clock = clock
 
     async def user_report(self, name: str) -> dict[str, Any]:
-        return await core.user_report(
-            self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock
-        )
+        return await core.user_report(self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock)
 
     async def cull_pass(self) -> core.PassReport:
-        return await core.cull_pass(
-            self.hub, self.pods, self.settings, self.metrics, clock=self.clock
-        )
+        return await core.cull_pass(self.hub, self.pods, self.settings, self.metrics, clock=self.clock)
 
 
 class FracnbService(Application):

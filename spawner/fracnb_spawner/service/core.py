@@ -226,9 +226,7 @@ async def user_report(
     culling = {}
     for server, model in sorted((user.get("servers") or {}).items()):
         policy = _policy(by_server.get((name, server)), settings.default_policy)
-        decision = decide(
-            server_activity(model), policy, now=now, warning_lead=settings.warning_lead
-        )
+        decision = decide(server_activity(model), policy, now=now, warning_lead=settings.warning_lead)
         culling[server] = server_status(decision, policy)
     report["culling"] = culling
     report["warning_lead_seconds"] = settings.warning_lead

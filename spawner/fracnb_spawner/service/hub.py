@@ -64,9 +64,7 @@ class HubAPI:
         offsets = list(range(pagination["offset"] + limit, total, limit))
         for start in range(0, len(offsets), parallel_pages):
             batch = offsets[start : start + parallel_pages]
-            pages = await asyncio.gather(
-                *(self.get("users", state=state, offset=o, limit=limit) for o in batch)
-            )
+            pages = await asyncio.gather(*(self.get("users", state=state, offset=o, limit=limit) for o in batch))
             for page in pages:
                 yield _page(page)[0]
 

@@ -58,9 +58,7 @@ class CullMetrics:
             registry=self.registry,
         )
 
-    def record_cull(
-        self, *, reason: str, profile: str, fraction: Fraction, idle_seconds: float
-    ) -> None:
+    def record_cull(self, *, reason: str, profile: str, fraction: Fraction, idle_seconds: float) -> None:
         labels = {"reason": reason, "profile": profile or "unknown"}
         self.culled.labels(**labels).inc()
         self.reclaimed.labels(**labels).inc(float(fraction))

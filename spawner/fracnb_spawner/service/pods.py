@@ -20,9 +20,7 @@ class KubernetesPods:
     ``kubeconfig`` empty: in-cluster service account first, then the default kubeconfig.
     """
 
-    def __init__(
-        self, *, namespace: str, kubeconfig: str = "", selector: str = SINGLEUSER_SELECTOR
-    ) -> None:
+    def __init__(self, *, namespace: str, kubeconfig: str = "", selector: str = SINGLEUSER_SELECTOR) -> None:
         self.namespace = namespace
         self.kubeconfig = kubeconfig
         self.selector = selector
@@ -34,9 +32,7 @@ class KubernetesPods:
 
             configuration = client.Configuration()
             if self.kubeconfig:
-                await config.load_kube_config(
-                    config_file=self.kubeconfig, client_configuration=configuration
-                )
+                await config.load_kube_config(config_file=self.kubeconfig, client_configuration=configuration)
             else:
                 try:
                     config.load_incluster_config(client_configuration=configuration)
@@ -48,9 +44,7 @@ class KubernetesPods:
     async def list_pods(self) -> list[Mapping[str, Any]]:
         api = await self._core_api()
         # Raw JSON skips building thousands of model objects we would only read two maps from.
-        response = await api.list_namespaced_pod(
-            self.namespace, label_selector=self.selector, _preload_content=False
-        )
+        response = await api.list_namespaced_pod(self.namespace, label_selector=self.selector, _preload_content=False)
         async with response:
             data = await response.json()
         return data.get("items") or []

@@ -1,0 +1,57 @@
+"""Free capacity per spawn-form choice, from node allocatable minus the requests of pods on the node."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+_DONE_PHASES = ("Succeeded", "Failed")
+
+
+def _quantity(value: object) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def requested_by_node(pods: Iterable[Mapping[str, Any]], resource: str) -> dict[str, int]:
+    """Units of ``resource`` requested by the live pods bound to each node."""
+    used: dict[str, int] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or (pod.get("status") or {}).get("phase") in _DONE_PHASES:
+            continue
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            resources = container.get("resources") or {}
+            amount = (resources.get("requests") or {}).get(resource) or (resources.get("limits") or {}).get(resource)
+            if amount is not None:
+                used[node] = used.get(node, 0) + _quantity(amount)
+    return used
+
+
+def free_units(
+    nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], resource: str, selector: Mapping[str, str]
+) -> int:
+    """Free units of ``resource`` on schedulable nodes whose labels match ``selector``."""
+    used = requested_by_node(pods, resource)
+    free = 0
+    for node in nodes:
+        metadata = node.get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        if (node.get("spec") or {}).get("unschedulable") or any(labels.get(k) != v for k, v in selector.items()):
+            continue
+        allocatable = _quantity(((node.get("status") or {}).get("allocatable") or {}).get(resource, 0))
+        free += max(0, allocatable - used.get(metadata.get("name", ""), 0))
+    return free
+
+
+def gpu_memory_by_product(nodes: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """GPU memory per product from GFD labels (``nvidia.com/gpu.memory`` is in MiB)."""
+    memory: dict[str, int] = {}
+    for node in nodes:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        product, mib = labels.get("nvidia.com/gpu.product"), labels.get("nvidia.com/gpu.memory")
+        if product and mib and mib.isdigit():
+            memory[product.removesuffix("-SHARED")] = int(mib) * 2**20
+    return memory
