@@ -38,7 +38,7 @@ from .profiles import (
     select,
     validate_profiles,
 )
-from .progress import waiting_message
+from .progress import describe_plan, waiting_message
 from .quota import Allocation, FracnbQuotas, allocations_from_pods, check_request
 from .traits import FractionalTraits
 from .units import format_fraction, parse_bytes, parse_duration, parse_fraction
@@ -338,6 +338,25 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         super().clear_state()
         self.fracnb_plan = None
         self.fracnb_selection = {}
+
+    async def _start(self) -> Any:
+        """KubeSpawner's start, failing with a plain reason shortly before the hub's own timeout."""
+        try:
+            return await asyncio.wait_for(super()._start(), timeout=max(1.0, self.start_timeout * 0.9))
+        except (asyncio.TimeoutError, TimeoutError):
+            reason = self._scheduling_failure()
+            if reason is None:
+                raise
+            share = describe_plan(self.fracnb_plan) if self.fracnb_plan else "this server"
+            message = f"No node could take {share} within {self.start_timeout} s: {reason}"
+            raise rejection(503, message, reason="unschedulable") from None
+
+    def _scheduling_failure(self) -> str | None:
+        events = getattr(self, "events", None) or []
+        for event in reversed(events):
+            if event.get("reason") == "FailedScheduling":
+                return str(event.get("message"))
+        return None
 
     # ---- progress -------------------------------------------------------------------------------------
 

@@ -1,0 +1,48 @@
+"""Fixtures for FractionalSpawner against the testbed: ``cluster_spawner`` builds spawners
+whose KubeSpawner client talks to the real kube-apiserver in a fresh namespace."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+from traitlets.config import Config
+
+PROFILES = [
+    {"display_name": "CPU", "slug": "cpu", "default": True},
+    {"display_name": "Quarter", "slug": "quarter", "gpu": {"fraction": 0.25}},
+    {"display_name": "Eighth", "slug": "eighth", "gpu": {"fraction": "1/8"}},
+    {"display_name": "MPS quarter", "slug": "mps", "gpu": {"fraction": 0.25, "backend": "mps"}},
+    {"display_name": "MIG small", "slug": "mig", "gpu": {"backend": "mig", "mig_profile": "1g.10gb"}},
+    {"display_name": "HAMi half", "slug": "hami", "gpu": {"fraction": 0.5, "backend": "hami"}},
+    {"display_name": "KAI quarter", "slug": "kai", "gpu": {"fraction": 0.25, "backend": "kai"}},
+    {"display_name": "Whole", "slug": "whole", "gpu": {"count": 1}},
+    {"display_name": "Too big", "slug": "huge", "gpu": {"count": 64}},
+]
+
+
+@pytest.fixture
+async def cluster_spawner(testbed, k8s_namespace, monkeypatch) -> AsyncIterator[Callable]:
+    from fracnb_spawner.spawner import FractionalSpawner
+    from kubernetes_asyncio.config import kube_config
+    from kubespawner import KubeSpawner, clients
+
+    monkeypatch.setenv("KUBECONFIG", str(testbed.kubeconfig))
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(testbed.kubeconfig))
+    clients.load_config.cache_clear()
+
+    def factory(options: dict, *, config: Config | None = None, user: str = "alice") -> FractionalSpawner:
+        cfg = config or Config()
+        cfg.FractionalSpawner.namespace = k8s_namespace
+        cfg.FractionalSpawner.start_timeout = cfg.FractionalSpawner.get("start_timeout", 30)
+        cfg.FractionalSpawner.delete_grace_period = 0
+        if "profile_list" not in cfg.FractionalSpawner:
+            cfg.FractionalSpawner.profile_list = PROFILES
+        spawner = FractionalSpawner(_mock=True, config=cfg)
+        spawner.user.name = user
+        spawner.pod_name = f"jupyter-{user}"
+        spawner.user_options = options
+        return spawner
+
+    yield factory
+    await KubeSpawner._stop_all_reflectors()
