@@ -173,10 +173,11 @@ def terminated_container(
     started_at: str,
     finished_at: str,
     message: str = "",
+    reason: str = "",
 ) -> dict[str, Any]:
     terminated = {
         "exitCode": exit_code,
-        "reason": "Completed" if exit_code == 0 else "Error",
+        "reason": reason or ("Completed" if exit_code == 0 else "Error"),
         "startedAt": started_at,
         "finishedAt": finished_at,
     }

@@ -158,24 +158,17 @@ def wait_until(
         time.sleep(interval)
 
 
-def _group_exists(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stop_group(record: ProcessRecord, grace: float = 5.0) -> None:
-    """SIGTERM the process group led by ``record`` (if it is still ours), SIGKILL what remains."""
+    """SIGTERM the process group led by ``record`` (if it is still ours), SIGKILL what remains.
+
+    The leader's exit ends the grace period, as a container's does when its main process exits.
+    """
     if not is_alive(record):
         return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(record.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and _group_exists(record.pid):
+    while time.monotonic() < deadline and is_alive(record):
         reap(record.pid)
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):

@@ -35,6 +35,8 @@ HOST_IP = "127.0.0.1"
 SHUTDOWN_GRACE = 5.0
 WATCH_SECONDS = 240
 READY_FILE = "runner.ready"
+# What container runtimes report when the executable cannot be started.
+START_ERROR_EXIT_CODE = 128
 
 
 def now_iso() -> str:
@@ -58,6 +60,7 @@ class PodRun:
     pod: dict[str, Any]
     containers: list[ContainerRun] = field(default_factory=list)
     exit_codes: dict[str, int] = field(default_factory=dict)
+    start_errors: dict[str, str] = field(default_factory=dict)
     deleting: bool = False
 
 
@@ -203,10 +206,31 @@ class Runner:
             launches.append((container, argv, full_env))
         for container, argv, full_env in launches:
             await self._launch(run, container, argv, full_env, directory)
-        started = now_iso()
-        await self._patch_status(run, podspec.running_status(pod, ip, HOST_IP, started))
+        await self._patch_status(run, self._started_status(run))
         for container_run in run.containers:
             self._spawn_task(self._await_exit(run, container_run))
+
+    def _started_status(self, run: PodRun) -> dict[str, Any]:
+        """Running status, with containers that failed to start shown terminated."""
+        started = now_iso()
+        status = podspec.running_status(run.pod, run.ip, HOST_IP, started)
+        containers = {c["name"]: c for c in run.pod["spec"]["containers"]}
+        for index, entry in enumerate(status["containerStatuses"]):
+            message = run.start_errors.get(entry["name"])
+            if message:
+                status["containerStatuses"][index] = podspec.terminated_container(
+                    containers[entry["name"]],
+                    run.uid,
+                    exit_code=START_ERROR_EXIT_CODE,
+                    started_at=started,
+                    finished_at=started,
+                    message=message,
+                    reason="StartError",
+                )
+        if len(run.exit_codes) == len(containers):
+            status["phase"] = podspec.finished_phase(run.exit_codes)
+            self.pool.release(run.ip)
+        return status
 
     async def _launch(self, run: PodRun, container, argv, env, directory: Path) -> None:
         log_path = directory / f"{container['name']}.log"
@@ -222,10 +246,12 @@ class Runner:
                     start_new_session=True,
                 )
             except OSError as error:
-                log_file.write(f"cannot start {argv[0]}: {error}\n".encode())
-                process = await asyncio.create_subprocess_exec(
-                    sys.executable, "-c", "raise SystemExit(128)", start_new_session=True
-                )
+                message = f"cannot start {argv[0]}: {error.strerror}"
+                log_file.write(f"{message}\n".encode())
+                run.start_errors[container["name"]] = message
+                run.exit_codes[container["name"]] = START_ERROR_EXIT_CODE
+                await self._event(run, "Failed", f"Error: {message}", kind="Warning")
+                return
         record = ProcessRecord(
             f"{run.namespace}/{run.name}/{container['name']}",
             process.pid,

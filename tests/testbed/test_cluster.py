@@ -169,3 +169,14 @@ async def test_a_pod_the_runner_cannot_start_stays_pending_with_a_reason(testbed
     waiting_state = pod["status"]["containerStatuses"][0]["state"]["waiting"]
     assert waiting_state["reason"] == "CreateContainerConfigError"
     assert "neither command nor args" in waiting_state["message"]
+
+
+async def test_a_missing_executable_fails_the_pod_like_a_start_error(testbed, k8s_namespace):
+    testbed.create_pod(k8s_namespace, local_pod("typo", ["jupyterhub-singleuserr", "--ip=0.0.0.0"]))
+    pod = await testbed.wait_for_pod(k8s_namespace, "typo", pod_phase_is("Failed"), 30)
+    terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 128
+    assert terminated["reason"] == "StartError"
+    assert "jupyterhub-singleuserr" in terminated["message"]
+    warnings = [e for e in testbed.events_for(k8s_namespace, "typo") if e["type"] == "Warning"]
+    assert warnings

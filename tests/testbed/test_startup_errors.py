@@ -1,7 +1,10 @@
 """``up`` fails clearly: missing binaries, a taken port, a component dying during start."""
 
+import os
 import socket
 import stat
+import subprocess
+import sys
 
 import pytest
 from fracnb_testbed.binaries import REQUIRED_BINARIES, find_bin_dir
@@ -76,3 +79,23 @@ def test_a_failed_start_stops_what_it_started(tmp_path, monkeypatch):
         up(load_cluster("mixed"), tmp_path / "state", bin_dir=bin_dir)
     (etcd,) = saved["state"]
     assert not is_alive(etcd)
+
+
+def test_the_testbed_fixture_fails_rather_than_skips_without_binaries(tmp_path):
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["fracnb_testbed.pytest_plugin"]\n')
+    (tmp_path / "test_uses_cluster.py").write_text("def test_cluster(testbed):\n    pass\n")
+    env = {**os.environ, "FRACNB_TESTBED_BIN": str(tmp_path / "no-binaries")}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1, result.stdout
+    assert "1 error" in result.stdout
+    assert "skipped" not in result.stdout
+    assert "the testbed cluster could not start" in result.stdout
+    assert "testbed/go/build.sh" in result.stdout

@@ -1,0 +1,139 @@
+"""The CLI end to end on a small cluster: up, status, a local pod, down leaves nothing behind."""
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fracnb_testbed.handle import Testbed
+from fracnb_testbed.procs import ProcessRecord, is_alive, start_ticks_of
+from fracnb_testbed.state import TestbedState, load_runner_children
+
+pytestmark = pytest.mark.k8s
+
+SMALL_CLUSTER = """
+name: small
+nodeGroups:
+  - name: sim
+    labels: {nvidia.com/gpu.replicas: "4"}
+    capacity: {cpu: "4", memory: 8Gi, pods: "10", nvidia.com/gpu.shared: "4"}
+  - name: here
+    runner: local
+    capacity: {cpu: "4", memory: 8Gi, pods: "10"}
+"""
+
+
+def cli(*args, state_dir):
+    return subprocess.run(
+        [sys.executable, "-m", "fracnb_testbed.cli", "--state-dir", str(state_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+@pytest.fixture
+def small_cluster(tmp_path):
+    """A two-node description: one KWOK node, one local node."""
+    description = tmp_path / "small.yaml"
+    description.write_text(SMALL_CLUSTER)
+    return description
+
+
+async def test_up_status_down_leaves_no_process_behind(tmp_path, small_cluster):
+    state_dir = tmp_path / "state"
+    started = cli("up", "--cluster", str(small_cluster), state_dir=state_dir)
+    assert started.returncode == 0, started.stderr
+    assert f"export KUBECONFIG={state_dir / 'kubeconfig'}" in started.stdout
+    state = TestbedState.load(state_dir)
+    assert [p.name for p in state.processes] == [
+        "etcd",
+        "kube-apiserver",
+        "kube-scheduler",
+        "kwok",
+        "runner",
+    ]
+    try:
+        status = cli("status", state_dir=state_dir)
+        assert status.returncode == 0
+        assert status.stdout.count(" running ") == 5
+
+        # A pod whose process starts a grandchild: stopping must take the whole group.
+        testbed = Testbed(state)
+        script = "import subprocess, time; subprocess.Popen(['sleep', '300']); time.sleep(300)"
+        testbed.create_pod(
+            "default",
+            {
+                "metadata": {"name": "sleeper"},
+                "spec": {
+                    "nodeSelector": {"fracnb.io/runner": "local"},
+                    "containers": [
+                        {"name": "c", "image": "x", "command": [sys.executable, "-c", script]}
+                    ],
+                },
+            },
+        )
+        await testbed.wait_for_pod(
+            "default", "sleeper", lambda p: p and p["status"].get("phase") == "Running"
+        )
+        (pod_process,) = load_runner_children(state_dir)
+        for _ in range(200):  # the grandchild appears a moment after the pod runs
+            if len(_group_members(pod_process.pid)) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert len(_group_members(pod_process.pid)) == 2
+    finally:
+        stopped = cli("down", state_dir=state_dir)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "stopped 5 processes" in stopped.stderr
+    for record in [*state.processes, pod_process]:
+        assert not is_alive(record), record
+    assert not _group_members(pod_process.pid)
+    assert not state_dir.exists()
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(entry))
+    return members
+
+
+def test_down_cleans_up_pod_processes_of_a_killed_runner(tmp_path):
+    """If the runner died without cleaning up, ``down`` still stops its pod processes."""
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    TestbedState(directory=state_dir, cluster="x", ports={"apiserver": 1}).save()
+    orphan = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        record = ProcessRecord("ns/pod/c", orphan.pid, start_ticks_of(orphan.pid), "")
+        (state_dir / "runner-children.json").write_text(json.dumps([record.to_dict()]))
+        result = cli("down", state_dir=state_dir)
+        assert result.returncode == 0, result.stderr
+        assert "stopped leftover pod process ns/pod/c" in result.stderr
+        deadline = time.monotonic() + 5
+        while orphan.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert orphan.returncode is not None
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+        orphan.wait()
+
+
+def test_status_and_down_without_a_testbed_explain(tmp_path):
+    result = cli("status", state_dir=tmp_path)
+    assert result.returncode == 1
+    assert "no testbed state" in result.stderr
+    assert "fracnb-testbed up" in result.stderr
