@@ -85,7 +85,8 @@ function totalView(usage: IUsage): HTMLElement {
   if (server === null) {
     return el('p', 'fracnb-meter-note', usage.reason ?? 'Per-process GPU memory is not available.');
   }
-  const against = budget === null ? 'of the device' : 'of your budget';
+  const against = budget === null ? 'GiB on the device' : 'GiB budget';
+  const percent = limit > 0 ? ` · ${Math.round((server / limit) * 100)} %` : '';
   return el(
     'div',
     'fracnb-meter-total',
@@ -93,7 +94,7 @@ function totalView(usage: IUsage): HTMLElement {
       'div',
       'fracnb-meter-total-text',
       el('span', 'fracnb-meter-total-used', `${formatGiB(server)} GiB`),
-      ` ${against} ${formatGiB(limit)} GiB`
+      ` of ${formatGiB(limit)} ${against}${percent}`
     ),
     meterBar(server, limit)
   );
@@ -141,7 +142,7 @@ function deviceRow(gpu: IGpu, simulated: boolean): HTMLElement {
   const mig = gpu.mig === null ? null : `MIG instance ${gpu.mig.gpu_instance_id}`;
   const utilization = gpu.utilization_percent === null ? null : `${gpu.utilization_percent} % busy`;
   const detail = [
-    `${formatGiB(gpu.memory_used_bytes)} / ${formatGiB(gpu.memory_total_bytes)} GiB used by everyone`,
+    `${formatGiB(gpu.memory_used_bytes)} / ${formatGiB(gpu.memory_total_bytes)} GiB in use by all processes`,
     utilization,
     mig
   ].filter(part => part !== null);
@@ -154,6 +155,9 @@ function deviceRow(gpu: IGpu, simulated: boolean): HTMLElement {
 }
 
 function budgetView(budget: IBudget): HTMLElement {
+  if (budget.error) {
+    return el('p', 'fracnb-meter-note', `The budget is unknown: ${budget.error}.`);
+  }
   if (budgetBytes(budget) === null) {
     return el('p', 'fracnb-meter-note', 'No GPU budget is set for this server.');
   }
@@ -196,11 +200,14 @@ export function renderUsage(state: IUsageState): HTMLElement {
   const usage = state.usage;
   const summary = summarizeState(state);
   if (usage === null || state.error !== null || !usage.available) {
+    // After a failed request the last sample is stale: show only the reason.
+    const current = state.error === null ? usage : null;
     return el(
       'div',
       'fracnb-meter-body',
       section('GPU memory', el('p', 'fracnb-meter-note fracnb-meter-reason', summary.title)),
-      usage === null ? null : section('Kernels', kernelsView(usage))
+      current === null ? null : section('Kernels', kernelsView(current)),
+      current === null ? null : section('Budget', budgetView(current.budget))
     );
   }
   const sampled = new Date(usage.sampled_at);

@@ -39,6 +39,8 @@ export interface IBudget {
   isolation: string | null;
   backend: string | null;
   profile: string | null;
+  /** Why the FRACNB_* variables could not be read, when they were malformed. */
+  error?: string | null;
 }
 
 export interface IQuotaEntry {

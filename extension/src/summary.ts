@@ -98,7 +98,7 @@ export function summarize(usage: IUsage): IMeterSummary {
   const percent = share === null ? '' : ` (${Math.round(share * 100)} %)`;
   return {
     text: `GPU ${formatGiB(serverBytes)} / ${formatGiB(limit)} GiB`,
-    title: `This server's kernels use ${formatBytes(serverBytes)} ${limitWord} of ${formatBytes(limit)}${percent}.`,
+    title: `This server's kernels use ${formatBytes(serverBytes)}${percent} ${limitWord} of ${formatBytes(limit)}.`,
     level: levelOf(share),
     share
   };
@@ -190,15 +190,21 @@ export function newCrossings(
       next.add(user.key);
     }
   }
-  return { crossed, alerted: next };
+  // The server's total is mostly its kernels: when a kernel crossed, one
+  // notification about that kernel says it all.
+  const kernelCrossed = crossed.some(user => user.key !== 'server');
+  return {
+    crossed: kernelCrossed ? crossed.filter(user => user.key !== 'server') : crossed,
+    alerted: next
+  };
 }
 
+/** Short enough for a toast (JupyterLab cuts toasts at 140 characters). */
 export function crossingMessage(user: IOverBudget): string {
   const percent = Math.round((user.bytes / user.budget) * 100);
   return (
     `${user.label} uses ${formatBytes(user.bytes)} of GPU memory, ${percent} % of your ` +
-    `${formatBytes(user.budget)} budget. Free memory (restart or shut down an idle kernel) ` +
-    'before CUDA runs out of memory.'
+    `${formatBytes(user.budget)} budget. Free some to avoid out-of-memory errors.`
   );
 }
 

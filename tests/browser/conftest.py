@@ -1,0 +1,116 @@
+"""Fixtures for the browser tests: a real Jupyter server on a simulated GPU, and Chromium.
+
+- ``fake_gpu``: the fake libnvidia-ml.so.1, compiled once, and a ``FakeGpu`` whose
+  ``set_kernel_memory(pid, bytes)`` rewrites the state file the library reads.
+- ``lab_server``: a ``jupyter lab`` subprocess (token auth, fracnb_meter enabled, the
+  fake library on ``LD_LIBRARY_PATH``, a 1/4-GPU budget of 20 GiB in FRACNB_* variables).
+  The freshly built ``@fracnb/meter`` labextension is put first on ``JUPYTER_PATH``.
+- ``browser``: headless Debian Chromium through Playwright (never a downloaded browser).
+- ``artifacts``: ``test-artifacts/browser/`` for screenshots.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fracnb_meter.testing import fakenvml
+from meter_lab import (
+    BUDGET_ENV,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    REPO,
+    FakeGpu,
+    LabServer,
+    free_port,
+    labextension_path,
+    wait_until_up,
+)
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    directory = REPO / "test-artifacts" / "browser"
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def fake_gpu(tmp_path_factory: pytest.TempPathFactory) -> FakeGpu:
+    tmp = tmp_path_factory.mktemp("fakenvml")
+    library = fakenvml.build(tmp / "lib")
+    gpu = FakeGpu(state_path=tmp / "state.txt", library_dir=library.parent)
+    gpu.write()
+    return gpu
+
+
+@pytest.fixture(scope="session")
+def lab_server(
+    tmp_path_factory: pytest.TempPathFactory, fake_gpu: FakeGpu, artifacts: Path
+) -> Iterator[LabServer]:
+    tmp = tmp_path_factory.mktemp("lab")
+    root, config = tmp / "root", tmp / "config"
+    root.mkdir()
+    config.mkdir()
+    (config / "jupyter_server_config.json").write_text(
+        json.dumps(
+            {
+                "ServerApp": {"jpserver_extensions": {"fracnb_meter": True}},
+                # Test latency, not production advice: re-read NVML at most every 0.2 s.
+                "FracnbMeter": {"sample_interval_floor": 0.2},
+            }
+        )
+    )
+    # The news prompt is a notification too; keep the toast area for the meter's own.
+    (config / "labconfig").mkdir()
+    (config / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    port, token = free_port(), secrets.token_hex(16)
+    env = {
+        **os.environ,
+        **BUDGET_ENV,
+        "LD_LIBRARY_PATH": str(fake_gpu.library_dir),
+        "FAKE_NVML_STATE": str(fake_gpu.state_path),
+        "JUPYTER_CONFIG_DIR": str(config),
+        "JUPYTER_PATH": str(labextension_path(tmp)),
+        "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+    }
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root"]
+    command += [f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1"]
+    command += [f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={token}"]
+    log = artifacts / "jupyter-lab.log"
+    with log.open("w") as log_stream:
+        process = subprocess.Popen(command, env=env, stdout=log_stream, stderr=subprocess.STDOUT)
+    server = LabServer(url=f"http://127.0.0.1:{port}/", token=token, root=root, log=log)
+    try:
+        wait_until_up(server, process)
+        yield server
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: `./dev setup` installs Debian's chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        yield instance
+        instance.close()

@@ -1,0 +1,151 @@
+"""Helpers of the browser tests: the simulated GPU, the Jupyter server process, constants."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from fracnb_meter.testing import fakenvml
+
+REPO = Path(__file__).resolve().parents[2]
+LABEXTENSION = REPO / "extension" / "fracnb_meter" / "labextension"
+CHROMIUM = Path(os.environ.get("FRACNB_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+GIB = 1 << 30
+BUDGET_BYTES = 20 * GIB
+BUDGET_ENV = {
+    "FRACNB_PROFILE": "quarter",
+    "FRACNB_CHOICE": "",
+    "FRACNB_GPU_FRACTION": "0.25",
+    "FRACNB_GPU_MEMORY_LIMIT": str(BUDGET_BYTES),
+    "FRACNB_GPU_BACKEND": "time-slicing",
+    "FRACNB_ISOLATION": "none",
+}
+STARTUP_TIMEOUT_S = 90
+
+
+@dataclass
+class FakeGpu:
+    """One simulated 80 GiB A100 and the processes on it, written to the state file."""
+
+    state_path: Path
+    library_dir: Path
+    processes: dict[int, int | None] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+
+    def write(self) -> None:
+        device = fakenvml.FakeDevice.a100(0)
+        device.utilization_gpu = 37
+        state = fakenvml.FakeState(
+            devices=[device],
+            processes=[fakenvml.FakeProcess(0, pid, mem) for pid, mem in self.processes.items()],
+            errors=dict(self.errors),
+        )
+        fakenvml.write_state(self.state_path, state)
+
+    def set_kernel_memory(self, pid: int, memory: int | None) -> None:
+        self.processes[pid] = memory
+        self.write()
+
+    def fail(self, call: str, code: int = 999) -> None:
+        self.errors[call] = code
+        self.write()
+
+    def heal(self) -> None:
+        self.errors.clear()
+        self.write()
+
+
+@dataclass
+class LabServer:
+    url: str  # base URL, ending in "/"
+    token: str
+    root: Path
+    log: Path
+
+    def api(self, method: str, path: str, body: object | None = None) -> object:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(  # noqa: S310 (our own http://127.0.0.1 server)
+            self.url + path,
+            data=data,
+            method=method,
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+            text = response.read()
+        return json.loads(text) if text else None
+
+    def usage(self) -> dict:
+        document = self.api("GET", "fracnb/api/usage")
+        assert isinstance(document, dict)
+        return document
+
+    def start_notebook(self, path: str) -> dict:
+        """Create an empty notebook and a session (a real python3 kernel) for it."""
+        notebook = {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+        self.api("PUT", f"api/contents/{path}", {"type": "notebook", "content": notebook})
+        session = self.api(
+            "POST",
+            "api/sessions",
+            {"path": path, "name": path, "type": "notebook", "kernel": {"name": "python3"}},
+        )
+        assert isinstance(session, dict)
+        return session
+
+    def kernel_pid(self, kernel_id: str, timeout: float = 30) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for kernel in self.usage()["kernels"]:
+                if kernel["id"] == kernel_id and kernel["pid"]:
+                    return int(kernel["pid"])
+            time.sleep(0.2)
+        raise AssertionError(f"kernel {kernel_id} never showed a pid in the usage API")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_until_up(server: LabServer, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"jupyter lab exited with {process.returncode}; see {server.log}")
+        try:
+            server.api("GET", "api/status")
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.3)
+        else:
+            return
+    raise RuntimeError(f"jupyter lab did not answer within {STARTUP_TIMEOUT_S}s; see {server.log}")
+
+
+def labextension_path(tmp: Path) -> Path:
+    """A JUPYTER_PATH entry whose labextensions/@fracnb/meter is the freshly built bundle."""
+    if not (LABEXTENSION / "package.json").is_file():
+        pytest.fail(
+            f"the JupyterLab extension is not built ({LABEXTENSION} is missing): "
+            "run `./dev setup`, or `jlpm install && jlpm build:prod` in extension/"
+        )
+    data = tmp / "jupyter-path"
+    target = data / "labextensions" / "@fracnb" / "meter"
+    target.parent.mkdir(parents=True)
+    target.symlink_to(LABEXTENSION, target_is_directory=True)
+    return data

@@ -1,0 +1,208 @@
+"""The @fracnb/meter front end in a real JupyterLab, driven by headless Chromium.
+
+The only stand-in is the GPU: the server process loads the fake libnvidia-ml.so.1, and
+the tests change what it reports for the kernel's pid while the page is open.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from meter_lab import BUDGET_BYTES, GIB, FakeGpu, LabServer
+from playwright.sync_api import Browser, Page, expect
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOK = "gpu-meter.ipynb"
+UPDATE_TIMEOUT_MS = 20_000
+STATUS = ".fracnb-meter-status"
+TOAST = ".Toastify__toast"
+
+
+@pytest.fixture(scope="module")
+def kernel(lab_server: LabServer) -> Iterator[tuple[str, int]]:
+    """A real python3 kernel in a session for NOTEBOOK: (kernel id, pid)."""
+    session = lab_server.start_notebook(NOTEBOOK)
+    kernel_id = session["kernel"]["id"]
+    yield kernel_id, lab_server.kernel_pid(kernel_id)
+    lab_server.api("DELETE", f"api/sessions/{session['id']}")
+
+
+@pytest.fixture(scope="module")
+def lab(browser: Browser, lab_server: LabServer, kernel: tuple[str, int]) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1400, "height": 850})
+    page = context.new_page()
+    page.goto(f"{lab_server.url}lab?reset&token={lab_server.token}")
+    expect(page.locator(STATUS)).to_be_visible(timeout=60_000)
+    yield page
+    context.close()
+
+
+def set_memory(fake_gpu: FakeGpu, kernel: tuple[str, int], memory: int | None) -> None:
+    fake_gpu.heal()
+    fake_gpu.set_kernel_memory(kernel[1], memory)
+
+
+def dismiss_toasts(page: Page) -> None:
+    """Close the notifications earlier tests raised, for a clean screenshot."""
+    toasts = page.locator(TOAST)
+    for _ in range(toasts.count()):
+        toasts.first.locator(".jp-Notification-Toast-Close").click()
+        page.wait_for_timeout(300)  # the next toast slides into place
+    expect(page.locator(TOAST)).to_have_count(0)
+
+
+def open_panel(page: Page) -> None:
+    panel = page.locator("#fracnb-meter-panel")
+    if not panel.is_visible():
+        page.locator(STATUS).click()
+    expect(panel).to_be_visible()
+
+
+def test_status_bar_follows_the_kernels_gpu_memory(
+    lab: Page, fake_gpu: FakeGpu, kernel: tuple[str, int], artifacts: Path
+) -> None:
+    status = lab.locator(STATUS)
+
+    set_memory(fake_gpu, kernel, int(3.1 * GIB))
+    expect(status).to_have_text("GPU 3.1 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
+    expect(status).to_have_class(re.compile(r"\bfracnb-meter-normal\b"))
+    expect(status).to_have_attribute("title", re.compile(r"3\.1 GiB .*budget of 20 GiB"))
+    lab.screenshot(path=artifacts / "lab-status-normal.png")
+
+    set_memory(fake_gpu, kernel, 17 * GIB)
+    expect(status).to_have_text("GPU 17 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
+    expect(status).to_have_class(re.compile(r"\bfracnb-meter-warning\b"))
+    lab.locator(".jp-StatusBar-Widget").screenshot(path=artifacts / "statusbar-warning.png")
+
+
+def test_panel_lists_the_kernel_by_notebook_with_device_and_budget(
+    lab: Page, lab_server: LabServer, fake_gpu: FakeGpu, kernel: tuple[str, int], artifacts: Path
+) -> None:
+    set_memory(fake_gpu, kernel, 6 * GIB)
+    open_panel(lab)
+    panel = lab.locator("#fracnb-meter-panel")
+
+    row = panel.locator(f'[data-kernel-id="{kernel[0]}"]')
+    expect(row.locator(".fracnb-meter-kernel-name")).to_have_text(NOTEBOOK)
+    expect(row.locator(".fracnb-meter-kernel-memory")).to_have_text(
+        "6 GiB", timeout=UPDATE_TIMEOUT_MS
+    )
+    expect(row).to_contain_text(f"pid {kernel[1]}")
+    expect(panel.locator(".fracnb-meter-total-used")).to_have_text("6 GiB")
+
+    usage = lab_server.usage()
+    device = panel.locator(".fracnb-meter-device")
+    expect(device).to_have_count(len(usage["gpus"]))
+    expect(device.first).to_contain_text(usage["gpus"][0]["name"])
+    expect(device.first.locator(".fracnb-meter-badge")).to_have_count(
+        1 if usage["simulated"] else 0
+    )
+    expect(device.first).to_contain_text("37 % busy")
+
+    budget = panel.locator(".fracnb-meter-facts").first
+    expect(budget).to_contain_text("1/4 GPU")
+    expect(budget).to_contain_text(f"{BUDGET_BYTES // GIB} GiB")
+    expect(budget).to_contain_text("quarter")
+    expect(budget).to_contain_text("time-slicing")
+    expect(budget).to_contain_text("none: nothing stops you")
+    lab.screenshot(path=artifacts / "lab-panel.png")
+
+
+def test_critical_colour_and_one_notification_per_crossing(
+    lab: Page, fake_gpu: FakeGpu, kernel: tuple[str, int], artifacts: Path
+) -> None:
+    status = lab.locator(STATUS)
+    kernel_toasts = lab.locator(TOAST, has_text=f"{NOTEBOOK} uses")
+    set_memory(fake_gpu, kernel, 2 * GIB)
+    expect(status).to_have_text("GPU 2 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
+    before = kernel_toasts.count()
+
+    set_memory(fake_gpu, kernel, int(19.5 * GIB))
+    expect(status).to_have_text("GPU 19.5 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
+    expect(status).to_have_class(re.compile(r"\bfracnb-meter-critical\b"))
+    expect(kernel_toasts).to_have_count(before + 1, timeout=UPDATE_TIMEOUT_MS)
+    expect(kernel_toasts.last).to_contain_text("98 % of your 20 GiB budget")
+    # A kernel crossing says it all: no second toast about the server's total.
+    expect(lab.locator(TOAST, has_text="This server uses")).to_have_count(0)
+    lab.wait_for_timeout(800)  # let the toast finish sliding in before the screenshot
+    lab.screenshot(path=artifacts / "lab-critical-notification.png")
+
+    # Several more polls above the threshold raise nothing new ...
+    lab.wait_for_timeout(3000)
+    expect(kernel_toasts).to_have_count(before + 1)
+
+    # ... but falling back and crossing again does.
+    set_memory(fake_gpu, kernel, 4 * GIB)
+    expect(status).to_have_text("GPU 4 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
+    set_memory(fake_gpu, kernel, 20 * GIB)
+    expect(status).to_have_text("GPU 20 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
+    expect(kernel_toasts).to_have_count(before + 2, timeout=UPDATE_TIMEOUT_MS)
+
+
+def test_server_crossing_without_a_kernel_crossing_is_notified(
+    lab: Page, fake_gpu: FakeGpu, kernel: tuple[str, int]
+) -> None:
+    server_pid = psutil.Process(kernel[1]).ppid()
+    status = lab.locator(STATUS)
+    server_toasts = lab.locator(TOAST, has_text="This server uses")
+    set_memory(fake_gpu, kernel, GIB)
+    fake_gpu.set_kernel_memory(server_pid, 0)
+    expect(status).to_have_text("GPU 1 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
+    before = server_toasts.count()
+
+    # GPU memory held by the server process itself (not by a kernel) still counts.
+    fake_gpu.set_kernel_memory(server_pid, int(18.5 * GIB))
+    expect(status).to_have_text("GPU 19.5 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
+    expect(server_toasts).to_have_count(before + 1, timeout=UPDATE_TIMEOUT_MS)
+    expect(server_toasts.last).to_contain_text("98 % of your 20 GiB budget")
+    fake_gpu.processes.pop(server_pid)
+    fake_gpu.write()
+
+
+def test_nvml_failure_shows_no_gpu_with_the_reason(
+    lab: Page, lab_server: LabServer, fake_gpu: FakeGpu, kernel: tuple[str, int], artifacts: Path
+) -> None:
+    status = lab.locator(STATUS)
+    set_memory(fake_gpu, kernel, GIB)
+    expect(status).to_have_text("GPU 1 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
+
+    fake_gpu.fail("nvmlDeviceGetCount_v2")
+    expect(status).to_have_text("GPU \u2013", timeout=UPDATE_TIMEOUT_MS)
+    expect(status).to_have_class(re.compile(r"\bfracnb-meter-unavailable\b"))
+    reason = lab_server.usage()["reason"]
+    assert reason
+    expect(status).to_have_attribute("title", re.compile(re.escape(reason)))
+    open_panel(lab)
+    expect(lab.locator("#fracnb-meter-panel .fracnb-meter-reason")).to_have_text(reason)
+    dismiss_toasts(lab)
+    lab.screenshot(path=artifacts / "lab-unavailable.png")
+
+    fake_gpu.heal()
+    expect(status).to_have_text("GPU 1 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
+
+
+def test_notebook7_shows_the_meter(
+    browser: Browser,
+    lab_server: LabServer,
+    fake_gpu: FakeGpu,
+    kernel: tuple[str, int],
+    artifacts: Path,
+) -> None:
+    set_memory(fake_gpu, kernel, 5 * GIB)
+    context = browser.new_context(viewport={"width": 1400, "height": 850})
+    page = context.new_page()
+    try:
+        page.goto(f"{lab_server.url}notebooks/{NOTEBOOK}?token={lab_server.token}")
+        status = page.locator(STATUS)
+        expect(status).to_have_text("GPU 5 / 20 GiB", timeout=60_000)
+        status.click()
+        row = page.locator(f'#fracnb-meter-panel [data-kernel-id="{kernel[0]}"]')
+        expect(row.locator(".fracnb-meter-kernel-memory")).to_have_text("5 GiB")
+        page.screenshot(path=artifacts / "notebook7.png")
+    finally:
+        context.close()
