@@ -170,9 +170,60 @@ def hub_environment(extra_env: dict[str, str]) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def hub_service_env() -> dict[str, str]:
-    """Environment of the managed fracnb service (override to point it at a cluster)."""
-    return {}
+def hub_namespace(testbed) -> str:
+    """The testbed namespace the hub's singleuser pods live in, for the whole session."""
+    return testbed.create_namespace()
+
+
+@pytest.fixture(scope="session")
+def hub_service_env(testbed, hub_namespace) -> dict[str, str]:
+    """The managed fracnb service reads pods from the testbed cluster."""
+    return {"KUBECONFIG": str(testbed.kubeconfig), "POD_NAMESPACE": hub_namespace}
+
+
+@pytest.fixture
+def make_pod(testbed, hub_namespace):
+    """Create the pod KubeSpawner + FractionalSpawner would make for a server (annotations only;
+    it is bound to a node that does not exist, so it is stored but never runs)."""
+
+    def create(user, server="", *, fraction="1/4", profile="quarter", idle_timeout=None):
+        annotations = {
+            "hub.jupyter.org/username": user,
+            "hub.jupyter.org/servername": server,
+            "fracnb.io/gpu-fraction": fraction,
+        }
+        if idle_timeout is not None:
+            annotations["fracnb.io/idle-timeout"] = str(idle_timeout)
+        name = f"jupyter-{user}{'--' + server if server else ''}"
+        testbed.create_pod(
+            hub_namespace,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": name,
+                    "annotations": annotations,
+                    "labels": {"component": "singleuser-server", "fracnb.io/profile": profile},
+                },
+                "spec": {
+                    "nodeName": "fracnb-nowhere",
+                    "containers": [{"name": "notebook", "image": "example.invalid/notebook"}],
+                },
+            },
+        )
+        return name
+
+    return create
+
+
+@pytest.fixture
+async def pod_source(testbed, hub_namespace):
+    """The service's own pod reader, pointed at the hub's namespace in the testbed."""
+    from fracnb_spawner.service.pods import KubernetesPods
+
+    pods = KubernetesPods(namespace=hub_namespace, kubeconfig=str(testbed.kubeconfig))
+    yield pods
+    await pods.close()
 
 
 @pytest.fixture(scope="session")

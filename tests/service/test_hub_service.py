@@ -46,33 +46,6 @@ def test_metrics_with_token(hub, new_user):
     assert "fracnb_cull_pass_duration_seconds" in body
 
 
-class ListedPods:
-    """Pods as the Kubernetes API lists them, for runs without the testbed cluster."""
-
-    def __init__(self, pods):
-        self.pods = pods
-
-    async def list_pods(self):
-        return self.pods
-
-
-def pod(user, server="", *, fraction="1/4", profile="quarter", idle_timeout=None, max_age=None):
-    annotations = {
-        "hub.jupyter.org/username": user,
-        "hub.jupyter.org/servername": server,
-        "fracnb.io/gpu-fraction": fraction,
-    }
-    if idle_timeout is not None:
-        annotations["fracnb.io/idle-timeout"] = str(idle_timeout)
-    if max_age is not None:
-        annotations["fracnb.io/max-age"] = str(max_age)
-    labels = {"component": "singleuser-server", "fracnb.io/profile": profile}
-    return {
-        "metadata": {"annotations": annotations, "labels": labels},
-        "status": {"phase": "Running"},
-    }
-
-
 @pytest.fixture
 def two_servers(hub, new_user):
     """An idle and an active user, each with a running single-user server."""
@@ -97,12 +70,16 @@ def settings(**kwargs):
     return CullSettings(**{**defaults, **kwargs})
 
 
-async def test_culling_pass_stops_idle_server_and_spares_active_one(hub, two_servers):
+async def test_culling_pass_stops_idle_server_and_spares_active_one(
+    hub, two_servers, make_pod, pod_source
+):
     idle, active = two_servers
     started = utcnow()
     # The active server reports activity 30 minutes on; the clock is put 20 minutes on.
     record_activity(hub, active, started + timedelta(minutes=30))
-    pods = ListedPods([pod(idle, idle_timeout=900), pod(active, idle_timeout=900)])
+    make_pod(idle, idle_timeout=900)
+    make_pod(active, idle_timeout=900)
+    pods = pod_source
     metrics = CullMetrics()
     api = HubAPI(hub.api_url, hub.service_token)
     try:
@@ -124,11 +101,12 @@ async def test_culling_pass_stops_idle_server_and_spares_active_one(hub, two_ser
     assert 0.25 * 20 / 60 <= idle_hours < 0.25 * 22 / 60
 
 
-async def test_warning_before_deadline_then_cull(hub, two_servers):
+async def test_warning_before_deadline(hub, two_servers, make_pod, pod_source):
     user, _ = two_servers
     _, model = hub.api("GET", f"users/{user}")
     last = parse_timestamp(model["servers"][""]["last_activity"])
-    pods = ListedPods([pod(user, idle_timeout=900)])
+    make_pod(user, idle_timeout=900)
+    pods = pod_source
     api = HubAPI(hub.api_url, hub.service_token)
     try:
         before = await user_report(
@@ -146,3 +124,33 @@ async def test_warning_before_deadline_then_cull(hub, two_servers):
         assert hub.server_running(user)
     finally:
         api.close()
+
+
+def test_api_me_with_own_token(hub, new_user, make_pod):
+    ann, bob = new_user("ann"), new_user("bob")
+    # team-a has a quota of 2 GPUs in the hub's config file, which the service loads.
+    status, _ = hub.api("POST", "groups/team-a", {"users": [ann, bob]})
+    assert status == 201
+    hub.start_server(ann)
+    make_pod(ann, fraction="1/8", profile="eighth", idle_timeout=1800)
+    make_pod(bob, fraction="3/2", profile="one-and-a-half")
+    status, body = hub.http("GET", hub.service_url + "api/me", token=user_token(hub, ann))
+    assert status == 200, body
+    assert body["user"] == ann
+    assert body["servers"] == [
+        {"server": "", "profile": "eighth", "fraction": {"gpus": 0.125, "exact": "1/8"}}
+    ]
+    assert body["quota"] == {"gpus": 1.0, "exact": "1"}
+    assert body["groups"] == [
+        {
+            "name": "team-a",
+            "used": {"gpus": 1.625, "exact": "13/8"},
+            "quota": {"gpus": 2.0, "exact": "2"},
+        }
+    ]
+    # The group's headroom (3/8) is tighter than the user's (7/8).
+    assert body["available"] == {"gpus": 0.375, "exact": "3/8"}
+    culling = body["culling"][""]
+    assert culling["idle_timeout_seconds"] == 1800
+    assert culling["warning"] is False
+    assert 1700 < culling["seconds_left"] <= 1800
