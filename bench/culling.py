@@ -38,11 +38,12 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+
 from fracnb_spawner.culling import CullPolicy, parse_timestamp
 from fracnb_spawner.service.core import CullSettings, cull_pass
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
-from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 REPO = Path(__file__).resolve().parents[1]
 DAY = 86400
@@ -216,8 +217,9 @@ async def make_pod_source(args, names: list[str]):
     manifests = [pod_manifest(n, DAY) for n in names]
     if not args.kubeconfig:
         return ListedPods(manifests), "in memory"
-    from fracnb_spawner.service.pods import KubernetesPods
     from kubernetes_asyncio import client, config
+
+    from fracnb_spawner.service.pods import KubernetesPods
 
     configuration = client.Configuration()
     await config.load_kube_config(args.kubeconfig, client_configuration=configuration)

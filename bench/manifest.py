@@ -62,8 +62,9 @@ async def build_once(spawner_class: type, config: Config) -> float:
 
 
 async def run() -> None:
-    from fracnb_spawner.spawner import FractionalSpawner
     from kubespawner import KubeSpawner
+
+    from fracnb_spawner.spawner import FractionalSpawner
 
     stock = stock_config()
     print(f"{'profile':<20} {'ours (ms)':>10} {'stock (ms)':>11} {'ratio':>7}")

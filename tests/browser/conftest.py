@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fracnb_meter.testing import fakenvml
 from meter_lab import (
     BUDGET_ENV,
     CHROMIUM,
@@ -33,6 +32,8 @@ from meter_lab import (
     labextension_path,
     wait_until_up,
 )
+
+from fracnb_meter.testing import fakenvml
 
 
 @pytest.fixture(scope="session")
@@ -52,9 +53,7 @@ def fake_gpu(tmp_path_factory: pytest.TempPathFactory) -> FakeGpu:
 
 
 @pytest.fixture(scope="session")
-def lab_server(
-    tmp_path_factory: pytest.TempPathFactory, fake_gpu: FakeGpu, artifacts: Path
-) -> Iterator[LabServer]:
+def lab_server(tmp_path_factory: pytest.TempPathFactory, fake_gpu: FakeGpu, artifacts: Path) -> Iterator[LabServer]:
     tmp = tmp_path_factory.mktemp("lab")
     root, config = tmp / "root", tmp / "config"
     root.mkdir()
@@ -109,8 +108,6 @@ def browser() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
-        )
+        instance = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         yield instance
         instance.close()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
 from fracnb_meter.testing import fakenvml
 
 REPO = Path(__file__).resolve().parents[2]

@@ -89,9 +89,7 @@ def test_panel_lists_the_kernel_by_notebook_with_device_and_budget(
 
     row = panel.locator(f'[data-kernel-id="{kernel[0]}"]')
     expect(row.locator(".fracnb-meter-kernel-name")).to_have_text(NOTEBOOK)
-    expect(row.locator(".fracnb-meter-kernel-memory")).to_have_text(
-        "6 GiB", timeout=UPDATE_TIMEOUT_MS
-    )
+    expect(row.locator(".fracnb-meter-kernel-memory")).to_have_text("6 GiB", timeout=UPDATE_TIMEOUT_MS)
     expect(row).to_contain_text(f"pid {kernel[1]}")
     expect(panel.locator(".fracnb-meter-total-used")).to_have_text("6 GiB")
 
@@ -99,9 +97,7 @@ def test_panel_lists_the_kernel_by_notebook_with_device_and_budget(
     device = panel.locator(".fracnb-meter-device")
     expect(device).to_have_count(len(usage["gpus"]))
     expect(device.first).to_contain_text(usage["gpus"][0]["name"])
-    expect(device.first.locator(".fracnb-meter-badge")).to_have_count(
-        1 if usage["simulated"] else 0
-    )
+    expect(device.first.locator(".fracnb-meter-badge")).to_have_count(1 if usage["simulated"] else 0)
     expect(device.first).to_contain_text("37 % busy")
 
     budget = panel.locator(".fracnb-meter-facts").first

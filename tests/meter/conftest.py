@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fracnb_meter.testing.fakenvml import FakeDevice, FakeState, build, preload
 from meter_helpers import GIB, Kernel, MeterServer, StateFile, evaluate, start_server
+
+from fracnb_meter.testing.fakenvml import FakeDevice, FakeState, build, preload
 
 
 @pytest.fixture(scope="session")

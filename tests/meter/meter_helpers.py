@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fracnb_meter.testing.fakenvml import FakeState, write_state
 from jupyter_client.blocking import BlockingKernelClient
+
+from fracnb_meter.testing.fakenvml import FakeState, write_state
 
 GIB = 1 << 30
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
+
 from fracnb_meter.attribution import (
     Owner,
     attribute,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from fracnb_meter.contract import Budget, ContractError, read_budget
 
 

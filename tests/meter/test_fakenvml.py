@@ -8,6 +8,8 @@ import re
 
 import pynvml
 import pytest
+from meter_helpers import GIB, StateFile
+
 from fracnb_meter import nvml as meter_nvml
 from fracnb_meter.testing.fakenvml import (
     FakeDevice,
@@ -16,7 +18,6 @@ from fracnb_meter.testing.fakenvml import (
     FakeState,
     read_state,
 )
-from meter_helpers import GIB, StateFile
 
 
 @pytest.fixture

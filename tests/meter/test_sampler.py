@@ -6,9 +6,10 @@ import json
 import subprocess
 import sys
 
+from meter_helpers import GIB, StateFile
+
 from fracnb_meter.sampler import Sampler
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
-from meter_helpers import GIB, StateFile
 
 
 class FakeClock:

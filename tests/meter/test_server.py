@@ -10,9 +10,10 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from meter_helpers import GIB, Kernel, MeterServer, evaluate, start_server
+
 from fracnb_meter.server import FracnbMeter
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeMig, FakeProcess, FakeState
-from meter_helpers import GIB, Kernel, MeterServer, evaluate, start_server
 
 
 @pytest.fixture

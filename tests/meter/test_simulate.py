@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
+from meter_helpers import GIB, StateFile
+
 from fracnb_meter import simulate
 from fracnb_meter.sampler import Sampler
 from fracnb_meter.testing.fakenvml import FakeProcess, read_state
-from meter_helpers import GIB, StateFile
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from datetime import datetime, timedelta, timezone
 
 import pytest
+
 from fracnb_spawner.culling import (
     Action,
     CullPolicy,

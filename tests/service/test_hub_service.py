@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+
 from fracnb_spawner.culling import CullPolicy, parse_timestamp
 from fracnb_spawner.quota import QuotaPolicy
 from fracnb_spawner.service.core import CullSettings, cull_pass, user_report, utcnow
@@ -70,9 +71,7 @@ def settings(**kwargs):
     return CullSettings(**{**defaults, **kwargs})
 
 
-async def test_culling_pass_stops_idle_server_and_spares_active_one(
-    hub, two_servers, make_pod, pod_source
-):
+async def test_culling_pass_stops_idle_server_and_spares_active_one(hub, two_servers, make_pod, pod_source):
     idle, active = two_servers
     started = utcnow()
     # The active server reports activity 30 minutes on; the clock is put 20 minutes on.
@@ -137,9 +136,7 @@ def test_api_me_with_own_token(hub, new_user, make_pod):
     status, body = hub.http("GET", hub.service_url + "api/me", token=user_token(hub, ann))
     assert status == 200, body
     assert body["user"] == ann
-    assert body["servers"] == [
-        {"server": "", "profile": "eighth", "fraction": {"gpus": 0.125, "exact": "1/8"}}
-    ]
+    assert body["servers"] == [{"server": "", "profile": "eighth", "fraction": {"gpus": 0.125, "exact": "1/8"}}]
     assert body["quota"] == {"gpus": 1.0, "exact": "1"}
     assert body["groups"] == [
         {

@@ -3,6 +3,9 @@
 from fractions import Fraction
 
 import pytest
+from traitlets import TraitError
+from traitlets.config import Config
+
 from fracnb_spawner.quota import (
     Allocation,
     FracnbQuotas,
@@ -13,8 +16,6 @@ from fracnb_spawner.quota import (
     parse_gpus,
     usage_report,
 )
-from traitlets import TraitError
-from traitlets.config import Config
 
 
 def pod(user, server="", fraction="1/8", profile="shared", phase="Running", **extra):

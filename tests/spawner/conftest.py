@@ -55,8 +55,9 @@ def example_config() -> Config:
 
 @pytest.fixture
 async def make_spawner() -> AsyncIterator[Callable]:
-    from fracnb_spawner.spawner import FractionalSpawner
     from kubespawner import KubeSpawner
+
+    from fracnb_spawner.spawner import FractionalSpawner
 
     def factory(config: Config | None = None, user_options: dict | None = None) -> FractionalSpawner:
         spawner = FractionalSpawner(_mock=True, config=config or Config())

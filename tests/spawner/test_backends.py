@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
+
 from fracnb_spawner import mig
 from fracnb_spawner.backends import BackendSettings, CullPolicy, backend_fields, contract_fields
 from fracnb_spawner.gpu import GPUDefaults, parse_gpu_spec, plan_gpu

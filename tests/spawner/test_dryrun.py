@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from fracnb_spawner.dryrun import main
 
 from .conftest import EXAMPLE_CONFIG

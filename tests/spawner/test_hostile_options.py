@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from fracnb_spawner.profiles import InvalidUserOptionsError, initialize_profiles, select
 from tornado import web
 from traitlets.config import Config
+
+from fracnb_spawner.profiles import InvalidUserOptionsError, initialize_profiles, select
 
 PROFILES = [
     {"display_name": "CPU only", "slug": "cpu", "default": True},

@@ -23,9 +23,10 @@ PROFILES = [
 
 @pytest.fixture
 async def cluster_spawner(testbed, k8s_namespace, monkeypatch) -> AsyncIterator[Callable]:
-    from fracnb_spawner.spawner import FractionalSpawner
     from kubernetes_asyncio.config import kube_config
     from kubespawner import KubeSpawner, clients
+
+    from fracnb_spawner.spawner import FractionalSpawner
 
     monkeypatch.setenv("KUBECONFIG", str(testbed.kubeconfig))
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(testbed.kubeconfig))

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.procs import ProcessRecord, is_alive, start_ticks_of
 from fracnb_testbed.state import TestbedState, load_runner_children
@@ -72,15 +73,11 @@ async def test_up_status_down_leaves_no_process_behind(tmp_path, small_cluster):
                 "metadata": {"name": "sleeper"},
                 "spec": {
                     "nodeSelector": {"fracnb.io/runner": "local"},
-                    "containers": [
-                        {"name": "c", "image": "x", "command": [sys.executable, "-c", script]}
-                    ],
+                    "containers": [{"name": "c", "image": "x", "command": [sys.executable, "-c", script]}],
                 },
             },
         )
-        await testbed.wait_for_pod(
-            "default", "sleeper", lambda p: p and p["status"].get("phase") == "Running"
-        )
+        await testbed.wait_for_pod("default", "sleeper", lambda p: p and p["status"].get("phase") == "Running")
         (pod_process,) = load_runner_children(state_dir)
         for _ in range(200):  # the grandchild appears a moment after the pod runs
             if len(_group_members(pod_process.pid)) == 2:

@@ -7,6 +7,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+
 from fracnb_testbed.clusters import load_cluster, node_manifests
 from fracnb_testbed.handle import pod_is_gone, pod_is_running_with_ip, pod_phase_is
 from fracnb_testbed.procs import is_alive

@@ -1,6 +1,7 @@
 """Cluster descriptions: validation errors name the group; built-ins expand to GFD-style nodes."""
 
 import pytest
+
 from fracnb_testbed.clusters import (
     KWOK_SELECTOR_LABEL,
     RUNNER_LABEL,

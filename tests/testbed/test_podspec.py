@@ -1,6 +1,7 @@
 """The runner's pure pod handling: argv/env as a kubelet builds them, on the pod's own IP."""
 
 import pytest
+
 from fracnb_testbed.podspec import (
     IpPool,
     PodSpecError,

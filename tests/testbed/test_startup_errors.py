@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from fracnb_testbed.binaries import REQUIRED_BINARIES, find_bin_dir
 from fracnb_testbed.clusters import load_cluster
 from fracnb_testbed.controlplane import up

@@ -1,0 +1,29 @@
+"""setup(c): selects the spawner, refuses a bad profile list at hub start, registers the service."""
+
+from __future__ import annotations
+
+import pytest
+from traitlets.config import Config
+
+from fracnb_spawner.setup import setup
+
+
+def test_setup_registers_spawner_service_and_roles() -> None:
+    c = Config()
+    c.FractionalSpawner.profile_list = [{"display_name": "Q", "slug": "q", "gpu": {"fraction": 0.25}}]
+    setup(c, config_file="/etc/jupyterhub/jupyterhub_config.py")
+    assert c.JupyterHub.spawner_class == "fractional"
+    (service,) = c.JupyterHub.services
+    assert service["name"] == "fracnb"
+    assert service["command"][-2:] == ["--config", "/etc/jupyterhub/jupyterhub_config.py"]
+    roles = {r["name"]: r for r in c.JupyterHub.load_roles}
+    assert "delete:servers" in roles["fracnb"]["scopes"]
+    assert "access:services!service=fracnb" in roles["user"]["scopes"]
+    assert c.FractionalSpawner.fracnb_service_name == "fracnb"
+
+
+def test_setup_refuses_bad_profiles_naming_them() -> None:
+    c = Config()
+    c.KubeSpawner.profile_list = [{"display_name": "Too much", "slug": "big", "gpu": {"fraction": 2}}]
+    with pytest.raises(SystemExit, match=r"profile 'big' \('Too much'\): fraction 2 is outside"):
+        setup(c, service=False)
