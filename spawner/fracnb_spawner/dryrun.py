@@ -71,6 +71,8 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
     from .spawner import FractionalSpawner  # noqa: PLC0415
 
     results = []
+    config = Config(config)
+    config.pop("FracnbQuotas", None)  # quotas depend on who runs what; the dry run shows pods only
     try:
         FractionalSpawner(_mock=True, config=config)  # refuses bad configuration as the hub would
         for slug, choice, options in _rows(FractionalSpawner, config):
