@@ -86,7 +86,7 @@ function totalView(usage: IUsage): HTMLElement {
     return el('p', 'fracnb-meter-note', usage.reason ?? 'Per-process GPU memory is not available.');
   }
   const against = budget === null ? 'GiB on the device' : 'GiB budget';
-  const percent = limit > 0 ? ` · ${Math.round((server / limit) * 100)} %` : '';
+  const percent = limit > 0 ? ` · ${Math.round((server / limit) * 100)}\u00a0%` : '';
   return el(
     'div',
     'fracnb-meter-total',
@@ -140,7 +140,7 @@ function kernelsView(usage: IUsage): HTMLElement {
 function deviceRow(gpu: IGpu, simulated: boolean): HTMLElement {
   const badge = simulated ? el('span', 'fracnb-meter-badge', 'simulated') : null;
   const mig = gpu.mig === null ? null : `MIG instance ${gpu.mig.gpu_instance_id}`;
-  const utilization = gpu.utilization_percent === null ? null : `${gpu.utilization_percent} % busy`;
+  const utilization = gpu.utilization_percent === null ? null : `${gpu.utilization_percent}\u00a0% busy`;
   const detail = [
     `${formatGiB(gpu.memory_used_bytes)} / ${formatGiB(gpu.memory_total_bytes)} GiB in use by all processes`,
     utilization,

@@ -95,7 +95,7 @@ export function summarize(usage: IUsage): IMeterSummary {
     };
   }
   const share = limit > 0 ? serverBytes / limit : null;
-  const percent = share === null ? '' : ` (${Math.round(share * 100)} %)`;
+  const percent = share === null ? '' : ` (${Math.round(share * 100)}\u00a0%)`;
   return {
     text: `GPU ${formatGiB(serverBytes)} / ${formatGiB(limit)} GiB`,
     title: `This server's kernels use ${formatBytes(serverBytes)}${percent} ${limitWord} of ${formatBytes(limit)}.`,
@@ -203,7 +203,7 @@ export function newCrossings(
 export function crossingMessage(user: IOverBudget): string {
   const percent = Math.round((user.bytes / user.budget) * 100);
   return (
-    `${user.label} uses ${formatBytes(user.bytes)} of GPU memory, ${percent} % of your ` +
+    `${user.label} uses ${formatBytes(user.bytes)} of GPU memory, ${percent}\u00a0% of your ` +
     `${formatBytes(user.budget)} budget. Free some to avoid out-of-memory errors.`
   );
 }

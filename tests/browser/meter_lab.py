@@ -71,6 +71,14 @@ class FakeGpu:
         self.write()
 
 
+class ApiError(Exception):
+    """The server answered a REST call with an HTTP error."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"HTTP {status}: {body[:300]}")
+        self.status = status
+
+
 @dataclass
 class LabServer:
     url: str  # base URL, ending in "/"
@@ -86,8 +94,12 @@ class LabServer:
             method=method,
             headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
-            text = response.read()
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+                text = response.read()
+        except urllib.error.HTTPError as error:
+            with error:  # close the response, or its socket leaks a ResourceWarning
+                raise ApiError(error.code, error.read().decode(errors="replace")) from None
         return json.loads(text) if text else None
 
     def usage(self) -> dict:
@@ -130,7 +142,7 @@ def wait_until_up(server: LabServer, process: subprocess.Popen) -> None:
             raise RuntimeError(f"jupyter lab exited with {process.returncode}; see {server.log}")
         try:
             server.api("GET", "api/status")
-        except (urllib.error.URLError, ConnectionError):
+        except (ApiError, urllib.error.URLError, ConnectionError):
             time.sleep(0.3)
         else:
             return

@@ -6,13 +6,14 @@ the tests change what it reports for the kernel's pid while the page is open.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
-from meter_lab import BUDGET_BYTES, GIB, FakeGpu, LabServer
+from meter_lab import BUDGET_BYTES, GIB, ApiError, FakeGpu, LabServer
 from playwright.sync_api import Browser, Page, expect
 
 pytestmark = pytest.mark.browser
@@ -206,3 +207,57 @@ def test_notebook7_shows_the_meter(
         page.screenshot(path=artifacts / "notebook7.png")
     finally:
         context.close()
+
+
+def test_settings_schema_rejects_unknown_keys(lab_server: LabServer) -> None:
+    """The schema has additionalProperties: false; JupyterLab's settings API enforces it."""
+    url = "lab/api/settings/@fracnb/meter:plugin"
+    lab_server.api("PUT", url, {"raw": json.dumps({"refreshRate": 2000})})
+    with pytest.raises(ApiError) as refused:
+        lab_server.api("PUT", url, {"raw": json.dumps({"refreshRat": 2000})})
+    assert refused.value.status == 400
+    with pytest.raises(ApiError) as too_fast:
+        lab_server.api("PUT", url, {"raw": json.dumps({"refreshRate": 10})})
+    assert too_fast.value.status == 400
+    lab_server.api("PUT", url, {"raw": "{}"})
+
+
+def test_dark_theme_colours_the_panel(
+    browser: Browser,
+    lab_server: LabServer,
+    fake_gpu: FakeGpu,
+    kernel: tuple[str, int],
+    artifacts: Path,
+) -> None:
+    themes = "lab/api/settings/@jupyterlab/apputils-extension:themes"
+    lab_server.api("PUT", themes, {"raw": json.dumps({"theme": "JupyterLab Dark"})})
+    set_memory(fake_gpu, kernel, 17 * GIB)
+    context = browser.new_context(viewport={"width": 1400, "height": 850})
+    page = context.new_page()
+    try:
+        page.goto(f"{lab_server.url}lab?reset&token={lab_server.token}")
+        expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false")
+        status = page.locator(STATUS)
+        expect(status).to_have_text("GPU 17 / 20 GiB", timeout=60_000)
+        open_panel(page)
+        panel = page.locator("#fracnb-meter-panel")
+        layout = page.evaluate(
+            "getComputedStyle(document.body).getPropertyValue('--jp-layout-color1').trim()"
+        )
+        background = panel.evaluate("e => getComputedStyle(e).backgroundColor")
+        assert _rgb(background) == _rgb(layout)
+        page.screenshot(path=artifacts / "lab-dark-panel.png")
+    finally:
+        context.close()
+        lab_server.api("PUT", themes, {"raw": "{}"})
+
+
+def _rgb(colour: str) -> tuple[int, int, int]:
+    """'#111111', '#111' or 'rgb(17, 17, 17)' as a tuple."""
+    if colour.startswith("#"):
+        digits = colour[1:]
+        if len(digits) == 3:
+            digits = "".join(d * 2 for d in digits)
+        return (int(digits[0:2], 16), int(digits[2:4], 16), int(digits[4:6], 16))
+    red, green, blue = (int(part) for part in re.findall(r"\d+", colour)[:3])
+    return (red, green, blue)
