@@ -24,7 +24,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     settingRegistry: ISettingRegistry | null
   ): void => {
     const model = new UsageModel(DEFAULT_REFRESH_MS);
-    const panel = new MeterPanel(model);
+    const openPath = (path: string) => void app.commands.execute('docmanager:open', { path });
+    const panel = new MeterPanel(model, openPath);
     app.shell.add(panel, 'right', { rank: 900 });
 
     app.commands.addCommand(OPEN_COMMAND, {

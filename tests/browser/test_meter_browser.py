@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 from meter_lab import BUDGET_BYTES, GIB, ApiError, FakeGpu, LabServer
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Page, Route, expect
 
 pytestmark = pytest.mark.browser
 
@@ -112,6 +112,12 @@ def test_panel_lists_the_kernel_by_notebook_with_device_and_budget(
     expect(budget).to_contain_text("time-slicing")
     expect(budget).to_contain_text("none: nothing stops you")
     lab.screenshot(path=artifacts / "lab-panel.png")
+
+    # The notebook name opens the notebook.
+    row.locator(".fracnb-meter-kernel-name").click()
+    expect(lab.locator(".jp-MainAreaWidget.jp-NotebookPanel")).to_be_visible(timeout=30_000)
+    current_tab = lab.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")
+    expect(current_tab).to_contain_text(NOTEBOOK)
 
 
 def test_critical_colour_and_one_notification_per_crossing(
@@ -261,3 +267,34 @@ def _rgb(colour: str) -> tuple[int, int, int]:
         return (int(digits[0:2], 16), int(digits[2:4], 16), int(digits[4:6], 16))
     red, green, blue = (int(part) for part in re.findall(r"\d+", colour)[:3])
     return (red, green, blue)
+
+
+def test_cull_warning_is_notified_once(
+    browser: Browser, lab_server: LabServer, artifacts: Path
+) -> None:
+    """The hub service that fills ``cull`` does not exist yet: the test adds the agreed
+    shape to the real server's answer, so the front end's half is checked now."""
+    cull = {"idle_timeout_seconds": 1800, "cull_at": "2026-11-22T10:30:00+00:00"}
+    cull |= {"seconds_left": 240, "warning": True}
+
+    def add_cull(route: Route) -> None:
+        response = route.fetch()
+        document = response.json()
+        document["cull"] = cull
+        route.fulfill(response=response, json=document)
+
+    context = browser.new_context(viewport={"width": 1400, "height": 850})
+    page = context.new_page()
+    try:
+        page.route(re.compile(r"/fracnb/api/usage(\?|$)"), add_cull)
+        page.goto(f"{lab_server.url}lab?reset&token={lab_server.token}")
+        toasts = page.locator(TOAST, has_text="Idle: this server will be stopped")
+        expect(toasts).to_have_count(1, timeout=60_000)
+        expect(toasts).to_contain_text("in 4 minutes unless you use it")
+        open_panel(page)
+        expect(page.locator(".fracnb-meter-cull-warning")).to_contain_text("4 min unless used")
+        page.wait_for_timeout(2500)  # more polls, same shutdown time: no second toast
+        expect(toasts).to_have_count(1)
+        page.screenshot(path=artifacts / "lab-cull-warning.png")
+    finally:
+        context.close()
