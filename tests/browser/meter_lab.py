@@ -47,10 +47,12 @@ class FakeGpu:
     library_dir: Path
     processes: dict[int, int | None] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
+    device_used: int | None = None  # None: what its processes use
 
     def write(self) -> None:
         device = fakenvml.FakeDevice.a100(0)
         device.utilization_gpu = 37
+        device.memory_used = self.device_used
         state = fakenvml.FakeState(
             devices=[device],
             processes=[fakenvml.FakeProcess(0, pid, mem) for pid, mem in self.processes.items()],
@@ -68,6 +70,7 @@ class FakeGpu:
 
     def heal(self) -> None:
         self.errors.clear()
+        self.device_used = None
         self.write()
 
 

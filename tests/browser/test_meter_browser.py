@@ -171,6 +171,27 @@ def test_server_crossing_without_a_kernel_crossing_is_notified(
     fake_gpu.write()
 
 
+def test_unknown_process_memory_shows_the_whole_device_marked(
+    lab: Page, lab_server: LabServer, fake_gpu: FakeGpu, kernel: tuple[str, int]
+) -> None:
+    status = lab.locator(STATUS)
+    set_memory(fake_gpu, kernel, 2 * GIB)
+    expect(status).to_have_text("GPU 2 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
+
+    # NVML has no figure for the kernel's process (old drivers in containers do this).
+    fake_gpu.device_used = 12 * GIB
+    fake_gpu.set_kernel_memory(kernel[1], None)
+    expect(status).to_have_text("GPU 12 / 80 GiB*", timeout=UPDATE_TIMEOUT_MS)
+    usage = lab_server.usage()
+    assert usage["server"]["gpu_memory_bytes"] is None
+    expect(status).to_have_attribute("title", re.compile(r"Whole device.*budget is 20 GiB"))
+    expect(status).to_have_attribute("title", re.compile(re.escape(usage["reason"])))
+    open_panel(lab)
+    row = lab.locator(f'#fracnb-meter-panel [data-kernel-id="{kernel[0]}"]')
+    expect(row.locator(".fracnb-meter-kernel-memory")).to_have_text("unknown")
+    fake_gpu.heal()
+
+
 def test_nvml_failure_shows_no_gpu_with_the_reason(
     lab: Page, lab_server: LabServer, fake_gpu: FakeGpu, kernel: tuple[str, int], artifacts: Path
 ) -> None:
@@ -269,18 +290,23 @@ def _rgb(colour: str) -> tuple[int, int, int]:
     return (red, green, blue)
 
 
-def test_cull_warning_is_notified_once(
+def test_hub_fields_cull_warning_and_quota(
     browser: Browser, lab_server: LabServer, artifacts: Path
 ) -> None:
-    """The hub service that fills ``cull`` does not exist yet: the test adds the agreed
-    shape to the real server's answer, so the front end's half is checked now."""
+    """The hub service that fills ``cull`` and ``quota`` does not exist yet: the test adds
+    the agreed shapes to the real server's answer, so the front end's half is checked now."""
     cull = {"idle_timeout_seconds": 1800, "cull_at": "2026-11-22T10:30:00+00:00"}
     cull |= {"seconds_left": 240, "warning": True}
+    quota = {
+        "user": {"used": 0.75, "limit": 2},
+        "groups": [{"name": "team-a", "used": 5.75, "limit": 6}],
+    }
 
     def add_cull(route: Route) -> None:
         response = route.fetch()
         document = response.json()
         document["cull"] = cull
+        document["quota"] = quota
         route.fulfill(response=response, json=document)
 
     context = browser.new_context(viewport={"width": 1400, "height": 850})
@@ -293,6 +319,9 @@ def test_cull_warning_is_notified_once(
         expect(toasts).to_contain_text("in 4 minutes unless you use it")
         open_panel(page)
         expect(page.locator(".fracnb-meter-cull-warning")).to_contain_text("4 min unless used")
+        quota_view = page.locator(".fracnb-meter-section", has_text="Quota")
+        expect(quota_view).to_contain_text("You0.75 of 2 GPUs")
+        expect(quota_view).to_contain_text("team-a5.75 of 6 GPUs")
         page.wait_for_timeout(2500)  # more polls, same shutdown time: no second toast
         expect(toasts).to_have_count(1)
         page.screenshot(path=artifacts / "lab-cull-warning.png")
