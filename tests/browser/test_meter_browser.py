@@ -37,10 +37,13 @@ def kernel(lab_server: LabServer) -> Iterator[tuple[str, int]]:
 def lab(browser: Browser, lab_server: LabServer, kernel: tuple[str, int]) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1400, "height": 850})
     page = context.new_page()
+    uncaught: list[str] = []
+    page.on("pageerror", lambda error: uncaught.append(str(error)))
     page.goto(f"{lab_server.url}lab?reset&token={lab_server.token}")
     expect(page.locator(STATUS)).to_be_visible(timeout=60_000)
     yield page
     context.close()
+    assert not uncaught, f"uncaught errors in the page: {uncaught}"
 
 
 def set_memory(fake_gpu: FakeGpu, kernel: tuple[str, int], memory: int | None) -> None:
