@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeState, build, preload
-from meter_helpers import GIB, Kernel, MeterServer, StateFile, evaluate, start_server
+from fracnb_meter.testing.server import MeterServer, StateFile, start_server
+from meter_helpers import GIB, Kernel, evaluate
 
 
 @pytest.fixture(scope="session")
@@ -58,8 +59,8 @@ def meter_server(
         tmp_path,
         fake_nvml_library,
         state,
-        {"sample_interval_floor": 0.0, "activity_interval": 0.3, "in_container": True},
-        contract,
+        meter_config={"sample_interval_floor": 0.0, "activity_interval": 0.3, "in_container": True},
+        extra_env=contract,
     )
     yield server
     server.stop()

@@ -16,7 +16,8 @@ from fracnb_meter.testing.fakenvml import (
     FakeState,
     read_state,
 )
-from meter_helpers import GIB, StateFile
+from fracnb_meter.testing.server import StateFile
+from meter_helpers import GIB
 
 
 @pytest.fixture

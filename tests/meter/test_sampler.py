@@ -8,7 +8,8 @@ import sys
 
 from fracnb_meter.sampler import Sampler
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
-from meter_helpers import GIB, StateFile
+from fracnb_meter.testing.server import StateFile
+from meter_helpers import GIB
 
 
 class FakeClock:

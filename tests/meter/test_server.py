@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from fracnb_meter.server import FracnbMeter
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeMig, FakeProcess, FakeState
-from meter_helpers import GIB, Kernel, MeterServer, evaluate, start_server
+from fracnb_meter.testing.server import MeterServer, start_server
+from meter_helpers import GIB, Kernel, evaluate
 
 
 @pytest.fixture

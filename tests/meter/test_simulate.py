@@ -8,7 +8,8 @@ import pytest
 from fracnb_meter import simulate
 from fracnb_meter.sampler import Sampler
 from fracnb_meter.testing.fakenvml import FakeProcess, read_state
-from meter_helpers import GIB, StateFile
+from fracnb_meter.testing.server import StateFile
+from meter_helpers import GIB
 
 
 @pytest.mark.parametrize(

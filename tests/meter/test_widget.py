@@ -7,8 +7,9 @@ import time
 from typing import Any
 
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
+from fracnb_meter.testing.server import MeterServer
 from fracnb_meter.widget import QuotaMeter, view_of
-from meter_helpers import GIB, Kernel, MeterServer
+from meter_helpers import GIB, Kernel
 
 
 def document(kernel: int | None, server: int | None, budget: int | None = 20 * GIB) -> dict:
