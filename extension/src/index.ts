@@ -2,6 +2,7 @@
  * @fracnb/meter: a GPU memory meter for JupyterLab 4 and Notebook 7.
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { ICommandPalette } from '@jupyterlab/apputils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 
@@ -17,14 +18,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: 'Shows GPU memory use against the budget in the status bar and a side panel.',
   autoStart: true,
-  optional: [IStatusBar, ISettingRegistry],
+  optional: [IStatusBar, ISettingRegistry, ICommandPalette],
   activate: (
     app: JupyterFrontEnd,
     statusBar: IStatusBar | null,
-    settingRegistry: ISettingRegistry | null
+    settingRegistry: ISettingRegistry | null,
+    palette: ICommandPalette | null
   ): void => {
     const model = new UsageModel(DEFAULT_REFRESH_MS);
-    const panel = new MeterPanel(model);
+    const openPath = (path: string) => void app.commands.execute('docmanager:open', { path });
+    const panel = new MeterPanel(model, openPath);
     app.shell.add(panel, 'right', { rank: 900 });
 
     app.commands.addCommand(OPEN_COMMAND, {
@@ -32,6 +35,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       caption: 'Open the GPU usage panel',
       execute: () => app.shell.activateById(panel.id)
     });
+    palette?.addItem({ command: OPEN_COMMAND, category: 'GPU' });
     const openPanel = () => void app.commands.execute(OPEN_COMMAND);
     const notifier = new BudgetNotifier(model, openPanel);
 
@@ -39,7 +43,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     if (statusBar) {
       statusBar.registerStatusItem(PLUGIN_ID, { item, align: 'left', rank: 100 });
     } else {
-      // Without a status bar (some single-document shells), show the meter in the top area.
+      // Notebook 7 has no status bar: show the meter in its top bar instead.
       item.addClass('fracnb-meter-topbar');
       app.shell.add(item, 'top', { rank: 1000 });
     }
@@ -52,6 +56,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
         };
         apply();
         settings.changed.connect(apply);
+      }, reason => {
+        // The defaults (1 s, notifications on) stay in force.
+        console.warn('@fracnb/meter: settings could not be loaded', reason);
       });
     }
   }

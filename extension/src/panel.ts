@@ -86,7 +86,7 @@ function totalView(usage: IUsage): HTMLElement {
     return el('p', 'fracnb-meter-note', usage.reason ?? 'Per-process GPU memory is not available.');
   }
   const against = budget === null ? 'GiB on the device' : 'GiB budget';
-  const percent = limit > 0 ? ` · ${Math.round((server / limit) * 100)} %` : '';
+  const percent = limit > 0 ? ` · ${Math.round((server / limit) * 100)}\u00a0%` : '';
   return el(
     'div',
     'fracnb-meter-total',
@@ -100,7 +100,25 @@ function totalView(usage: IUsage): HTMLElement {
   );
 }
 
-function kernelRow(kernel: IKernelUsage, budget: number | null): HTMLElement {
+/** Opens a notebook by its server-relative path. */
+export type PathOpener = (path: string) => void;
+
+function kernelName(kernel: IKernelUsage, openPath: PathOpener | null): HTMLElement {
+  const label = kernelLabel(kernel);
+  const path = kernel.path;
+  if (path === null || openPath === null) {
+    return el('span', 'fracnb-meter-kernel-name', label);
+  }
+  const link = el('button', 'fracnb-meter-kernel-name fracnb-meter-link', label);
+  link.addEventListener('click', () => openPath(path));
+  return link;
+}
+
+function kernelRow(
+  kernel: IKernelUsage,
+  budget: number | null,
+  openPath: PathOpener | null
+): HTMLElement {
   const bytes = kernel.gpu_memory_bytes;
   const memory = bytes === null ? 'unknown' : formatBytes(bytes);
   const row = el(
@@ -109,7 +127,7 @@ function kernelRow(kernel: IKernelUsage, budget: number | null): HTMLElement {
     el(
       'div',
       'fracnb-meter-kernel-line',
-      el('span', 'fracnb-meter-kernel-name', kernelLabel(kernel)),
+      kernelName(kernel, openPath),
       el('span', 'fracnb-meter-kernel-memory', memory)
     ),
     el(
@@ -125,14 +143,14 @@ function kernelRow(kernel: IKernelUsage, budget: number | null): HTMLElement {
   return row;
 }
 
-function kernelsView(usage: IUsage): HTMLElement {
+function kernelsView(usage: IUsage, openPath: PathOpener | null): HTMLElement {
   if (usage.kernels.length === 0) {
     return el('p', 'fracnb-meter-note', 'No kernels are running.');
   }
   const budget = budgetBytes(usage.budget);
   const list = el('ul', 'fracnb-meter-kernels');
   for (const kernel of sortKernels(usage.kernels)) {
-    list.append(kernelRow(kernel, budget));
+    list.append(kernelRow(kernel, budget, openPath));
   }
   return list;
 }
@@ -140,7 +158,7 @@ function kernelsView(usage: IUsage): HTMLElement {
 function deviceRow(gpu: IGpu, simulated: boolean): HTMLElement {
   const badge = simulated ? el('span', 'fracnb-meter-badge', 'simulated') : null;
   const mig = gpu.mig === null ? null : `MIG instance ${gpu.mig.gpu_instance_id}`;
-  const utilization = gpu.utilization_percent === null ? null : `${gpu.utilization_percent} % busy`;
+  const utilization = gpu.utilization_percent === null ? null : `${gpu.utilization_percent}\u00a0% busy`;
   const detail = [
     `${formatGiB(gpu.memory_used_bytes)} / ${formatGiB(gpu.memory_total_bytes)} GiB in use by all processes`,
     utilization,
@@ -196,7 +214,10 @@ function cullView(cull: ICull): HTMLElement {
 }
 
 /** The whole panel body for one poller state. */
-export function renderUsage(state: IUsageState): HTMLElement {
+export function renderUsage(
+  state: IUsageState,
+  openPath: PathOpener | null = null
+): HTMLElement {
   const usage = state.usage;
   const summary = summarizeState(state);
   if (usage === null || state.error !== null || !usage.available) {
@@ -206,34 +227,45 @@ export function renderUsage(state: IUsageState): HTMLElement {
       'div',
       'fracnb-meter-body',
       section('GPU memory', el('p', 'fracnb-meter-note fracnb-meter-reason', summary.title)),
-      current === null ? null : section('Kernels', kernelsView(current)),
+      current === null ? null : section('Kernels', kernelsView(current, openPath)),
       current === null ? null : section('Budget', budgetView(current.budget))
     );
   }
-  const sampled = new Date(usage.sampled_at);
   return el(
     'div',
     'fracnb-meter-body',
     section('GPU memory', totalView(usage)),
-    section('Kernels', kernelsView(usage)),
+    section('Kernels', kernelsView(usage, openPath)),
     section('Budget', budgetView(usage.budget)),
     usage.quota === null ? null : quotaView(usage.quota),
     usage.cull === null ? null : cullView(usage.cull),
     section(
       usage.gpus.length === 1 ? 'Device' : 'Devices',
       el('ul', 'fracnb-meter-devices', ...usage.gpus.map(gpu => deviceRow(gpu, usage.simulated)))
-    ),
-    el('p', 'fracnb-meter-sampled', `Sampled ${sampled.toLocaleTimeString()}`)
+    )
   );
 }
 
+/** "Sampled 10:00:01", or nothing before the first sample. */
+export function sampledText(state: IUsageState): string {
+  const usage = state.usage;
+  if (usage === null || state.error !== null) {
+    return '';
+  }
+  return `Sampled ${new Date(usage.sampled_at).toLocaleTimeString()}`;
+}
+
 export class MeterPanel extends Widget {
-  constructor(private readonly model: UsageModel) {
+  constructor(
+    private readonly model: UsageModel,
+    private readonly openPath: PathOpener | null = null
+  ) {
     super();
     this.id = 'fracnb-meter-panel';
     this.addClass('fracnb-meter-panel');
     this.title.icon = gpuIcon;
     this.title.caption = 'GPU usage';
+    this.node.appendChild(this._sampled);
     model.changed.connect(this._render, this);
     this._render();
   }
@@ -250,9 +282,20 @@ export class MeterPanel extends Widget {
 
   private _render(): void {
     // A hidden panel is redrawn when shown; skip the DOM work meanwhile.
-    if (!this.isVisible && this.node.childElementCount > 0) {
+    if (!this.isVisible && this._body !== null) {
       return;
     }
-    this.node.replaceChildren(renderUsage(this.model.state));
+    const body = renderUsage(this.model.state, this.openPath);
+    // Replace the DOM only when something changed, so a click or hover on a row is
+    // not lost to a redraw that shows the same numbers.
+    if (this._body === null || this._body.outerHTML !== body.outerHTML) {
+      this._body?.remove();
+      this.node.insertBefore(body, this._sampled);
+      this._body = body;
+    }
+    this._sampled.textContent = sampledText(this.model.state);
   }
+
+  private _body: HTMLElement | null = null;
+  private readonly _sampled = el('p', 'fracnb-meter-sampled');
 }

@@ -66,6 +66,25 @@ export function deviceUsedBytes(gpus: IGpu[]): number {
   return gpus.reduce((sum, gpu) => sum + gpu.memory_used_bytes, 0);
 }
 
+/**
+ * Without per-process figures only the whole device is known, which may include other
+ * users: show it against the device, marked with "*", never against the budget.
+ */
+function summarizeDevice(usage: IUsage, budget: number | null): IMeterSummary {
+  const used = deviceUsedBytes(usage.gpus);
+  const total = deviceTotalBytes(usage.gpus);
+  const share = total > 0 ? used / total : null;
+  const budgetNote = budget === null ? '' : ` Your budget is ${formatBytes(budget)}.`;
+  return {
+    text: `GPU ${formatGiB(used)} / ${formatGiB(total)} GiB*`,
+    title:
+      `* Whole device: ${formatBytes(used)} of ${formatBytes(total)} in use by all processes.` +
+      `${budgetNote} ${usage.reason ?? 'Per-process GPU memory is not available.'}`,
+    level: levelOf(share),
+    share
+  };
+}
+
 /** What the status bar shows for one sample. */
 export function summarize(usage: IUsage): IMeterSummary {
   if (!usage.available || usage.gpus.length === 0) {
@@ -77,25 +96,14 @@ export function summarize(usage: IUsage): IMeterSummary {
     };
   }
   const budget = budgetBytes(usage.budget);
-  const limit = budget ?? deviceTotalBytes(usage.gpus);
-  const limitWord = budget === null ? 'of the device memory' : 'of your GPU memory budget';
   const serverBytes = usage.server.gpu_memory_bytes;
   if (serverBytes === null) {
-    // Without per-process accounting only the whole device is known, which includes
-    // other tenants; say so rather than passing it off as this server's use.
-    const used = deviceUsedBytes(usage.gpus);
-    const share = limit > 0 ? used / limit : null;
-    return {
-      text: `GPU ${formatGiB(used)} / ${formatGiB(limit)} GiB*`,
-      title:
-        `${formatBytes(used)} used on the whole device (all processes), ${formatBytes(limit)} ${limitWord}. ` +
-        (usage.reason ?? 'Per-process GPU memory is not available.'),
-      level: levelOf(share),
-      share
-    };
+    return summarizeDevice(usage, budget);
   }
+  const limit = budget ?? deviceTotalBytes(usage.gpus);
+  const limitWord = budget === null ? 'of the device memory' : 'of your GPU memory budget';
   const share = limit > 0 ? serverBytes / limit : null;
-  const percent = share === null ? '' : ` (${Math.round(share * 100)} %)`;
+  const percent = share === null ? '' : ` (${Math.round(share * 100)}\u00a0%)`;
   return {
     text: `GPU ${formatGiB(serverBytes)} / ${formatGiB(limit)} GiB`,
     title: `This server's kernels use ${formatBytes(serverBytes)}${percent} ${limitWord} of ${formatBytes(limit)}.`,
@@ -203,7 +211,7 @@ export function newCrossings(
 export function crossingMessage(user: IOverBudget): string {
   const percent = Math.round((user.bytes / user.budget) * 100);
   return (
-    `${user.label} uses ${formatBytes(user.bytes)} of GPU memory, ${percent} % of your ` +
+    `${user.label} uses ${formatBytes(user.bytes)} of GPU memory, ${percent}\u00a0% of your ` +
     `${formatBytes(user.budget)} budget. Free some to avoid out-of-memory errors.`
   );
 }

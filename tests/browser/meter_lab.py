@@ -48,10 +48,12 @@ class FakeGpu:
     library_dir: Path
     processes: dict[int, int | None] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
+    device_used: int | None = None  # None: what its processes use
 
     def write(self) -> None:
         device = fakenvml.FakeDevice.a100(0)
         device.utilization_gpu = 37
+        device.memory_used = self.device_used
         state = fakenvml.FakeState(
             devices=[device],
             processes=[fakenvml.FakeProcess(0, pid, mem) for pid, mem in self.processes.items()],
@@ -69,7 +71,16 @@ class FakeGpu:
 
     def heal(self) -> None:
         self.errors.clear()
+        self.device_used = None
         self.write()
+
+
+class ApiError(Exception):
+    """The server answered a REST call with an HTTP error."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"HTTP {status}: {body[:300]}")
+        self.status = status
 
 
 @dataclass
@@ -87,8 +98,12 @@ class LabServer:
             method=method,
             headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
-            text = response.read()
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+                text = response.read()
+        except urllib.error.HTTPError as error:
+            with error:  # close the response, or its socket leaks a ResourceWarning
+                raise ApiError(error.code, error.read().decode(errors="replace")) from None
         return json.loads(text) if text else None
 
     def usage(self) -> dict:
@@ -131,7 +146,7 @@ def wait_until_up(server: LabServer, process: subprocess.Popen) -> None:
             raise RuntimeError(f"jupyter lab exited with {process.returncode}; see {server.log}")
         try:
             server.api("GET", "api/status")
-        except (urllib.error.URLError, ConnectionError):
+        except (ApiError, urllib.error.URLError, ConnectionError):
             time.sleep(0.3)
         else:
             return

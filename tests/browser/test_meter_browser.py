@@ -6,14 +6,15 @@ the tests change what it reports for the kernel's pid while the page is open.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
-from meter_lab import BUDGET_BYTES, GIB, FakeGpu, LabServer
-from playwright.sync_api import Browser, Page, expect
+from meter_lab import BUDGET_BYTES, GIB, ApiError, FakeGpu, LabServer
+from playwright.sync_api import Browser, Page, Route, expect
 
 pytestmark = pytest.mark.browser
 
@@ -36,10 +37,13 @@ def kernel(lab_server: LabServer) -> Iterator[tuple[str, int]]:
 def lab(browser: Browser, lab_server: LabServer, kernel: tuple[str, int]) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1400, "height": 850})
     page = context.new_page()
+    uncaught: list[str] = []
+    page.on("pageerror", lambda error: uncaught.append(str(error)))
     page.goto(f"{lab_server.url}lab?reset&token={lab_server.token}")
     expect(page.locator(STATUS)).to_be_visible(timeout=60_000)
     yield page
     context.close()
+    assert not uncaught, f"uncaught errors in the page: {uncaught}"
 
 
 def set_memory(fake_gpu: FakeGpu, kernel: tuple[str, int], memory: int | None) -> None:
@@ -108,6 +112,12 @@ def test_panel_lists_the_kernel_by_notebook_with_device_and_budget(
     expect(budget).to_contain_text("none: nothing stops you")
     lab.screenshot(path=artifacts / "lab-panel.png")
 
+    # The notebook name opens the notebook.
+    row.locator(".fracnb-meter-kernel-name").click()
+    expect(lab.locator(".jp-MainAreaWidget.jp-NotebookPanel")).to_be_visible(timeout=30_000)
+    current_tab = lab.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")
+    expect(current_tab).to_contain_text(NOTEBOOK)
+
 
 def test_critical_colour_and_one_notification_per_crossing(
     lab: Page, fake_gpu: FakeGpu, kernel: tuple[str, int], artifacts: Path
@@ -160,6 +170,27 @@ def test_server_crossing_without_a_kernel_crossing_is_notified(
     fake_gpu.write()
 
 
+def test_unknown_process_memory_shows_the_whole_device_marked(
+    lab: Page, lab_server: LabServer, fake_gpu: FakeGpu, kernel: tuple[str, int]
+) -> None:
+    status = lab.locator(STATUS)
+    set_memory(fake_gpu, kernel, 2 * GIB)
+    expect(status).to_have_text("GPU 2 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
+
+    # NVML has no figure for the kernel's process (old drivers in containers do this).
+    fake_gpu.device_used = 12 * GIB
+    fake_gpu.set_kernel_memory(kernel[1], None)
+    expect(status).to_have_text("GPU 12 / 80 GiB*", timeout=UPDATE_TIMEOUT_MS)
+    usage = lab_server.usage()
+    assert usage["server"]["gpu_memory_bytes"] is None
+    expect(status).to_have_attribute("title", re.compile(r"Whole device.*budget is 20 GiB"))
+    expect(status).to_have_attribute("title", re.compile(re.escape(usage["reason"])))
+    open_panel(lab)
+    row = lab.locator(f'#fracnb-meter-panel [data-kernel-id="{kernel[0]}"]')
+    expect(row.locator(".fracnb-meter-kernel-memory")).to_have_text("unknown")
+    fake_gpu.heal()
+
+
 def test_nvml_failure_shows_no_gpu_with_the_reason(
     lab: Page, lab_server: LabServer, fake_gpu: FakeGpu, kernel: tuple[str, int], artifacts: Path
 ) -> None:
@@ -200,5 +231,94 @@ def test_notebook7_shows_the_meter(
         row = page.locator(f'#fracnb-meter-panel [data-kernel-id="{kernel[0]}"]')
         expect(row.locator(".fracnb-meter-kernel-memory")).to_have_text("5 GiB")
         page.screenshot(path=artifacts / "notebook7.png")
+    finally:
+        context.close()
+
+
+def test_settings_schema_rejects_unknown_keys(lab_server: LabServer) -> None:
+    """The schema has additionalProperties: false; JupyterLab's settings API enforces it."""
+    url = "lab/api/settings/@fracnb/meter:plugin"
+    lab_server.api("PUT", url, {"raw": json.dumps({"refreshRate": 2000})})
+    with pytest.raises(ApiError) as refused:
+        lab_server.api("PUT", url, {"raw": json.dumps({"refreshRat": 2000})})
+    assert refused.value.status == 400
+    with pytest.raises(ApiError) as too_fast:
+        lab_server.api("PUT", url, {"raw": json.dumps({"refreshRate": 10})})
+    assert too_fast.value.status == 400
+    lab_server.api("PUT", url, {"raw": "{}"})
+
+
+def test_dark_theme_colours_the_panel(
+    browser: Browser,
+    lab_server: LabServer,
+    fake_gpu: FakeGpu,
+    kernel: tuple[str, int],
+    artifacts: Path,
+) -> None:
+    themes = "lab/api/settings/@jupyterlab/apputils-extension:themes"
+    lab_server.api("PUT", themes, {"raw": json.dumps({"theme": "JupyterLab Dark"})})
+    set_memory(fake_gpu, kernel, 17 * GIB)
+    context = browser.new_context(viewport={"width": 1400, "height": 850})
+    page = context.new_page()
+    try:
+        page.goto(f"{lab_server.url}lab?reset&token={lab_server.token}")
+        expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false")
+        status = page.locator(STATUS)
+        expect(status).to_have_text("GPU 17 / 20 GiB", timeout=60_000)
+        open_panel(page)
+        panel = page.locator("#fracnb-meter-panel")
+        layout = page.evaluate("getComputedStyle(document.body).getPropertyValue('--jp-layout-color1').trim()")
+        background = panel.evaluate("e => getComputedStyle(e).backgroundColor")
+        assert _rgb(background) == _rgb(layout)
+        page.screenshot(path=artifacts / "lab-dark-panel.png")
+    finally:
+        context.close()
+        lab_server.api("PUT", themes, {"raw": "{}"})
+
+
+def _rgb(colour: str) -> tuple[int, int, int]:
+    """'#111111', '#111' or 'rgb(17, 17, 17)' as a tuple."""
+    if colour.startswith("#"):
+        digits = colour[1:]
+        if len(digits) == 3:
+            digits = "".join(d * 2 for d in digits)
+        return (int(digits[0:2], 16), int(digits[2:4], 16), int(digits[4:6], 16))
+    red, green, blue = (int(part) for part in re.findall(r"\d+", colour)[:3])
+    return (red, green, blue)
+
+
+def test_hub_fields_cull_warning_and_quota(browser: Browser, lab_server: LabServer, artifacts: Path) -> None:
+    """The hub service that fills ``cull`` and ``quota`` does not exist yet: the test adds
+    the agreed shapes to the real server's answer, so the front end's half is checked now."""
+    cull = {"idle_timeout_seconds": 1800, "cull_at": "2026-11-22T10:30:00+00:00"}
+    cull |= {"seconds_left": 240, "warning": True}
+    quota = {
+        "user": {"used": 0.75, "limit": 2},
+        "groups": [{"name": "team-a", "used": 5.75, "limit": 6}],
+    }
+
+    def add_cull(route: Route) -> None:
+        response = route.fetch()
+        document = response.json()
+        document["cull"] = cull
+        document["quota"] = quota
+        route.fulfill(response=response, json=document)
+
+    context = browser.new_context(viewport={"width": 1400, "height": 850})
+    page = context.new_page()
+    try:
+        page.route(re.compile(r"/fracnb/api/usage(\?|$)"), add_cull)
+        page.goto(f"{lab_server.url}lab?reset&token={lab_server.token}")
+        toasts = page.locator(TOAST, has_text="Idle: this server will be stopped")
+        expect(toasts).to_have_count(1, timeout=60_000)
+        expect(toasts).to_contain_text("in 4 minutes unless you use it")
+        open_panel(page)
+        expect(page.locator(".fracnb-meter-cull-warning")).to_contain_text("4 min unless used")
+        quota_view = page.locator(".fracnb-meter-section", has_text="Quota")
+        expect(quota_view).to_contain_text("You0.75 of 2 GPUs")
+        expect(quota_view).to_contain_text("team-a5.75 of 6 GPUs")
+        page.wait_for_timeout(2500)  # more polls, same shutdown time: no second toast
+        expect(toasts).to_have_count(1)
+        page.screenshot(path=artifacts / "lab-cull-warning.png")
     finally:
         context.close()

@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from meter_helpers import GIB, Kernel, MeterServer, StateFile, evaluate, start_server
+from meter_helpers import GIB, Kernel, evaluate
 
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeState, build, preload
+from fracnb_meter.testing.server import MeterServer, StateFile, start_server
 
 
 @pytest.fixture(scope="session")
@@ -55,8 +56,8 @@ def meter_server(fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFacto
         tmp_path,
         fake_nvml_library,
         state,
-        {"sample_interval_floor": 0.0, "activity_interval": 0.3, "in_container": True},
-        contract,
+        meter_config={"sample_interval_floor": 0.0, "activity_interval": 0.3, "in_container": True},
+        extra_env=contract,
     )
     yield server
     server.stop()

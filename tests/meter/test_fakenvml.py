@@ -8,7 +8,7 @@ import re
 
 import pynvml
 import pytest
-from meter_helpers import GIB, StateFile
+from meter_helpers import GIB
 
 from fracnb_meter import nvml as meter_nvml
 from fracnb_meter.testing.fakenvml import (
@@ -18,6 +18,7 @@ from fracnb_meter.testing.fakenvml import (
     FakeState,
     read_state,
 )
+from fracnb_meter.testing.server import StateFile
 
 
 @pytest.fixture

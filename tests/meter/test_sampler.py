@@ -6,10 +6,11 @@ import json
 import subprocess
 import sys
 
-from meter_helpers import GIB, StateFile
+from meter_helpers import GIB
 
 from fracnb_meter.sampler import Sampler
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
+from fracnb_meter.testing.server import StateFile
 
 
 class FakeClock:

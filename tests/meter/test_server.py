@@ -10,10 +10,11 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from meter_helpers import GIB, Kernel, MeterServer, evaluate, start_server
+from meter_helpers import GIB, Kernel, evaluate
 
 from fracnb_meter.server import FracnbMeter
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeMig, FakeProcess, FakeState
+from fracnb_meter.testing.server import MeterServer, start_server
 
 
 @pytest.fixture

@@ -6,9 +6,10 @@ import threading
 import time
 from typing import Any
 
-from meter_helpers import GIB, Kernel, MeterServer
+from meter_helpers import GIB, Kernel
 
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
+from fracnb_meter.testing.server import MeterServer
 from fracnb_meter.widget import QuotaMeter, view_of
 
 
