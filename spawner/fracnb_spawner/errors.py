@@ -20,6 +20,7 @@ def rejection(status: int, message: str, *, reason: str) -> web.HTTPError:
     """
     if _SpawnException is not None:
         return _SpawnException(message, reason=reason, status_code=status)
-    error = web.HTTPError(status, "%s", message)
+    error = web.HTTPError(status, message)
+    error.message = message
     error.jupyterhub_message = message
     return error

@@ -38,6 +38,11 @@ HAMI_SCHEDULER_RESOURCES = (
     "nvidia.com/gpucores",
     "nvidia.com/priority",
 )
+HAMI_NODES = {
+    "requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["on"]}]}]
+    }
+}
 RUNNER_READY_FILE = "runner.ready"
 
 
@@ -66,7 +71,9 @@ def scheduler_config(kubeconfig: Path) -> dict:
                     {
                         "name": "NodeResourcesFit",
                         "args": {"ignoredResources": list(HAMI_SCHEDULER_RESOURCES)},
-                    }
+                    },
+                    # HAMi places pods only on nodes its device plugin registered (label gpu=on).
+                    {"name": "NodeAffinity", "args": {"addedAffinity": HAMI_NODES}},
                 ],
             },
             {"schedulerName": "kai-scheduler"},

@@ -3,6 +3,7 @@ whose KubeSpawner client talks to the real kube-apiserver in a fresh namespace."
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 
 import pytest
@@ -47,3 +48,9 @@ async def cluster_spawner(testbed, k8s_namespace, monkeypatch) -> AsyncIterator[
 
     yield factory
     await KubeSpawner._stop_all_reflectors()
+    # KubeSpawner closes its shared clients only when JupyterHub cancels their task at shutdown.
+    loop = asyncio.get_running_loop()
+    for key, shared in list(clients._client_cache.items()):
+        if key[0] is loop:
+            await shared.api_client.close()
+            clients._client_cache.pop(key, None)
