@@ -1,0 +1,409 @@
+"""``python -m fracnb_testbed.demo``: a local JupyterHub with fractional-GPU notebooks.
+
+Brings up the testbed's ``mixed`` cluster (or uses ``--kubeconfig``), simulates the GPU of
+its local A100 node with the fake NVML library, writes a ``jupyterhub_config.py`` into the
+state dir and runs a real JupyterHub with ``FractionalSpawner`` and the fracnb service.
+Ctrl-C stops everything it started. The functions here are reused by the end-to-end tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fracnb_testbed.clusters import RUNNER_LABEL, load_cluster
+from fracnb_testbed.controlplane import down, up
+from fracnb_testbed.errors import TestbedError
+from fracnb_testbed.handle import Testbed
+from fracnb_testbed.state import TestbedState
+
+Progress = Callable[[str], None]
+REPO = Path(__file__).resolve().parents[2]
+SIMULATED_GPU_NAME = "NVIDIA A100-SXM4-80GB (simulated)"
+DEMO_PASSWORD = "fracnb-demo"  # noqa: S105 - a published demo password, local only
+
+# user -> groups; admin is also a hub admin.
+DEMO_USERS: dict[str, list[str]] = {"ann": ["team-a"], "bob": ["team-a"], "carol": ["team-b"], "admin": []}
+# Quotas in GPUs (exact ratios as strings): team-a shares half a GPU, so ann on 0.25 and bob
+# asking for 1/2 shows the refusal.
+GROUP_QUOTAS: dict[str, str | int] = {"team-a": "1/2", "team-b": 1}
+USER_QUOTAS: dict[str, str | int | None] = {"carol": 1, "admin": None}
+DEFAULT_USER_QUOTA = "1/2"
+
+PROFILES = [
+    {
+        "display_name": "CPU only",
+        "slug": "cpu",
+        "description": "A notebook without a GPU, for data preparation and light work.",
+        "default": True,
+    },
+    {
+        "display_name": "0.25 GPU",
+        "slug": "quarter",
+        "description": "A quarter of an A100 by time-slicing: 20 GiB of GPU memory, compute shared.",
+        "gpu": {"fraction": 0.25},
+    },
+    {
+        "display_name": "1/2 GPU",
+        "slug": "half",
+        "description": (
+            "Half an A100 by time-slicing: 40 GiB of GPU memory, compute shared. Runs on 2-way "
+            "time-sliced nodes; the demo's local A100 is sliced 4 ways, so here it waits or is refused."
+        ),
+        "gpu": {"fraction": "1/2"},
+    },
+]
+
+
+class DemoError(RuntimeError):
+    """The demo could not start; the message says what to fix."""
+
+
+@dataclass
+class DemoSettings:
+    """Everything the hub configuration depends on."""
+
+    state_dir: Path
+    kubeconfig: Path
+    namespace: str
+    port: int = 8000
+    hub_port: int = 0
+    proxy_api_port: int = 0
+    service_port: int = 0
+    idle_timeout: int = 900
+    cull_every: int = 30
+    warning_lead: int = 600
+    password: str = DEMO_PASSWORD
+    users: dict[str, list[str]] = field(default_factory=lambda: dict(DEMO_USERS))
+
+    def __post_init__(self) -> None:
+        for name in ("hub_port", "proxy_api_port", "service_port"):
+            if not getattr(self, name):
+                setattr(self, name, free_port())
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "fracnb-demo"
+
+
+def find_proxy() -> str:
+    """configurable-http-proxy from PATH or the repository's .tools (what ./dev installs)."""
+    found = shutil.which("configurable-http-proxy")
+    local = REPO / ".tools" / "node_modules" / ".bin" / "configurable-http-proxy"
+    if found:
+        return found
+    if local.exists():
+        return str(local)
+    raise DemoError(
+        "configurable-http-proxy is not installed: run ./dev setup, or "
+        "npm install --prefix .tools configurable-http-proxy@4"
+    )
+
+
+# ---- the simulated GPU ----------------------------------------------------------------------
+
+
+def prepare_fake_gpu(directory: Path) -> dict[str, str]:
+    """Compile the fake NVML library, write a one-A100 state file; return the runner env."""
+    from fracnb_meter.testing.fakenvml import FakeDevice, FakeState, build, write_state  # noqa: PLC0415
+
+    library = build(directory / "lib")
+    state_file = directory / "nvml-state"
+    write_state(state_file, FakeState(devices=[FakeDevice.a100(0, name=SIMULATED_GPU_NAME)]))
+    return {"LD_LIBRARY_PATH": str(library.parent), "FAKE_NVML_STATE": str(state_file)}
+
+
+# ---- the hub configuration ------------------------------------------------------------------
+
+
+def hub_config(settings: DemoSettings, proxy: str) -> str:
+    """The jupyterhub_config.py text (only ``c.*`` lines: the fracnb service reads it too)."""
+    groups: dict[str, list[str]] = {}
+    for user, names in settings.users.items():
+        for group in names:
+            groups.setdefault(group, []).append(user)
+    state = settings.state_dir
+    lines = [
+        "# Written by python -m fracnb_testbed.demo; rewritten on every start.",
+        "import sys",
+        "c = get_config()  # noqa: F821",
+        f"c.JupyterHub.ip = '127.0.0.1'\nc.JupyterHub.port = {settings.port}",
+        # Pods run on 127.x.y.N addresses of this machine and reach the hub on loopback.
+        f"c.JupyterHub.hub_ip = '127.0.0.1'\nc.JupyterHub.hub_port = {settings.hub_port}",
+        "c.JupyterHub.hub_connect_ip = '127.0.0.1'",
+        f"c.ConfigurableHTTPProxy.command = [{proxy!r}]",
+        f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{settings.proxy_api_port}'",
+        f"c.JupyterHub.db_url = 'sqlite:///{state / 'jupyterhub.sqlite'}'",
+        f"c.JupyterHub.cookie_secret_file = {str(state / 'jupyterhub_cookie_secret')!r}",
+        f"c.JupyterHub.pid_file = {str(state / 'jupyterhub.pid')!r}",
+        "c.JupyterHub.authenticator_class = 'dummy'",
+        f"c.DummyAuthenticator.password = {settings.password!r}",
+        f"c.Authenticator.allowed_users = {set(settings.users)!r}",
+        "c.Authenticator.admin_users = {'admin'}",
+        f"c.JupyterHub.load_groups = {_groups_config(groups)!r}",
+        "c.JupyterHub.spawner_class = 'fractional'",
+        f"c.KubeSpawner.namespace = {settings.namespace!r}",
+        f"c.KubeSpawner.node_selector = {{{RUNNER_LABEL!r}: 'local'}}",
+        "c.KubeSpawner.cmd = ['jupyterhub-singleuser']",
+        # The local runner plays the image as root; jupyter_server needs to be told it is fine.
+        "c.Spawner.args = ['--allow-root']",
+        "c.Spawner.default_url = '/lab'",
+        "c.Spawner.start_timeout = 180\nc.Spawner.http_timeout = 180",
+        "c.FractionalSpawner.gpu_backend = 'time-slicing'",
+        "c.FractionalSpawner.gpu_memory = '80Gi'",
+        f"c.FractionalSpawner.gpu_idle_timeout = {settings.idle_timeout}",
+        "c.FractionalSpawner.fracnb_service_name = 'fracnb'",
+        f"c.FractionalSpawner.profile_list = {PROFILES!r}",
+        f"c.FracnbQuotas.default_user_quota = {DEFAULT_USER_QUOTA!r}",
+        f"c.FracnbQuotas.group_quotas = {GROUP_QUOTAS!r}",
+        f"c.FracnbQuotas.user_quotas = {USER_QUOTAS!r}",
+        f"c.FracnbService.cull_every = {settings.cull_every}",
+        f"c.FracnbService.warning_lead = {settings.warning_lead}",
+        f"c.FracnbService.default_idle_timeout = {settings.idle_timeout}",
+        f"c.FracnbService.kubeconfig = {str(settings.kubeconfig)!r}",
+        f"c.FracnbService.namespace = {settings.namespace!r}",
+        f"c.JupyterHub.services = [{_service_entry(settings)}]",
+        f"c.JupyterHub.load_roles = {_ROLES!r}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+_ROLES = [
+    {
+        "name": "fracnb",
+        "scopes": [
+            "list:users",
+            "read:users:activity",
+            "read:servers",
+            "delete:servers",
+            "read:users:groups",
+            "read:groups",
+        ],
+        "services": ["fracnb"],
+    },
+    {"name": "user", "scopes": ["self", "access:services!service=fracnb"]},
+]
+
+
+def _groups_config(groups: dict[str, list[str]]) -> dict[str, dict[str, list[str]]]:
+    return {name: {"users": sorted(users)} for name, users in sorted(groups.items())}
+
+
+def _service_entry(settings: DemoSettings) -> str:
+    return (
+        "{'name': 'fracnb', "
+        f"'url': 'http://127.0.0.1:{settings.service_port}', "
+        "'command': [sys.executable, '-m', 'fracnb_spawner.service', '--config', __file__]}"
+    )
+
+
+# ---- running things -------------------------------------------------------------------------
+
+
+def start_testbed(directory: Path, runner_env: dict[str, str], progress: Progress) -> TestbedState:
+    """The ``mixed`` cluster in ``directory``, stopping a leftover one there first."""
+    if (directory / "state.json").exists():
+        progress("stopping the testbed a previous demo left running")
+        with suppress(TestbedError):
+            down(directory, progress=progress)
+    return up(load_cluster("mixed"), directory, runner_env=runner_env, progress=progress)
+
+
+def hub_environment(settings: DemoSettings) -> dict[str, str]:
+    env = dict(os.environ)
+    path = [str(Path(sys.executable).parent), str(REPO / ".tools" / "node_modules" / ".bin")]
+    env["PATH"] = os.pathsep.join([*path, env.get("PATH", "")])
+    env["KUBECONFIG"] = str(settings.kubeconfig)
+    return env
+
+
+def start_hub(settings: DemoSettings, log_file: Path) -> subprocess.Popen:
+    """Write the config and start ``jupyterhub`` in its own session (logs to ``log_file``)."""
+    config = settings.state_dir / "jupyterhub_config.py"
+    config.write_text(hub_config(settings, find_proxy()))
+    with open(log_file, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "jupyterhub", "-f", str(config)],
+            cwd=settings.state_dir,
+            env=hub_environment(settings),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def wait_for_hub(url: str, hub: subprocess.Popen, log_file: Path, timeout: float = 120) -> None:
+    """Poll the hub's health endpoint through the proxy; a DemoError if the hub dies."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if hub.poll() is not None:
+            tail = log_file.read_text(errors="replace")[-3000:]
+            raise DemoError(f"JupyterHub exited with code {hub.returncode}; its log ends:\n{tail}")
+        with suppress(OSError, urllib.error.URLError):
+            urllib.request.urlopen(f"{url}/hub/health", timeout=2).close()  # noqa: S310
+            return
+        time.sleep(0.3)
+    raise DemoError(f"JupyterHub did not answer at {url} within {timeout:.0f}s; see {log_file}")
+
+
+def stop_hub(hub: subprocess.Popen, grace: float = 30) -> None:
+    """SIGTERM (the hub stops its servers, service and proxy), then SIGKILL the group."""
+    if hub.poll() is None:
+        with suppress(ProcessLookupError):
+            os.killpg(hub.pid, signal.SIGTERM)
+        try:
+            hub.wait(grace)
+        except subprocess.TimeoutExpired:
+            with suppress(ProcessLookupError):
+                os.killpg(hub.pid, signal.SIGKILL)
+            hub.wait()
+
+
+@dataclass
+class RunningDemo:
+    settings: DemoSettings
+    hub: subprocess.Popen
+    log_file: Path
+    testbed: Testbed | None = None
+    runner_env: dict[str, str] = field(default_factory=dict)
+
+
+@contextmanager
+def running_demo(
+    settings: DemoSettings,
+    *,
+    testbed: Testbed | None = None,
+    progress: Progress = lambda _m: None,
+) -> Iterator[RunningDemo]:
+    """A hub on ``settings`` for the duration of the block; the caller owns the cluster."""
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    log_file = settings.state_dir / "jupyterhub.log"
+    progress(f"starting JupyterHub (log: {log_file})")
+    hub = start_hub(settings, log_file)
+    try:
+        wait_for_hub(settings.url, hub, log_file)
+        yield RunningDemo(settings, hub, log_file, testbed)
+    finally:
+        progress("stopping JupyterHub, its servers, the fracnb service and the proxy")
+        stop_hub(hub)
+
+
+# ---- the command ----------------------------------------------------------------------------
+
+
+def say(message: str) -> None:
+    print(f"[demo] {message}", file=sys.stderr, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m fracnb_testbed.demo", description=__doc__)
+    parser.add_argument("--port", type=int, default=8000, help="public port of the hub (default 8000)")
+    parser.add_argument("--kubeconfig", type=Path, help="use this existing cluster instead of starting the testbed")
+    parser.add_argument(
+        "--namespace", help="namespace of the notebook pods (default fracnb-demo, created on the testbed)"
+    )
+    parser.add_argument(
+        "--fake-gpu", action="store_true", help="with --kubeconfig: simulate a GPU for local pods anyway"
+    )
+    parser.add_argument("--state-dir", type=Path, help=f"where config and logs go (default {default_state_dir()})")
+    parser.add_argument("--idle-timeout", type=int, default=900, help="seconds idle before a server is culled (900)")
+    parser.add_argument("--cull-every", type=int, default=30, help="seconds between culling passes (30)")
+    parser.add_argument("--warning-lead", type=int, default=600, help="seconds of warning before a cull (600)")
+    return parser
+
+
+def _interrupt_once(_signum: int, _frame: object) -> None:
+    # The first Ctrl-C or SIGTERM starts the shutdown; further ones must not cut it short.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def announce(settings: DemoSettings, runner_env: dict[str, str]) -> None:
+    print(f"\nfracnb demo running at {settings.url}/", flush=True)
+    print(f"  log in as {', '.join(settings.users)} with password {settings.password!r}")
+    groups = ", ".join(f"{g}: {q} GPU" for g, q in GROUP_QUOTAS.items())
+    print(f"  group quotas: {groups}; users: {DEFAULT_USER_QUOTA} GPU unless {USER_QUOTAS}")
+    if runner_env:
+        print(f"  simulated GPU: {SIMULATED_GPU_NAME}; in a notebook try")
+        print('    import fracnb_meter.simulate as sim; sim.allocate("6GiB")')
+    print("  press Ctrl-C to stop everything\n", flush=True)
+
+
+def run(args: argparse.Namespace) -> None:
+    state_dir = (args.state_dir or default_state_dir()).resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    runner_env: dict[str, str] = {}
+    if args.kubeconfig is None or args.fake_gpu:
+        say("compiling the fake NVML library (simulated A100)")
+        runner_env = prepare_fake_gpu(state_dir / "fakenvml")
+    testbed_dir = state_dir / "testbed"
+    started: TestbedState | None = None
+    try:
+        if args.kubeconfig is None:
+            say("starting the testbed cluster 'mixed'")
+            started = start_testbed(testbed_dir, runner_env, say)
+            handle = Testbed(started)
+            namespace = handle.create_namespace(args.namespace or "fracnb-demo")
+            kubeconfig = started.kubeconfig
+        else:
+            kubeconfig, namespace = args.kubeconfig.resolve(), args.namespace or "default"
+        settings = DemoSettings(
+            state_dir=state_dir,
+            kubeconfig=kubeconfig,
+            namespace=namespace,
+            port=args.port,
+            idle_timeout=args.idle_timeout,
+            cull_every=args.cull_every,
+            warning_lead=args.warning_lead,
+        )
+        with running_demo(settings, progress=say) as demo:
+            announce(settings, runner_env)
+            while demo.hub.poll() is None:
+                time.sleep(0.5)
+            say(f"JupyterHub exited with code {demo.hub.returncode}; see {demo.log_file}")
+    finally:
+        if started is not None:
+            say("stopping the testbed")
+            down(testbed_dir, keep_files=True, progress=say)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGINT, _interrupt_once)
+    signal.signal(signal.SIGTERM, _interrupt_once)
+    try:
+        run(args)
+    except KeyboardInterrupt:
+        say("stopped")
+    except (DemoError, TestbedError, OSError) as error:
+        say(f"error: {error}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
