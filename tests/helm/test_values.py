@@ -1,0 +1,185 @@
+"""The Zero-to-JupyterHub values in helm-values/: they parse, the chart's schema accepts them
+merged over its defaults, and the hub configuration they yield gives the expected pods."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from fracnb_spawner import dryrun
+from kubernetes_asyncio.config import kube_config
+from kubespawner import clients
+
+REPO = Path(__file__).resolve().parents[2]
+VALUES_DIR = REPO / "helm-values"
+CHART_DIR = REPO.parent / "shared" / "z2jh-4.4.0"
+SCENARIOS = ["time-slicing", "mps", "mig-mixed", "hami", "kai", "mixed-cluster"]
+
+TS4 = {"nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "4"}
+# profile[,option=choice] -> (GPU resources of the notebook container, node selector, scheduler)
+EXPECTED = {
+    "time-slicing": {
+        "cpu": ({}, {}, "(default)"),
+        "quarter": ({"nvidia.com/gpu.shared": "1"}, TS4, "(default)"),
+        "half": (
+            {"nvidia.com/gpu.shared": "1"},
+            {"nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "2"},
+            "(default)",
+        ),
+    },
+    "mps": {
+        "cpu": ({}, {}, "(default)"),
+        "mps-quarter": (
+            {"nvidia.com/gpu.shared": "1"},
+            {"nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "4"},
+            "(default)",
+        ),
+    },
+    "mig-mixed": {
+        "cpu": ({}, {}, "(default)"),
+        "mig-1g": ({"nvidia.com/mig-1g.10gb": "1"}, {"nvidia.com/mig.strategy": "mixed"}, "(default)"),
+        "mig-3g": ({"nvidia.com/mig-3g.40gb": "1"}, {"nvidia.com/mig.strategy": "mixed"}, "(default)"),
+    },
+    "hami": {
+        "cpu": ({}, {}, "(default)"),
+        **{
+            f"shared,size={size}": (
+                {"nvidia.com/gpu": "1", "nvidia.com/gpucores": pct, "nvidia.com/gpumem-percentage": pct},
+                {},
+                "hami-scheduler",
+            )
+            for size, pct in (("eighth", "12"), ("quarter", "25"), ("half", "50"))
+        },
+    },
+    "kai": {
+        "cpu": ({}, {}, "(default)"),
+        "kai-quarter": ({}, {}, "kai-scheduler"),
+        "kai-half": ({}, {}, "kai-scheduler"),
+    },
+    "mixed-cluster": {
+        "cpu": ({}, {}, "(default)"),
+        "ts-quarter": ({"nvidia.com/gpu.shared": "1"}, TS4, "(default)"),
+        "mps-quarter": (
+            {"nvidia.com/gpu.shared": "1"},
+            {"nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "4"},
+            "(default)",
+        ),
+        "mig-2g": ({"nvidia.com/mig-2g.20gb": "1"}, {"nvidia.com/mig.strategy": "mixed"}, "(default)"),
+        "hami-half": (
+            {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "50", "nvidia.com/gpumem-percentage": "50"},
+            {},
+            "hami-scheduler",
+        ),
+        "kai-quarter": ({}, {}, "kai-scheduler"),
+        "full": ({"nvidia.com/gpu": "1"}, {"nvidia.com/gpu.sharing-strategy": "none"}, "(default)"),
+    },
+}
+
+
+def merged(base: dict, override: dict) -> dict:
+    """Helm's merge: mappings merge key by key, anything else (lists too) is replaced."""
+    result = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+@pytest.fixture(scope="module")
+def chart() -> tuple[dict, dict]:
+    if not (CHART_DIR / "values.schema.yaml").is_file():
+        pytest.skip(
+            f"the Zero-to-JupyterHub 4.4.0 chart files are not at {CHART_DIR} (values.yaml, values.schema.yaml)"
+        )
+    defaults = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
+    schema = yaml.safe_load((CHART_DIR / "values.schema.yaml").read_text())
+    return defaults, schema
+
+
+def values_of(scenario: str) -> dict:
+    return yaml.safe_load((VALUES_DIR / f"{scenario}.yaml").read_text())
+
+
+@pytest.mark.parametrize("path", sorted(VALUES_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_file_parses(path: Path) -> None:
+    documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    assert documents, f"{path.name} is empty"
+    for document in documents:
+        # ConfigMaps carry device-plugin configs as YAML text: those must parse too.
+        for text in (document.get("data") or {}).values():
+            assert yaml.safe_load(text)["version"] == "v1"
+
+
+def test_every_scenario_is_listed_in_the_readme() -> None:
+    readme = (VALUES_DIR / "README.md").read_text()
+    for name in [*SCENARIOS, "rbac"]:
+        assert f"`{name}.yaml`" in readme
+
+
+def test_rbac_lets_the_hub_read_nodes_and_pods() -> None:
+    role, binding = yaml.safe_load_all((VALUES_DIR / "rbac.yaml").read_text())
+    (rule,) = role["rules"]
+    assert set(rule["resources"]) == {"nodes", "pods"}
+    assert {"get", "list", "watch"} <= set(rule["verbs"])
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"][0] == {"kind": "ServiceAccount", "name": "hub", "namespace": "jhub"}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_values_pass_the_chart_schema(scenario: str, chart: tuple[dict, dict]) -> None:
+    defaults, schema = chart
+    values = merged(defaults, values_of(scenario))
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = [f"{'.'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(values)]
+    assert not errors
+    assert values["cull"]["enabled"] is False
+    assert values["hub"]["config"]["JupyterHub"]["spawner_class"] == "fractional"
+    assert "fracnb" in values["hub"]["services"]
+    assert values["hub"]["loadRoles"]["user"]["scopes"] == ["self", "access:services!service=fracnb"]
+
+
+def test_the_schema_check_catches_a_misplaced_key(chart: tuple[dict, dict]) -> None:
+    defaults, schema = chart
+    values = merged(defaults, {"hub": {"config": {"fractionalSpawner": {"gpu_memory": "80Gi"}}}})
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    assert list(validator.iter_errors(values))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_profiles_give_the_expected_pods(
+    scenario: str, chart: tuple[dict, dict], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    defaults, _schema = chart
+    path = tmp_path / f"{scenario}.yaml"
+    path.write_text(yaml.safe_dump(merged(defaults, values_of(scenario))))
+    # The dry run points KUBECONFIG at an offline file; kubernetes_asyncio, imported earlier by
+    # the testbed plugin, read its default location at import, so point that there too.
+    offline = tmp_path / "kubeconfig"
+    offline.write_text(dryrun._OFFLINE_KUBECONFIG)
+    monkeypatch.setenv("KUBECONFIG", str(offline))
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(offline))
+    clients.load_config.cache_clear()
+    assert dryrun.main([str(path), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    seen = {
+        ",".join(filter(None, [row["profile"], row["choice"]])): (
+            {k: str(v) for k, v in row["gpu_resources"].items()},
+            row["node_selector"],
+            row["scheduler"],
+        )
+        for row in rows
+    }
+    assert seen == EXPECTED[scenario]
+
+
+def test_config_from_values_reads_the_fracnb_sections() -> None:
+    config = dryrun.config_from_values(values_of("mixed-cluster"))
+    assert config.JupyterHub.spawner_class == "fractional"
+    assert config.FracnbQuotas.group_quotas == {"team-a": 6, "team-b": 2}
+    assert config.FractionalSpawner.fracnb_service_name == "fracnb"
