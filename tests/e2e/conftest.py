@@ -1,0 +1,79 @@
+"""Fixtures for the end-to-end browser tests (marker ``browser``).
+
+- ``demo``: the demo stack of ``fracnb_testbed.demo`` (real JupyterHub, configurable-http-proxy,
+  FractionalSpawner, the fracnb service) on the session ``testbed``, with the simulated GPU
+  passed to local pods through the runner env. Yields a ``RunningDemo``.
+- ``browser``: headless Debian Chromium driven by Playwright, for the session.
+- ``page``: a fresh browser context and page per test; its last screen is saved to
+  ``test-artifacts/<test name>-final.png``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from fracnb_testbed.demo import DemoSettings, RunningDemo, free_port, prepare_fake_gpu, running_demo
+from fracnb_testbed.handle import Testbed
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(scope="session")
+def demo(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDemo]:
+    state_dir = tmp_path_factory.mktemp("demo")
+    previous_env = testbed.runner_env()
+    runner_env = prepare_fake_gpu(state_dir / "fakenvml")
+    testbed.set_runner_env({**previous_env, **runner_env})
+    namespace = testbed.create_namespace()
+    settings = DemoSettings(state_dir=state_dir, kubeconfig=testbed.kubeconfig, namespace=namespace, port=free_port())
+    try:
+        with running_demo(settings, testbed=testbed) as running:
+            running.runner_env = runner_env
+            yield running
+    finally:
+        testbed.set_runner_env(previous_env)
+        testbed.delete_namespace(namespace)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium", pytrace=False)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1300, "height": 850})
+    opened = context.new_page()
+    try:
+        yield opened
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        opened.screenshot(path=str(ARTIFACTS / f"{request.node.name}-final.png"))
+        context.close()

@@ -1,0 +1,98 @@
+"""The demo end to end in a real browser: log in, choose 0.25 GPU on the spawn form, use the
+simulated GPU from a notebook cell and see the meter, and hit the group quota as a second user."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import Browser, Page, expect
+
+from fracnb_testbed.demo import RunningDemo
+
+from .conftest import ARTIFACTS
+
+SPAWN_TIMEOUT_MS = 180_000
+REFUSAL = "team-a uses 0.25 of 0.5 GPUs; this choice needs 0.5"
+
+
+def shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def log_in(page: Page, demo: RunningDemo, user: str) -> None:
+    page.goto(f"{demo.settings.url}/hub/login")
+    page.fill("#username_input", user)
+    page.fill("#password_input", demo.settings.password)
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(r".*/(hub/(home|spawn)|user/).*"))
+
+
+def profile_row(page: Page, slug: str):
+    return page.locator(f'[data-fracnb-profile="{slug}"]')
+
+
+def start_profile(page: Page, demo: RunningDemo, user: str, slug: str) -> None:
+    """Start ``user``'s server with ``slug`` from the form (no-op if it already runs) and wait for Lab."""
+    page.goto(f"{demo.settings.url}/hub/spawn")
+    if f"/user/{user}/" not in page.url:
+        page.check(f'input[name=profile][value="{slug}"]')
+        page.click("form [type=submit]")
+    page.wait_for_url(re.compile(rf".*/user/{user}/lab.*"), timeout=SPAWN_TIMEOUT_MS)
+    page.wait_for_selector(".jp-LabShell", timeout=60_000)
+
+
+def test_spawn_form_describes_every_choice(demo: RunningDemo, page: Page) -> None:
+    log_in(page, demo, "carol")
+    page.goto(f"{demo.settings.url}/hub/spawn")
+    shot(page, "spawn-form")
+    expect(profile_row(page, "cpu")).to_contain_text("CPU only, no GPU visible")
+    quarter = profile_row(page, "quarter")
+    expect(quarter).to_contain_text("0.25 GPU (time-slicing)")
+    expect(quarter).to_contain_text("20 GiB GPU memory")
+    expect(quarter).to_contain_text("not enforced")  # isolation: time-slicing shares memory
+    expect(profile_row(page, "half")).to_contain_text("40 GiB GPU memory")
+
+
+def test_spawn_form_shows_availability(demo: RunningDemo, page: Page) -> None:
+    log_in(page, demo, "carol")
+    page.goto(f"{demo.settings.url}/hub/spawn")
+    # The local A100 is sliced 4 ways: at most 4 quarters are free.
+    expect(profile_row(page, "quarter")).to_contain_text(re.compile(r"[0-4] free now"), timeout=5_000)
+
+
+def test_quarter_gpu_notebook_meters_simulated_memory(demo: RunningDemo, page: Page) -> None:
+    log_in(page, demo, "ann")
+    start_profile(page, demo, "ann", "quarter")
+    status = page.locator(".fracnb-meter-status-text")
+    expect(status).to_contain_text(re.compile(r"GPU 0(\.0)? / 20 GiB"), timeout=30_000)
+    shot(page, "lab-quarter-gpu")
+
+    page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
+    editor = page.locator(".jp-Notebook .jp-Cell .cm-content").first
+    editor.click()
+    editor.type('import fracnb_meter.simulate as sim\nsim.allocate("6GiB")')
+    page.keyboard.press("Shift+Enter")
+    # allocate() returns this kernel's simulated total in bytes.
+    expect(page.locator(".jp-OutputArea-output").first).to_contain_text(str(6 << 30), timeout=60_000)
+    expect(status).to_contain_text(re.compile(r"GPU 6(\.0)? / 20 GiB"), timeout=30_000)
+    shot(page, "lab-simulated-6gib")
+
+
+def test_second_user_over_group_quota_is_refused(demo: RunningDemo, browser: Browser, page: Page) -> None:
+    ann = browser.new_context()
+    try:
+        ann_page = ann.new_page()
+        log_in(ann_page, demo, "ann")
+        start_profile(ann_page, demo, "ann", "quarter")  # team-a now holds 0.25 of its 0.5
+    finally:
+        ann.close()
+    log_in(page, demo, "bob")
+    page.goto(f"{demo.settings.url}/hub/spawn")
+    half = page.locator('input[name=profile][value="half"]')
+    if half.is_enabled():
+        half.check()
+        page.click("form [type=submit]")
+    shot(page, "quota-refusal")
+    expect(page.locator("body")).to_contain_text(REFUSAL, timeout=30_000)
+    assert "/user/bob/" not in page.url
