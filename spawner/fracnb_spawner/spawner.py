@@ -239,7 +239,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             fields = backend_fields(row.plan, self.backend_settings())
             if nodes and fields.resources and fields.scheduler_name is None:
                 resource = next(iter(fields.resources))
-                row = row.with_availability(free_units(nodes, pods, resource, fields.node_selector))
+                selector = {**self.node_selector, **fields.node_selector}
+                row = row.with_availability(free_units(nodes, pods, resource, selector))
             if policy.has_limits and row.plan.fraction > 0:
                 decision = check_request(
                     policy, LEDGER.allocations(allocations), user=self.user.name,
