@@ -78,6 +78,7 @@ c.Authenticator.allow_all = True
 c.JupyterHub.concurrent_spawn_limit = 0
 c.JupyterHub.last_activity_interval = 3600
 c.JupyterHub.log_level = "WARN"
+c.JupyterHub.cleanup_servers = False  # shutting down 5,000 servers one by one is not measured
 c.JupyterHub.services = [
     {{"name": "setup", "api_token": {admin_token!r}}},
     {{"name": "culler", "api_token": {culler_token!r}}},
@@ -133,7 +134,11 @@ class Hub:
     def stop(self) -> None:
         for process in reversed(self.processes):
             process.terminate()
-            process.wait(30)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 async def call(http, hub: Hub, method: str, path: str, body=None):
