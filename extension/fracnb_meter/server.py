@@ -21,6 +21,7 @@ from tornado.ioloop import PeriodicCallback
 from traitlets import Bool, Float
 
 from .contract import Budget, ContractError, read_budget
+from .hubservice import ServiceReports
 from .processes import looks_like_container, parent_pid
 from .sampler import Sampler
 from .usage import KernelInfo, build_usage
@@ -76,6 +77,13 @@ class FracnbMeter(ExtensionApp):
         are reported as unknown. Example: c.FracnbMeter.in_container = True""",
     ).tag(config=True)
 
+    service_interval = Float(
+        15.0,
+        help="""Shortest time between two questions to the hub's fracnb service (quota and
+        idle-culling status), in seconds (default 15). Example:
+        c.FracnbMeter.service_interval = 30""",
+    ).tag(config=True)
+
     def initialize_settings(self) -> None:
         self.sampler = Sampler(self.sample_interval_floor)
         self.clock: Callable[[], float] = time.monotonic
@@ -84,6 +92,12 @@ class FracnbMeter(ExtensionApp):
         self._cached: tuple[float, str] | None = None
         self._sampling = asyncio.Lock()
         self._activity: PeriodicCallback | None = None
+        self.service = ServiceReports(
+            os.environ.get("FRACNB_SERVICE_URL", ""),
+            os.environ.get("JUPYTERHUB_API_TOKEN", ""),
+            os.environ.get("JUPYTERHUB_SERVER_NAME", ""),
+            self.service_interval,
+        )
 
     def initialize_handlers(self) -> None:
         self.handlers.append((r"/fracnb/api/usage", UsageHandler))
@@ -96,8 +110,21 @@ class FracnbMeter(ExtensionApp):
             return Budget(), str(error)
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        self._enable_kernel_culling(serverapp.kernel_manager)
         self._activity = PeriodicCallback(self.mark_busy_activity, self.activity_interval * 1000, jitter=0.1)
         self._activity.start()
+
+    def _enable_kernel_culling(self, manager: Any) -> None:
+        """Cull idle kernels after FRACNB_KERNEL_CULL_IDLE_TIMEOUT seconds, unless configured already."""
+        raw = os.environ.get("FRACNB_KERNEL_CULL_IDLE_TIMEOUT", "")
+        if not raw.isdigit() or int(raw) == 0 or manager.cull_idle_timeout:
+            return
+        timeout = int(raw)
+        manager.cull_idle_timeout = timeout
+        manager.cull_interval = max(10, min(300, timeout // 4))
+        manager.cull_busy = False  # a busy kernel is computing, not idle
+        manager.initialize_culler()
+        self.log.info("fracnb_meter: idle kernels are shut down after %d s", timeout)
 
     async def stop_extension(self) -> None:
         if self._activity is not None:
@@ -141,7 +168,7 @@ class FracnbMeter(ExtensionApp):
         in_container = self.in_container
         if in_container is None:
             in_container = looks_like_container(os.environ, os.path.exists)
-        return build_usage(
+        document = build_usage(
             reading=self.sampler.read(),
             kernels=kernels,
             server_pid=os.getpid(),
@@ -151,6 +178,8 @@ class FracnbMeter(ExtensionApp):
             in_container=in_container,
             sampled_at=self.wall_clock(),
         )
+        document["quota"], document["cull"] = await self.service.latest()
+        return document
 
     async def _kernels(self) -> list[KernelInfo]:
         manager = self._web_settings["kernel_manager"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -21,6 +22,7 @@ import ipywidgets as widgets
 from IPython.display import display
 
 from .contract import Budget, ContractError, read_budget
+from .hubservice import NO_REPORT, Report, fetch_report_blocking
 from .processes import looks_like_container, parent_pid
 from .sampler import Sampler
 from .usage import KernelInfo, build_usage
@@ -96,8 +98,11 @@ def server_pid() -> int:
 class LocalUsage:
     """Usage document computed inside this kernel from NVML, like the server's endpoint."""
 
-    def __init__(self, floor_seconds: float = 1.0) -> None:
+    def __init__(self, floor_seconds: float = 1.0, service_interval: float = 15.0) -> None:
         self.sampler = Sampler(floor_seconds)
+        self.service_interval = service_interval
+        self._report: Report = NO_REPORT
+        self._report_at: float | None = None
         try:
             self.budget, self.budget_error = read_budget(os.environ), None
         except ContractError as error:
@@ -112,7 +117,7 @@ class LocalUsage:
             execution_state=None,
             pid=os.getpid(),
         )
-        return build_usage(
+        document = build_usage(
             reading=self.sampler.read(),
             kernels=[me],
             server_pid=server_pid(),
@@ -122,6 +127,20 @@ class LocalUsage:
             in_container=looks_like_container(os.environ, os.path.exists),
             sampled_at=datetime.now(timezone.utc),
         )
+        document["quota"], document["cull"] = self._service_report()
+        return document
+
+    def _service_report(self) -> Report:
+        """The user's quota from the hub's fracnb service, asked at most every service_interval."""
+        now = time.monotonic()
+        if self._report_at is None or now - self._report_at >= self.service_interval:
+            self._report_at = now
+            self._report = fetch_report_blocking(
+                os.environ.get("FRACNB_SERVICE_URL", ""),
+                os.environ.get("JUPYTERHUB_API_TOKEN", ""),
+                os.environ.get("JUPYTERHUB_SERVER_NAME", ""),
+            )
+        return self._report
 
 
 class QuotaMeter:

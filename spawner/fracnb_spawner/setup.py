@@ -50,6 +50,7 @@ def setup(c: Any, *, config_file: str | None = None, service: bool = True, servi
     if config_file is None:
         raise ValueError("setup(c, config_file=__file__) needs the config file for the fracnb service")
     spawner.fracnb_service_name = service_name
+    spawner.fracnb_service_url = f"{service_url.rstrip('/')}/services/{service_name}/"
     services = [s for s in c.JupyterHub.get("services", []) if s.get("name") != service_name]
     services.append({
         "name": service_name,

@@ -281,8 +281,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         self._fracnb_labels = {**fields.labels, **contract.labels}
         self._fracnb_annotations = {**fields.annotations, **contract.annotations}
         self._fracnb_env = {**fields.environment, **contract.environment}
-        if self.fracnb_service_name:
-            self._fracnb_env["FRACNB_SERVICE_URL"] = self._service_url()
+        if self.fracnb_service_url:
+            self._fracnb_env["FRACNB_SERVICE_URL"] = self.fracnb_service_url
         kernel_timeout = parse_duration(self.gpu_kernel_cull_idle_timeout)
         if plan is not CPU_ONLY and kernel_timeout:
             # Read by the notebook side's server extension: args would be dropped when the image's
@@ -290,11 +290,6 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             self._fracnb_env["FRACNB_KERNEL_CULL_IDLE_TIMEOUT"] = str(kernel_timeout)
         self.fracnb_plan = plan
         self.fracnb_selection = {"profile": selection.slug, "choice": selection.choice_text}
-
-    def _service_url(self) -> str:
-        hub_url = self.hub.url if self.hub else "/hub/"
-        prefix = hub_url.rsplit("/hub/", 1)[0]
-        return f"{prefix}/services/{self.fracnb_service_name}/"
 
     def get_env(self) -> dict[str, str]:
         """The environment, with GPU-visibility and FRACNB_* variables only as fracnb sets them."""

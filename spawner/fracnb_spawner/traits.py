@@ -183,3 +183,12 @@ class FractionalTraits(HasTraits):
         Example: ``c.FractionalSpawner.fracnb_service_name = "fracnb"``
         """,
     ).tag(config=True)
+
+    fracnb_service_url = Unicode(
+        "",
+        help="""URL at which notebook pods reach the fracnb service, ending in ``/services/<name>/``:
+        the service's own address (its ``url`` in ``JupyterHub.services``) or the proxy's. Given to
+        notebooks as ``FRACNB_SERVICE_URL``; ``fracnb_spawner.setup(c)`` sets it. Default: "" (not given).
+        Example: ``c.FractionalSpawner.fracnb_service_url = "http://hub:10101/services/fracnb/"``
+        """,
+    ).tag(config=True)

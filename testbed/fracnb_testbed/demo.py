@@ -176,6 +176,7 @@ def hub_config(settings: DemoSettings, proxy: str) -> str:
         "c.FractionalSpawner.gpu_memory = '80Gi'",
         f"c.FractionalSpawner.gpu_idle_timeout = {settings.idle_timeout}",
         "c.FractionalSpawner.fracnb_service_name = 'fracnb'",
+        f"c.FractionalSpawner.fracnb_service_url = 'http://127.0.0.1:{settings.service_port}/services/fracnb/'",
         f"c.FractionalSpawner.profile_list = {PROFILES!r}",
         f"c.FracnbQuotas.default_user_quota = {DEFAULT_USER_QUOTA!r}",
         f"c.FracnbQuotas.group_quotas = {GROUP_QUOTAS!r}",

@@ -78,6 +78,12 @@ def test_quarter_gpu_notebook_meters_simulated_memory(demo: RunningDemo, page: P
     expect(status).to_contain_text(re.compile(r"GPU 6(\.0)? / 20 GiB"), timeout=30_000)
     shot(page, "lab-simulated-6gib")
 
+    # The notebook's server asks the hub's fracnb service for the user's quota with its own token.
+    usage = page.request.get(f"{demo.settings.url}/user/ann/fracnb/api/usage").json()
+    assert usage["budget"]["memory_bytes"] == 20 << 30
+    assert {"name": "team-a", "used": 0.25, "limit": 0.5} in usage["quota"]["groups"]
+    assert usage["cull"]["idle_timeout_seconds"] == demo.settings.idle_timeout
+
 
 def test_second_user_over_group_quota_is_refused(demo: RunningDemo, browser: Browser, page: Page) -> None:
     ann = browser.new_context()

@@ -20,6 +20,7 @@ def test_setup_registers_spawner_service_and_roles() -> None:
     assert "delete:servers" in roles["fracnb"]["scopes"]
     assert "access:services!service=fracnb" in roles["user"]["scopes"]
     assert c.FractionalSpawner.fracnb_service_name == "fracnb"
+    assert c.FractionalSpawner.fracnb_service_url == "http://127.0.0.1:10101/services/fracnb/"
 
 
 def test_setup_refuses_bad_profiles_naming_them() -> None:
