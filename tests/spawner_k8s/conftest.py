@@ -22,6 +22,17 @@ PROFILES = [
 ]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # KubeSpawner keeps one shared API client per event loop and closes it only when the hub
+    # shuts down; a pooled connection of an earlier test's loop may be collected during a later
+    # test. That is a test-harness artefact (one hub process has one loop), not a leak.
+    for item in items:
+        if "spawner_k8s" in str(item.path):
+            item.add_marker(
+                pytest.mark.filterwarnings("ignore:Exception ignored in:pytest.PytestUnraisableExceptionWarning")
+            )
+
+
 @pytest.fixture
 async def cluster_spawner(testbed, k8s_namespace, monkeypatch) -> AsyncIterator[Callable]:
     from kubernetes_asyncio.config import kube_config
@@ -38,6 +49,9 @@ async def cluster_spawner(testbed, k8s_namespace, monkeypatch) -> AsyncIterator[
         cfg.FractionalSpawner.namespace = k8s_namespace
         cfg.FractionalSpawner.start_timeout = cfg.FractionalSpawner.get("start_timeout", 30)
         cfg.FractionalSpawner.delete_grace_period = 0
+        if "node_selector" not in cfg.FractionalSpawner:
+            # Pods on the local nodes run their command for real; these tests only need KWOK's.
+            cfg.FractionalSpawner.node_selector = {"type": "kwok"}
         if "profile_list" not in cfg.FractionalSpawner:
             cfg.FractionalSpawner.profile_list = PROFILES
         spawner = FractionalSpawner(_mock=True, config=cfg)

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.k8s
 
 # profile slug -> node group the real scheduler must pick
 PLACEMENT = {
-    "quarter": ("a100-ts4", "local-a100-ts4"),
+    "quarter": ("a100-ts4",),
     "eighth": ("a100-ts8",),
     "mps": ("a100-mps",),
     "mig": ("a100-mig",),
