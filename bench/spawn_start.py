@@ -1,0 +1,133 @@
+"""start() to running for 100 notebooks: FractionalSpawner 0.25 GPU vs stock KubeSpawner, 1 whole GPU.
+
+Both run against the same testbed (the ``large`` cluster: 150 A100 nodes time-sliced 4 ways,
+30 H100 nodes with 8 whole GPUs, ...), alternating, 100 concurrent starts per batch. Each
+sample is one notebook's start() call; pods are deleted between batches.
+
+    python -m bench.spawn_start [--rounds 3] [--notebooks 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from traitlets.config import Config
+
+from fracnb_testbed.binaries import find_bin_dir
+from fracnb_testbed.clusters import load_cluster
+from fracnb_testbed.controlplane import down, up
+from fracnb_testbed.handle import Testbed
+
+
+def ours_config(namespace: str) -> Config:
+    config = Config()
+    config.FractionalSpawner.profile_list = [{"display_name": "0.25 GPU", "slug": "gpu", "gpu": {"fraction": 0.25}}]
+    config.FractionalSpawner.namespace = namespace
+    config.FractionalSpawner.node_selector = {"type": "kwok"}
+    config.FractionalSpawner.start_timeout = 300
+    return config
+
+
+def stock_config(namespace: str, override: dict | None = None) -> Config:
+    """Stock KubeSpawner, one whole GPU per notebook (unless ``override`` says otherwise)."""
+    config = Config()
+    override = override or {"extra_resource_limits": {"nvidia.com/gpu": "1"}}
+    config.KubeSpawner.profile_list = [{"display_name": "GPU", "slug": "gpu", "kubespawner_override": override}]
+    config.KubeSpawner.namespace = namespace
+    config.KubeSpawner.node_selector = {"type": "kwok"}
+    config.KubeSpawner.start_timeout = 300
+    return config
+
+
+def stock_shared_config(namespace: str) -> Config:
+    """Stock KubeSpawner with the same time-sliced quarter written by hand: same nodes as ours."""
+    override = {
+        "extra_resource_limits": {"nvidia.com/gpu.shared": "1"},
+        "node_selector": {
+            "type": "kwok",
+            "nvidia.com/gpu.sharing-strategy": "time-slicing",
+            "nvidia.com/gpu.replicas": "4",
+        },
+    }
+    return stock_config(namespace, override)
+
+
+async def batch(spawner_class: type, config: Config, notebooks: int, tag: str) -> tuple[list[float], float]:
+    spawners = []
+    for index in range(notebooks):
+        spawner = spawner_class(_mock=True, config=config)
+        spawner.pod_name = f"jupyter-{tag}-{index}"
+        spawner.user_options = {"profile": "gpu"}
+        spawners.append(spawner)
+
+    async def timed(spawner) -> float:
+        started = time.perf_counter()
+        await spawner.start()
+        return time.perf_counter() - started
+
+    started = time.perf_counter()
+    latencies = await asyncio.gather(*(timed(s) for s in spawners))
+    wall = time.perf_counter() - started
+    await asyncio.gather(*(s.stop() for s in spawners))
+    return list(latencies), wall
+
+
+async def run(testbed: Testbed, rounds: int, notebooks: int) -> None:
+    from kubernetes_asyncio.config import kube_config
+    from kubespawner import KubeSpawner, clients
+
+    from fracnb_spawner.spawner import FractionalSpawner
+
+    os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(testbed.kubeconfig)
+    clients.load_config.cache_clear()
+    namespace = testbed.create_namespace("bench")
+    variants = [
+        ("ours", FractionalSpawner, ours_config),
+        ("stock", KubeSpawner, stock_config),
+        ("stock-shared", KubeSpawner, stock_shared_config),
+    ]
+    latencies: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+    walls: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+    for name, cls, make in variants:  # warm-up: reflectors, connection pools, scheduler caches
+        await batch(cls, make(namespace), 10, f"warm-{name}")
+    for round_ in range(rounds):
+        shift = round_ % len(variants)
+        for name, cls, make in variants[shift:] + variants[:shift]:
+            samples, wall = await batch(cls, make(namespace), notebooks, f"{name}{round_}")
+            latencies[name].extend(samples)
+            walls[name].append(wall)
+            print(f"round {round_ + 1} {name:12}: median start {statistics.median(samples):.3f} s, batch {wall:.1f} s")
+    await KubeSpawner._stop_all_reflectors()
+    ours = statistics.median(latencies["ours"])
+    for peer in ("stock", "stock-shared"):
+        theirs = statistics.median(latencies[peer])
+        ratio_wall = statistics.median(walls["ours"]) / statistics.median(walls[peer])
+        print(
+            f"ours vs {peer:12}: median start {ours:.3f} s vs {theirs:.3f} s, ratio {ours / theirs:.3f};"
+            f" batch ratio {ratio_wall:.3f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--notebooks", type=int, default=100)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as directory:
+        print("starting the testbed (large cluster) ...")
+        state = up(load_cluster("large"), Path(directory) / "state", bin_dir=find_bin_dir())
+        try:
+            asyncio.run(run(Testbed(state), args.rounds, args.notebooks))
+        finally:
+            down(state.directory)
+
+
+if __name__ == "__main__":
+    main()
