@@ -1,0 +1,40 @@
+"""Page helpers shared by the end-to-end tests."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import Page
+
+from fracnb_testbed.demo import RunningDemo
+
+from .conftest import ARTIFACTS
+
+SPAWN_TIMEOUT_MS = 180_000
+
+
+def shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def log_in(page: Page, demo: RunningDemo, user: str) -> None:
+    page.goto(f"{demo.settings.url}/hub/login")
+    page.fill("#username_input", user)
+    page.fill("#password_input", demo.settings.password)
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(r".*/(hub/(home|spawn)|user/).*"))
+
+
+def profile_row(page: Page, slug: str):
+    return page.locator(f'[data-fracnb-profile="{slug}"]')
+
+
+def start_profile(page: Page, demo: RunningDemo, user: str, slug: str) -> None:
+    """Start ``user``'s server with ``slug`` from the form (no-op if it already runs) and wait for Lab."""
+    page.goto(f"{demo.settings.url}/hub/spawn")
+    if f"/user/{user}/" not in page.url:
+        page.check(f'input[name=profile][value="{slug}"]')
+        page.click("form [type=submit]")
+    page.wait_for_url(re.compile(rf".*/user/{user}/lab.*"), timeout=SPAWN_TIMEOUT_MS)
+    page.wait_for_selector(".jp-LabShell", timeout=60_000)
