@@ -25,11 +25,15 @@
  *   device.0.mig.0.memory_total=10737418240
  *   process=0:1234:1073741824               (device[/mig slot]:pid:bytes or 'na'[:graphics])
  *   error.nvmlDeviceGetCount_v2=999         (that call returns this NVML return code)
+ *   release_exited=1                        (processes that no longer exist hold no memory,
+ *                                            as with a real driver; default 0 keeps them)
  *
  * Only the NVML functions the fracnb meter (and common tools) call are implemented.
  * Everything here is written for this project from the public NVML API description.
  */
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +100,7 @@ struct failure {
 
 struct state {
     char driver_version[80], nvml_version[80];
-    int device_count, proc_count, failure_count;
+    int device_count, proc_count, failure_count, release_exited;
     struct device devices[MAX_DEVICES];
     struct proc procs[MAX_PROCS];
     struct failure failures[MAX_ERRORS];
@@ -199,6 +203,7 @@ static void parse_line(char *line) {
     const char *key = line, *value = eq + 1;
     if (!strcmp(key, "driver_version")) copy_text(st.driver_version, 80, value);
     else if (!strcmp(key, "nvml_version")) copy_text(st.nvml_version, 80, value);
+    else if (!strcmp(key, "release_exited")) st.release_exited = atoi(value) != 0;
     else if (!strncmp(key, "device.", 7)) parse_device_key(key, value);
     else if (!strcmp(key, "process")) parse_process(value);
     else if (!strncmp(key, "error.", 6) && st.failure_count < MAX_ERRORS) {
@@ -407,11 +412,16 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t handle, unsigned int *index) {
 
 /* ---- memory and utilisation ----------------------------------------------------- */
 
+/* A real driver frees a process's memory when it exits; with release_exited=1 so do we. */
+static int process_alive(const struct proc *p) {
+    return !st.release_exited || kill((pid_t)p->pid, 0) == 0 || errno != ESRCH;
+}
+
 static u64 process_memory(int d, int m) {
     u64 sum = 0;
     for (int i = 0; i < st.proc_count; i++) {
         struct proc *p = &st.procs[i];
-        if (p->device == d && (m < 0 || p->mig == m) && p->memory_known) sum += p->memory;
+        if (p->device == d && (m < 0 || p->mig == m) && p->memory_known && process_alive(p)) sum += p->memory;
     }
     return sum;
 }
@@ -486,7 +496,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t handle, void *samples,
 /* ---- running processes --------------------------------------------------------- */
 
 static int process_matches(const struct proc *p, int d, int m, int graphics) {
-    return p->device == d && p->graphics == graphics && (m < 0 || p->mig == m);
+    return p->device == d && p->graphics == graphics && (m < 0 || p->mig == m) && process_alive(p);
 }
 
 /* Fill the caller's array following NVML's protocol: with too small a buffer (or NULL),

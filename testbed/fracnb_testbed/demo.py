@@ -132,7 +132,7 @@ def prepare_fake_gpu(directory: Path) -> dict[str, str]:
 
     library = build(directory / "lib")
     state_file = directory / "nvml-state"
-    write_state(state_file, FakeState(devices=[FakeDevice.a100(0, name=SIMULATED_GPU_NAME)]))
+    write_state(state_file, FakeState(devices=[FakeDevice.a100(0, name=SIMULATED_GPU_NAME)], release_exited=True))
     return {"LD_LIBRARY_PATH": str(library.parent), "FAKE_NVML_STATE": str(state_file)}
 
 

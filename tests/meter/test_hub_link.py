@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 from fracnb_meter.hubservice import NO_REPORT, ServiceReports, fetch_report_blocking, report_from_me
-from fracnb_meter.testing.server import start_server
+from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
+from fracnb_meter.testing.server import StateFile, start_server
 
 ME = {
     "user": "ann",
@@ -75,5 +76,36 @@ def test_idle_kernels_are_culled_and_busy_ones_kept(tmp_path: Path) -> None:
             time.sleep(1)
         assert idle not in ids, "the idle kernel was not culled"
         assert busy in ids, "a busy kernel must not be culled"
+    finally:
+        server.stop()
+
+
+def test_culling_an_idle_kernel_gives_its_gpu_memory_back(tmp_path: Path, fake_nvml_library: Path) -> None:
+    state = StateFile(tmp_path / "nvml-state")
+    state.write(FakeState(devices=[FakeDevice.a100(0)], release_exited=True))
+    env = {
+        "FRACNB_KERNEL_CULL_IDLE_TIMEOUT": "2",
+        "FRACNB_GPU_MEMORY_LIMIT": str(20 << 30),
+        "FRACNB_GPU_FRACTION": "0.25",
+    }
+    server = start_server(
+        tmp_path, fake_nvml_library, state, meter_config={"sample_interval_floor": 0.0}, extra_env=env
+    )
+    try:
+        kernel_id = server.start_session("holds-gpu.ipynb")
+        (kernel,) = [k for k in server.usage()["kernels"] if k["id"] == kernel_id]
+        state.write(
+            FakeState(
+                devices=[FakeDevice.a100(0)], processes=[FakeProcess(0, kernel["pid"], 4 << 30)], release_exited=True
+            )
+        )
+        assert server.usage()["server"]["gpu_memory_bytes"] == 4 << 30
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and server.usage()["kernels"]:
+            time.sleep(1)
+        usage = server.usage()
+        assert usage["kernels"] == [], "the idle kernel was not culled"
+        assert usage["server"]["gpu_memory_bytes"] == 0
+        assert usage["gpus"][0]["memory_used_bytes"] == 0
     finally:
         server.stop()

@@ -102,9 +102,10 @@ class FakeState:
     devices: list[FakeDevice] = field(default_factory=list)
     processes: list[FakeProcess] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)  # NVML function -> return code
+    release_exited: bool = False  # like a real driver: processes that exited hold no memory
 
     def render(self) -> str:
-        lines = [f"driver_version={self.driver_version}"]
+        lines = [f"driver_version={self.driver_version}", f"release_exited={int(self.release_exited)}"]
         for index, device in enumerate(self.devices):
             lines += _device_lines(index, device)
         lines += [f"process={_process_value(p)}" for p in self.processes]
@@ -170,6 +171,8 @@ def _parse(text: str) -> FakeState:
             state.driver_version = value
         elif key == "process":
             state.processes.append(_parse_process(value))
+        elif key == "release_exited":
+            state.release_exited = value.strip() == "1"
         elif key.startswith("error."):
             state.errors[key[len("error.") :]] = int(value)
         elif key.startswith("device."):
