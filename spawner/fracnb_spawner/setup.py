@@ -9,8 +9,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from traitlets import TraitError
+
 from .gpu import GPUDefaults
 from .profiles import ProfileConfigError, initialize_profiles, validate_profiles
+from .quota import FracnbQuotas
 from .units import parse_bytes
 
 SERVICE_SCOPES = [
@@ -45,6 +48,10 @@ def setup(c: Any, *, config_file: str | None = None, service: bool = True, servi
             validate_profiles(initialize_profiles(raw), defaults)
         except ProfileConfigError as error:
             raise SystemExit(f"fracnb: refusing to start, FractionalSpawner.profile_list: {error}") from None
+    try:
+        FracnbQuotas(config=c).policy()
+    except TraitError as error:
+        raise SystemExit(f"fracnb: refusing to start, {error}") from None
     if not service:
         return
     if config_file is None:

@@ -28,3 +28,10 @@ def test_setup_refuses_bad_profiles_naming_them() -> None:
     c.KubeSpawner.profile_list = [{"display_name": "Too much", "slug": "big", "gpu": {"fraction": 2}}]
     with pytest.raises(SystemExit, match=r"profile 'big' \('Too much'\): fraction 2 is outside"):
         setup(c, service=False)
+
+
+def test_setup_refuses_bad_quotas_naming_the_key() -> None:
+    c = Config()
+    c.FracnbQuotas.group_quotas = {"team-a": "6 gpus"}
+    with pytest.raises(SystemExit, match=r"group_quotas\['team-a'\]: '6 gpus' is not a number of GPUs"):
+        setup(c, service=False)
