@@ -60,7 +60,8 @@ def _quota_text(quota: dict[str, Any] | None) -> str | None:
     parts = []
     user = quota.get("user")
     if user:
-        parts.append(f"you: {user['used']:g} of {user['limit']:g} GPUs")
+        limit = "no limit" if user.get("limit") is None else f"of {user['limit']:g} GPUs"
+        parts.append(f"you: {user['used']:g} {limit}")
     parts += [f"{g['name']}: {g['used']:g} of {g['limit']:g} GPUs" for g in quota.get("groups", [])]
     return "GPU quota across servers — " + ", ".join(parts) if parts else None
 

@@ -39,7 +39,7 @@ from .profiles import (
     validate_profiles,
 )
 from .progress import describe_plan, waiting_message
-from .quota import Allocation, FracnbQuotas, allocations_from_pods, check_request
+from .quota import Allocation, FracnbQuotas, QuotaPolicy, allocations_from_pods, check_request
 from .traits import FractionalTraits
 from .units import format_fraction, parse_bytes, parse_duration, parse_fraction
 
@@ -54,7 +54,8 @@ def _env_name(variable: Any) -> str:
 
 
 _PLAN_TRAITS = ("extra_resource_limits", "extra_resource_guarantees", "node_selector", "scheduler_name")
-_validated: dict[tuple[int, str], list[Any]] = {}
+_validated: set[str] = set()
+_quota_policies: dict[int, tuple[Any, QuotaPolicy]] = {}
 
 
 class FractionalSpawner(KubeSpawner, FractionalTraits):
@@ -121,15 +122,14 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         return profiles
 
     def _validate_once(self, raw: Any, profiles: list[dict]) -> None:
-        # A static list is validated once per configuration; a callable's result every time.
-        defaults = self.gpu_defaults()
-        key = (id(raw), repr(defaults))
-        cached = _validated.get(key)
-        if cached is not None and cached[0] is raw:
+        # Each spawner holds its own copy of the configured list; validate each distinct content once.
+        if callable(self.profile_list):
+            validate_profiles(profiles, self.gpu_defaults())
             return
-        validate_profiles(profiles, defaults)
-        if raw is self.profile_list:
-            _validated[key] = [raw]
+        key = repr((raw, self.gpu_defaults()))
+        if key not in _validated:
+            validate_profiles(profiles, self.gpu_defaults())
+            _validated.add(key)
 
     @default("server_token_scopes")
     def _default_server_token_scopes(self) -> list[str]:
@@ -202,7 +202,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         cluster's pods (listed fresh, so a hub restart neither forgets nor double-counts)
         plus admitted spawns whose pods don't exist yet.
         """
-        policy = FracnbQuotas(parent=self).policy()
+        policy = self.quota_policy()
         if plan.fraction == 0 or not policy.has_limits:
             return
         async with LEDGER.lock:
@@ -214,6 +214,14 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 raise rejection(403, f"Over GPU quota: {decision.message}", reason="quota")
             if reserve:
                 LEDGER.reserve(Allocation(self.user.name, self.name, plan.fraction, selection.slug))
+
+    def quota_policy(self) -> QuotaPolicy:
+        """``c.FracnbQuotas`` as a policy, read once per hub configuration object."""
+        cached = _quota_policies.get(id(self.config))
+        if cached is None or cached[0] is not self.config:
+            cached = (self.config, FracnbQuotas(parent=self).policy())
+            _quota_policies[id(self.config)] = cached
+        return cached[1]
 
     def _group_members(self) -> dict[str, list[str]]:
         return {group.name: [member.name for member in group.users] for group in self.user.groups}
@@ -230,7 +238,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
 
     async def annotate_form_rows(self, rows: dict) -> dict:
         """Add free capacity (cluster-wide) and quota refusals to the spawn form's rows."""
-        policy = FracnbQuotas(parent=self).policy()
+        policy = self.quota_policy()
         nodes, pods = await self._cluster_view() if self.show_availability else ([], [])
         allocations = await self._allocations_in_cluster() if policy.has_limits else []
         annotated = {}
@@ -302,9 +310,11 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         pod = await super().get_pod_manifest()
         pod.metadata.labels = {**(pod.metadata.labels or {}), **self._fracnb_labels}
         pod.metadata.annotations = {**(pod.metadata.annotations or {}), **self._fracnb_annotations}
-        container = pod.spec.containers[0]
-        kept = [var for var in container.env or [] if not _is_reserved_env(_env_name(var))]
-        container.env = kept + [V1EnvVar(name=k, value=v) for k, v in self._fracnb_env.items()]
+        if self.extra_container_config.get("env"):
+            # get_env() already controls the reserved names; a raw env list in extra_container_config doesn't.
+            container = pod.spec.containers[0]
+            kept = [var for var in container.env or [] if not _is_reserved_env(_env_name(var))]
+            container.env = kept + [V1EnvVar(name=k, value=v) for k, v in self._fracnb_env.items()]
         return pod
 
     # ---- state across hub restarts ---------------------------------------------------------------------

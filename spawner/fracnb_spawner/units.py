@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 _BYTE_UNITS = {
     "": 1,
@@ -27,6 +28,7 @@ class QuantityError(ValueError):
     """A quantity in the configuration could not be understood; the message says how to fix it."""
 
 
+@lru_cache(maxsize=1024)  # pure, and called on every spawn with the same few values
 def parse_bytes(value: object) -> int:
     """Return a byte count from an int or a Kubernetes-style size string ("10Gi", "20G", "512Mi")."""
     if isinstance(value, bool):
@@ -47,6 +49,7 @@ def parse_bytes(value: object) -> int:
     return size
 
 
+@lru_cache(maxsize=1024)  # pure, and called on every spawn with the same few values
 def parse_fraction(value: object) -> Fraction:
     """Return an exact fraction from a number (0.25), a decimal string ("0.25") or a ratio ("1/4").
 
@@ -93,6 +96,7 @@ _DURATION_PATTERN = re.compile(r"(?P<number>\d+)\s*(?P<unit>[smhd]?)")
 _DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
+@lru_cache(maxsize=1024)  # pure, and called on every spawn with the same few values
 def parse_duration(value: object) -> int:
     """Seconds from an int or a string such as "90s", "30m", "8h", "1d"; 0 means "never"."""
     if isinstance(value, bool):

@@ -56,6 +56,21 @@ def test_quarter_gpu_notebook_meters_simulated_memory(demo: RunningDemo, page: P
     assert {"name": "team-a", "used": 0.25, "limit": 0.5} in usage["quota"]["groups"]
     assert usage["cull"]["idle_timeout_seconds"] == demo.settings.idle_timeout
 
+    # The quota widget in the notebook: this kernel's memory and the group's quota, live.
+    editor = page.locator(".jp-Notebook .jp-Cell .cm-content").last
+    page.locator(".jp-Notebook").first.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")
+    editor = page.locator(".jp-Notebook .jp-Cell .cm-content").last
+    editor.click()
+    editor.type("%load_ext fracnb_meter")
+    page.keyboard.press("Shift+Enter")
+    widget = page.locator(".jp-OutputArea-output .widget-html-content", has_text="this kernel")
+    expect(widget.first).to_contain_text("this kernel 6.0 GiB", timeout=60_000)
+    quota = page.locator(".jp-OutputArea-output .widget-html-content", has_text="team-a")
+    expect(quota.first).to_contain_text("team-a: 0.25 of 0.5 GPUs", timeout=60_000)
+    shot(page, "lab-quota-widget")
+
 
 def test_second_user_over_group_quota_is_refused(demo: RunningDemo, browser: Browser, page: Page) -> None:
     ann = browser.new_context()
