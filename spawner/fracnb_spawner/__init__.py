@@ -17,7 +17,7 @@ def __getattr__(name: str) -> Any:
 
         return FractionalSpawner
     if name == "setup":
-        from .setup import setup  # noqa: PLC0415
+        from .configure import setup  # noqa: PLC0415
 
         return setup
     raise AttributeError(name)

@@ -164,7 +164,6 @@ def hub_config(settings: DemoSettings, proxy: str) -> str:
         f"c.Authenticator.allowed_users = {set(settings.users)!r}",
         "c.Authenticator.admin_users = {'admin'}",
         f"c.JupyterHub.load_groups = {_groups_config(groups)!r}",
-        "c.JupyterHub.spawner_class = 'fractional'",
         f"c.KubeSpawner.namespace = {settings.namespace!r}",
         f"c.KubeSpawner.node_selector = {{{RUNNER_LABEL!r}: 'local'}}",
         "c.KubeSpawner.cmd = ['jupyterhub-singleuser']",
@@ -175,8 +174,6 @@ def hub_config(settings: DemoSettings, proxy: str) -> str:
         "c.FractionalSpawner.gpu_backend = 'time-slicing'",
         "c.FractionalSpawner.gpu_memory = '80Gi'",
         f"c.FractionalSpawner.gpu_idle_timeout = {settings.idle_timeout}",
-        "c.FractionalSpawner.fracnb_service_name = 'fracnb'",
-        f"c.FractionalSpawner.fracnb_service_url = 'http://127.0.0.1:{settings.service_port}/services/fracnb/'",
         f"c.FractionalSpawner.profile_list = {PROFILES!r}",
         f"c.FracnbQuotas.default_user_quota = {DEFAULT_USER_QUOTA!r}",
         f"c.FracnbQuotas.group_quotas = {GROUP_QUOTAS!r}",
@@ -186,39 +183,15 @@ def hub_config(settings: DemoSettings, proxy: str) -> str:
         f"c.FracnbService.default_idle_timeout = {settings.idle_timeout}",
         f"c.FracnbService.kubeconfig = {str(settings.kubeconfig)!r}",
         f"c.FracnbService.namespace = {settings.namespace!r}",
-        f"c.JupyterHub.services = [{_service_entry(settings)}]",
-        f"c.JupyterHub.load_roles = {_ROLES!r}",
+        # What an admin writes last: select the spawner, check it all, register the service.
+        "from fracnb_spawner import setup",
+        f"setup(c, config_file=__file__, service_url='http://127.0.0.1:{settings.service_port}')",
     ]
     return "\n".join(lines) + "\n"
 
 
-_ROLES = [
-    {
-        "name": "fracnb",
-        "scopes": [
-            "list:users",
-            "read:users:activity",
-            "read:servers",
-            "delete:servers",
-            "read:users:groups",
-            "read:groups",
-        ],
-        "services": ["fracnb"],
-    },
-    {"name": "user", "scopes": ["self", "access:services!service=fracnb"]},
-]
-
-
 def _groups_config(groups: dict[str, list[str]]) -> dict[str, dict[str, list[str]]]:
     return {name: {"users": sorted(users)} for name, users in sorted(groups.items())}
-
-
-def _service_entry(settings: DemoSettings) -> str:
-    return (
-        "{'name': 'fracnb', "
-        f"'url': 'http://127.0.0.1:{settings.service_port}', "
-        "'command': [sys.executable, '-m', 'fracnb_spawner.service', '--config', __file__]}"
-    )
 
 
 # ---- running things -------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from traitlets.config import Config
 
-from fracnb_spawner.setup import setup
+from fracnb_spawner.configure import setup
 
 
 def test_setup_registers_spawner_service_and_roles() -> None:
