@@ -3,7 +3,6 @@ merged over its defaults, and the hub configuration they yield gives the expecte
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
@@ -15,9 +14,8 @@ from kubespawner import clients
 
 from fracnb_spawner import dryrun
 
-REPO = Path(__file__).resolve().parents[2]
-VALUES_DIR = REPO / "helm-values"
-CHART_DIR = REPO.parent / "shared" / "z2jh-4.4.0"
+from .conftest import VALUES_DIR, merged, values_of
+
 SCENARIOS = ["time-slicing", "mps", "mig-mixed", "hami", "kai", "mixed-cluster"]
 
 TS4 = {"nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "4"}
@@ -79,32 +77,6 @@ EXPECTED = {
         "full": ({"nvidia.com/gpu": "1"}, {"nvidia.com/gpu.sharing-strategy": "none"}, "(default)"),
     },
 }
-
-
-def merged(base: dict, override: dict) -> dict:
-    """Helm's merge: mappings merge key by key, anything else (lists too) is replaced."""
-    result = copy.deepcopy(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(result.get(key), dict):
-            result[key] = merged(result[key], value)
-        else:
-            result[key] = copy.deepcopy(value)
-    return result
-
-
-@pytest.fixture(scope="module")
-def chart() -> tuple[dict, dict]:
-    if not (CHART_DIR / "values.schema.yaml").is_file():
-        pytest.skip(
-            f"the Zero-to-JupyterHub 4.4.0 chart files are not at {CHART_DIR} (values.yaml, values.schema.yaml)"
-        )
-    defaults = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
-    schema = yaml.safe_load((CHART_DIR / "values.schema.yaml").read_text())
-    return defaults, schema
-
-
-def values_of(scenario: str) -> dict:
-    return yaml.safe_load((VALUES_DIR / f"{scenario}.yaml").read_text())
 
 
 @pytest.mark.parametrize("path", sorted(VALUES_DIR.glob("*.yaml")), ids=lambda p: p.name)
