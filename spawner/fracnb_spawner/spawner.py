@@ -54,7 +54,7 @@ def _env_name(variable: Any) -> str:
 
 
 _PLAN_TRAITS = ("extra_resource_limits", "extra_resource_guarantees", "node_selector", "scheduler_name")
-_validated: set[str] = set()
+_validated: dict[int, tuple[Any, Any, GPUDefaults]] = {}
 _quota_policies: dict[int, tuple[Any, QuotaPolicy]] = {}
 
 
@@ -122,14 +122,17 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         return profiles
 
     def _validate_once(self, raw: Any, profiles: list[dict]) -> None:
-        # Each spawner holds its own copy of the configured list; validate each distinct content once.
+        # Each spawner holds its own copy of the configured list: validate a given content once per
+        # hub configuration (comparing copies is cheap; validating is not).
+        defaults = self.gpu_defaults()
         if callable(self.profile_list):
-            validate_profiles(profiles, self.gpu_defaults())
+            validate_profiles(profiles, defaults)
             return
-        key = repr((raw, self.gpu_defaults()))
-        if key not in _validated:
-            validate_profiles(profiles, self.gpu_defaults())
-            _validated.add(key)
+        cached = _validated.get(id(self.config))
+        if cached is not None and cached[0] is self.config and cached[1] == raw and cached[2] == defaults:
+            return
+        validate_profiles(profiles, defaults)
+        _validated[id(self.config)] = (self.config, _copy_plain(raw), defaults)
 
     @default("server_token_scopes")
     def _default_server_token_scopes(self) -> list[str]:
