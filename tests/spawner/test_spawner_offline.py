@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from kubespawner import __version__ as kubespawner_version
 from traitlets.config import Config
 
 GIB = 2**30
@@ -154,3 +155,21 @@ async def test_callable_profile_list_is_validated_when_called(make_spawner) -> N
     with pytest.raises(Exception, match="profile 'broken'") as caught:
         await spawner.load_user_options()
     assert caught.value.status_code == 500
+
+
+@pytest.mark.skipif(
+    tuple(int(part) for part in kubespawner_version.split(".")[:2]) < (7, 1),
+    reason="KubeSpawner 7.1 added the dict form of profile_list",
+)
+async def test_dict_form_profile_list(make_spawner) -> None:
+    config = Config()
+    config.FractionalSpawner.profile_list = {
+        "b-quarter": {"display_name": "Quarter", "slug": "quarter", "gpu": {"fraction": 0.25}},
+        "a-cpu": {"display_name": "CPU", "slug": "cpu"},
+    }
+    spawner = make_spawner(config, {})
+    await spawner.load_user_options()
+    assert spawner.user_options == {"profile": "cpu"}  # ordered by key: a-cpu is first, so the default
+    spawner = make_spawner(config, {"profile": "quarter"})
+    await spawner.load_user_options()
+    assert spawner.extra_resource_limits == {"nvidia.com/gpu.shared": "1"}
