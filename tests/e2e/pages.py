@@ -38,3 +38,16 @@ def start_profile(page: Page, demo: RunningDemo, user: str, slug: str) -> None:
         page.click("form [type=submit]")
     page.wait_for_url(re.compile(rf".*/user/{user}/lab.*"), timeout=SPAWN_TIMEOUT_MS)
     page.wait_for_selector(".jp-LabShell", timeout=60_000)
+
+
+def run_cell(page: Page, code: str) -> None:
+    """Type ``code`` into the notebook's last cell and run it once the kernel is idle.
+
+    A cell run before the kernel has connected is not executed, so wait for the toolbar's
+    execution indicator first.
+    """
+    page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for(timeout=60_000)
+    editor = page.locator(".jp-Notebook .jp-Cell .cm-content").last
+    editor.click()
+    editor.type(code)
+    page.keyboard.press("Shift+Enter")

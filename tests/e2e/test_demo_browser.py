@@ -9,7 +9,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from fracnb_testbed.demo import RunningDemo
 
-from .pages import log_in, profile_row, shot, start_profile
+from .pages import log_in, profile_row, run_cell, shot, start_profile
 
 REFUSAL = "team-a uses 0.25 of 0.5 GPUs; this choice needs 0.5"
 
@@ -41,10 +41,7 @@ def test_quarter_gpu_notebook_meters_simulated_memory(demo: RunningDemo, page: P
     shot(page, "lab-quarter-gpu")
 
     page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
-    editor = page.locator(".jp-Notebook .jp-Cell .cm-content").first
-    editor.click()
-    editor.type('import fracnb_meter.simulate as sim\nsim.allocate("6GiB")')
-    page.keyboard.press("Shift+Enter")
+    run_cell(page, 'import fracnb_meter.simulate as sim\nsim.allocate("6GiB")')
     # allocate() returns this kernel's simulated total in bytes.
     expect(page.locator(".jp-OutputArea-output").first).to_contain_text(str(6 << 30), timeout=60_000)
     expect(status).to_contain_text(re.compile(r"GPU 6(\.0)? / 20 GiB"), timeout=30_000)
@@ -57,14 +54,7 @@ def test_quarter_gpu_notebook_meters_simulated_memory(demo: RunningDemo, page: P
     assert usage["cull"]["idle_timeout_seconds"] == demo.settings.idle_timeout
 
     # The quota widget in the notebook: this kernel's memory and the group's quota, live.
-    editor = page.locator(".jp-Notebook .jp-Cell .cm-content").last
-    page.locator(".jp-Notebook").first.click()
-    page.keyboard.press("Escape")
-    page.keyboard.press("b")
-    editor = page.locator(".jp-Notebook .jp-Cell .cm-content").last
-    editor.click()
-    editor.type("%load_ext fracnb_meter")
-    page.keyboard.press("Shift+Enter")
+    run_cell(page, "%load_ext fracnb_meter")
     widget = page.locator(".jp-OutputArea-output .widget-html-content", has_text="this kernel")
     expect(widget.first).to_contain_text("this kernel 6.0 GiB", timeout=60_000)
     quota = page.locator(".jp-OutputArea-output .widget-html-content", has_text="team-a")
