@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from fracnb_testbed.demo import RunningDemo
 
@@ -41,13 +41,28 @@ def start_profile(page: Page, demo: RunningDemo, user: str, slug: str) -> None:
 
 
 def run_cell(page: Page, code: str) -> None:
-    """Type ``code`` into the notebook's last cell and run it once the kernel is idle.
+    """Type ``code`` into a fresh cell at the end of the open notebook and run it.
 
-    A cell run before the kernel has connected is not executed, so wait for the toolbar's
-    execution indicator first.
+    An execute request sent while the kernel is still connecting can be dropped, leaving the
+    cell unexecuted ("[ ]:"); the run is repeated until the prompt shows it was taken.
     """
     page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for(timeout=60_000)
-    editor = page.locator(".jp-Notebook .jp-Cell .cm-content").last
+    cell = page.locator(".jp-Notebook .jp-Cell").last
+    if cell.locator(".cm-content").inner_text().strip():
+        cell.click()
+        page.keyboard.press("Escape")
+        page.keyboard.press("b")  # a new cell below
+        cell = page.locator(".jp-Notebook .jp-Cell").last
+    editor = cell.locator(".cm-content")
     editor.click()
     editor.type(code)
-    page.keyboard.press("Shift+Enter")
+    prompt = cell.locator(".jp-InputPrompt")
+    for _attempt in range(4):
+        editor.click()
+        page.keyboard.press("Control+Enter")
+        try:
+            expect(prompt).not_to_have_text(re.compile(r"^\[ \]:$"), timeout=15_000)
+            return
+        except AssertionError:
+            continue
+    raise AssertionError(f"the notebook never ran the cell {code!r}")
