@@ -320,7 +320,8 @@ def announce(settings: DemoSettings, runner_env: dict[str, str]) -> None:
     print(f"\nfracnb demo running at {settings.url}/", flush=True)
     print(f"  log in as {', '.join(settings.users)} with password {settings.password!r}")
     groups = ", ".join(f"{g}: {q} GPU" for g, q in GROUP_QUOTAS.items())
-    print(f"  group quotas: {groups}; users: {DEFAULT_USER_QUOTA} GPU unless {USER_QUOTAS}")
+    users = ", ".join(f"{u}: {'no limit' if q is None else f'{q} GPU'}" for u, q in USER_QUOTAS.items())
+    print(f"  GPU quotas: groups {groups}; users {users}; everyone else {DEFAULT_USER_QUOTA} GPU")
     if runner_env:
         print(f"  simulated GPU: {SIMULATED_GPU_NAME}; in a notebook try")
         print('    import fracnb_meter.simulate as sim; sim.allocate("6GiB")')
