@@ -233,7 +233,10 @@ class FracnbService(Application):
         await self.cull_forever(state)
 
     def start(self) -> None:
-        asyncio.run(self.serve())
+        try:
+            asyncio.run(self.serve())
+        except KeyboardInterrupt:  # the hub stops its managed services with SIGINT
+            self.log.info("fracnb service stopped")
 
 
 def main(argv: list[str] | None = None) -> None:
