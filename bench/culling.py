@@ -332,6 +332,8 @@ async def run(args) -> None:
         median = statistics.median
         print(f"ratio ours/theirs (default): {median(ours) / median(theirs):.2f}")
         print(f"ratio ours/theirs (page 200): {median(ours) / median(theirs_200):.2f}")
+        if hasattr(pods, "close"):
+            await pods.close()
         latencies = await reclaim_latency(hub, names[: args.reclaim_servers], args.cull_every)
         print(
             f"reclaim latency with cull_every={args.cull_every:g}s over {len(latencies)} servers:"
