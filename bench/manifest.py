@@ -16,14 +16,10 @@ from pathlib import Path
 
 from traitlets.config import Config
 
+from fracnb_spawner.dryrun import OFFLINE_KUBECONFIG
+
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "300"))
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: b, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: b, user: {token: b}}]
-contexts: [{name: b, context: {cluster: b, user: b, namespace: bench}}]
-current-context: b
-"""
+
 
 FRACTIONAL_PROFILES = {
     "time-slicing 1/4": {"fraction": 0.25},
@@ -82,7 +78,7 @@ async def run() -> None:
 def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "kubeconfig"
-        path.write_text(KUBECONFIG)
+        path.write_text(OFFLINE_KUBECONFIG)
         os.environ["KUBECONFIG"] = str(path)
         asyncio.run(run())
 

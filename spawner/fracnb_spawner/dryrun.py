@@ -25,7 +25,7 @@ from traitlets.config import Config, PyFileConfigLoader
 from .profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
 from .progress import plan_summary
 
-_OFFLINE_KUBECONFIG = """apiVersion: v1
+OFFLINE_KUBECONFIG = """apiVersion: v1
 kind: Config
 clusters: [{name: offline, cluster: {server: "https://127.0.0.1:1"}}]
 users: [{name: offline, user: {token: offline}}]
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with tempfile.TemporaryDirectory() as scratch:
         kubeconfig = Path(scratch) / "kubeconfig"
-        kubeconfig.write_text(_OFFLINE_KUBECONFIG)
+        kubeconfig.write_text(OFFLINE_KUBECONFIG)
         os.environ["KUBECONFIG"] = str(kubeconfig)
         from kubernetes_asyncio.config import kube_config  # noqa: PLC0415 - it reads KUBECONFIG at import
 

@@ -97,7 +97,7 @@ async def pods_of(config: Config) -> dict[str, tuple[dict, dict, str]]:
 @pytest.fixture
 def offline_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "kubeconfig"
-    path.write_text(dryrun._OFFLINE_KUBECONFIG)
+    path.write_text(dryrun.OFFLINE_KUBECONFIG)
     monkeypatch.setenv("KUBECONFIG", str(path))
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(path))
     clients.load_config.cache_clear()

@@ -134,7 +134,7 @@ def test_profiles_give_the_expected_pods(
     # The dry run points KUBECONFIG at an offline file; kubernetes_asyncio, imported earlier by
     # the testbed plugin, read its default location at import, so point that there too.
     offline = tmp_path / "kubeconfig"
-    offline.write_text(dryrun._OFFLINE_KUBECONFIG)
+    offline.write_text(dryrun.OFFLINE_KUBECONFIG)
     monkeypatch.setenv("KUBECONFIG", str(offline))
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(offline))
     clients.load_config.cache_clear()

@@ -15,23 +15,16 @@ from pathlib import Path
 import pytest
 from traitlets.config import Config, PyFileConfigLoader
 
+from fracnb_spawner.dryrun import OFFLINE_KUBECONFIG
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_CONFIG = REPO / "examples" / "jupyterhub_config.py"
-
-DUMMY_KUBECONFIG = """
-apiVersion: v1
-kind: Config
-clusters: [{name: dummy, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: dummy, user: {token: not-a-real-token}}]
-contexts: [{name: dummy, context: {cluster: dummy, user: dummy, namespace: fracnb-test}}]
-current-context: dummy
-"""
 
 
 @pytest.fixture(autouse=True)
 def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "kubeconfig"
-    path.write_text(DUMMY_KUBECONFIG)
+    path.write_text(OFFLINE_KUBECONFIG)
     monkeypatch.setenv("KUBECONFIG", str(path))
     # kubernetes_asyncio reads KUBECONFIG once, at import; other test modules may import it first.
     from kubernetes_asyncio.config import kube_config

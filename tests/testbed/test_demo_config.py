@@ -45,7 +45,7 @@ def test_demo_profiles_pass_the_dry_run(
     config_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     offline = tmp_path / "offline-kubeconfig"
-    offline.write_text(dryrun._OFFLINE_KUBECONFIG)
+    offline.write_text(dryrun.OFFLINE_KUBECONFIG)
     monkeypatch.setenv("KUBECONFIG", str(offline))
     # kubernetes_asyncio read KUBECONFIG when the testbed plugin imported it.
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(offline))
