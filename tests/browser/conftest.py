@@ -23,8 +23,6 @@ from pathlib import Path
 import pytest
 from meter_lab import (
     BUDGET_ENV,
-    CHROMIUM,
-    CHROMIUM_ARGS,
     REPO,
     FakeGpu,
     LabServer,
@@ -34,6 +32,7 @@ from meter_lab import (
 )
 
 from fracnb_meter.testing import fakenvml
+from fracnb_meter.testing.chromium import CHROMIUM, CHROMIUM_ARGS
 
 
 @pytest.fixture(scope="session")

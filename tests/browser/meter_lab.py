@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import time
@@ -18,15 +17,6 @@ from fracnb_meter.testing import fakenvml
 
 REPO = Path(__file__).resolve().parents[2]
 LABEXTENSION = REPO / "extension" / "fracnb_meter" / "labextension"
-CHROMIUM = Path(os.environ.get("FRACNB_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 GIB = 1 << 30
 BUDGET_BYTES = 20 * GIB
 BUDGET_ENV = {

@@ -16,20 +16,12 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from fracnb_meter.testing.chromium import CHROMIUM, CHROMIUM_ARGS
 from fracnb_testbed.demo import DemoSettings, RunningDemo, free_port, prepare_fake_gpu, running_demo
 from fracnb_testbed.handle import Testbed
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -57,10 +49,10 @@ def demo(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
+    if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium", pytrace=False)
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         try:
             yield launched
         finally:
