@@ -18,51 +18,34 @@ from traitlets import Any as AnyTrait
 from traitlets import Dict, TraitError, validate
 from traitlets.config import Configurable
 
+from .units import QuantityError, format_decimal, format_fraction, parse_fraction
+
 FRACTION_ANNOTATION = "fracnb.io/gpu-fraction"
 PROFILE_LABEL = "fracnb.io/profile"
 USERNAME_ANNOTATION = "hub.jupyter.org/username"
 SERVERNAME_ANNOTATION = "hub.jupyter.org/servername"
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
 
-GPUs = Fraction
 
-
-class GPUAmountError(ValueError):
-    """A configured or annotated amount of GPUs that is not a non-negative number."""
+class NegativeAmountError(QuantityError):
+    """A quota or annotated amount below zero."""
 
 
 def parse_gpus(value: object) -> Fraction:
-    """Read an amount of GPUs: ``2``, ``0.5``, ``"0.5"``, ``"3/4"`` or a Fraction.
+    """Read a non-negative amount of GPUs: ``2``, ``0.5``, ``"0.5"``, ``"3/4"`` or a Fraction.
 
-    Floats go through their shortest decimal form so that ``0.1`` means one tenth.
+    The quantity rules are ``units.parse_fraction``'s; this adds only that an amount can't be
+    negative. Raises ``QuantityError``.
     """
-    if isinstance(value, bool):
-        raise GPUAmountError(f"{value!r} is not a number of GPUs")
-    try:
-        if isinstance(value, float):
-            amount = Fraction(repr(value))
-        elif isinstance(value, (int, Fraction)):
-            amount = Fraction(value)
-        elif isinstance(value, str):
-            amount = Fraction(value.strip())
-        else:
-            raise GPUAmountError(f"{value!r} is not a number of GPUs")
-    except (ValueError, ZeroDivisionError) as error:
-        raise GPUAmountError(f"{value!r} is not a number of GPUs") from error
+    amount = value if isinstance(value, Fraction) else parse_fraction(value)
     if amount < 0:
-        raise GPUAmountError(f"{value!r} is negative")
+        raise NegativeAmountError(f"{value!r} is negative")
     return amount
 
 
 def format_gpus(amount: Fraction) -> str:
     """Human form of an amount: ``0.125``, ``5.75``, ``2``; thirds show as ``0.333``."""
-    text = f"{float(amount):.3f}".rstrip("0").rstrip(".")
-    return text or "0"
-
-
-def exact_gpus(amount: Fraction) -> str:
-    """Exact form of an amount as a reduced ratio: ``1/8``, ``23/4``, ``2``."""
-    return str(amount)
+    return format_decimal(amount, places=3)
 
 
 @dataclass(frozen=True)
@@ -116,7 +99,7 @@ def _pod_fraction(annotations: Mapping[str, str]) -> Fraction | None:
         return None
     try:
         return parse_gpus(raw)
-    except GPUAmountError:
+    except QuantityError:
         # A hand-edited annotation must not hide a running server from the count; we
         # cannot know its size, so it is skipped rather than guessed.
         return None
@@ -195,7 +178,7 @@ def check_request(
 def _amount(amount: Fraction | None) -> dict[str, Any]:
     if amount is None:
         return {"gpus": None, "exact": None}
-    return {"gpus": float(amount), "exact": exact_gpus(amount)}
+    return {"gpus": float(amount), "exact": format_fraction(amount)}
 
 
 def usage_report(
@@ -242,8 +225,8 @@ _EXAMPLES = 'use e.g. 6, 0.5 or "3/4"'
 def _checked_amount(where: str, value: object, *, unlimited_ok: bool) -> Fraction:
     try:
         return parse_gpus(value)
-    except GPUAmountError as error:
-        reason = "is negative" if "negative" in str(error) else "is not a number of GPUs"
+    except QuantityError as error:
+        reason = "is negative" if isinstance(error, NegativeAmountError) else "is not a number of GPUs"
         hint = f"{_EXAMPLES}{' or None for unlimited' if unlimited_ok else ''}"
         raise TraitError(f"{where}: {value!r} {reason}; {hint}") from error
 
@@ -261,7 +244,7 @@ class FracnbQuotas(Configurable):
         help="""
         GPUs each user may hold at once across all their servers, unless `user_quotas`
         names them. A number of GPUs (0.5, 2) or an exact ratio string ("3/4"); None
-        (the default) means unlimited.
+        means unlimited. Default: None.
 
         Example: c.FracnbQuotas.default_user_quota = 1
         """,

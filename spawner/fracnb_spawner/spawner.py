@@ -21,8 +21,6 @@ from .availability import free_units
 from .backends import (
     GPU_VISIBILITY_VARIABLES,
     RESERVED_ENV_PREFIX,
-    BackendSettings,
-    CullPolicy,
     backend_fields,
     contract_fields,
 )
@@ -41,7 +39,7 @@ from .profiles import (
 from .progress import describe_plan, waiting_message
 from .quota import Allocation, FracnbQuotas, QuotaPolicy, allocations_from_pods, check_request
 from .traits import FractionalTraits
-from .units import format_fraction, parse_bytes, parse_duration, parse_fraction
+from .units import format_fraction, parse_duration, parse_fraction
 
 
 def _is_reserved_env(name: str) -> bool:
@@ -81,30 +79,6 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             except ProfileConfigError as error:
                 raise TraitError(f"FractionalSpawner.profile_list: {error}") from None
         return value
-
-    def gpu_defaults(self) -> GPUDefaults:
-        return GPUDefaults(
-            backend=self.gpu_backend,
-            gpu_memory=parse_bytes(self.gpu_memory),
-            mig_model=self.mig_default_model,
-            memory_by_product={k: parse_bytes(v) for k, v in self.gpu_memory_by_product.items()},
-        )
-
-    def backend_settings(self) -> BackendSettings:
-        return BackendSettings(
-            time_slicing_resource=self.time_slicing_resource,
-            mps_resource=self.mps_resource,
-            hami_scheduler=self.hami_scheduler_name,
-            kai_scheduler=self.kai_scheduler_name,
-            kai_queue_label=self.kai_queue_label,
-            kai_queue=self.kai_queue,
-            soft_cap_ratio=self.soft_cap_ratio,
-        )
-
-    def cull_defaults(self) -> tuple[CullPolicy, CullPolicy]:
-        gpu = CullPolicy(parse_duration(self.gpu_idle_timeout), parse_duration(self.gpu_max_age))
-        cpu = CullPolicy(parse_duration(self.cpu_idle_timeout), parse_duration(self.cpu_max_age))
-        return gpu, cpu
 
     async def resolve_profiles(self) -> list[dict]:
         """The initialized, validated profile list (a callable one is called now)."""

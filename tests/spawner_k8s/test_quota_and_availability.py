@@ -8,6 +8,7 @@ from fractions import Fraction
 from types import SimpleNamespace
 
 import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
 from tornado import web
 from traitlets.config import Config
 
@@ -101,9 +102,26 @@ async def test_form_free_count_matches_the_scheduler(cluster_spawner, testbed, k
         assert await free_on_form() == 3 - i
     extra = cluster_spawner({"profile": "quarter"}, user="extra", config=Config(config))
     start = asyncio.ensure_future(extra.start())
-    await asyncio.sleep(5)
+    await until_unschedulable(extra)
     assert not start.done(), "the form said 0 free and the scheduler agrees: the fifth pod waits"
     await running[0].stop()
     await asyncio.wait_for(start, timeout=30)
     for spawner in [*running[1:], extra]:
         await spawner.stop()
+
+
+async def until_unschedulable(spawner, timeout: float = 30) -> None:
+    """Wait until the scheduler has looked at the spawner's pod and found no node for it."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        try:
+            pod = await spawner.api.read_namespaced_pod(spawner.pod_name, spawner.namespace)
+        except ApiException as error:
+            if error.status != 404:  # not created yet
+                raise
+        else:
+            conditions = pod.status.conditions or []
+            if any(c.type == "PodScheduled" and c.reason == "Unschedulable" for c in conditions):
+                return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"pod {spawner.pod_name} was not reported unschedulable within {timeout} s")

@@ -99,7 +99,7 @@ class FracnbService(Application):
         help="""
         A config file to load, usually the hub's own jupyterhub_config.py, so that
         c.FracnbQuotas and c.FracnbService are set in one place. It must only set c.*
-        values the service can import. Default: none.
+        values the service can import. Default: "" (none).
 
         Example: python -m fracnb_spawner.service --config /etc/jupyterhub/jupyterhub_config.py
         """,
@@ -140,9 +140,9 @@ class FracnbService(Application):
     ip = Unicode(
         "",
         help="""
-        Address the HTTP API listens on. Empty (the default): the host of
-        $JUPYTERHUB_SERVICE_URL when it is an IP address or localhost, else all interfaces
-        (as on z2jh, where the URL names the hub's Kubernetes Service).
+        Address the HTTP API listens on. Empty: the host of $JUPYTERHUB_SERVICE_URL when it
+        is an IP address or localhost, else all interfaces (as on z2jh, where the URL names
+        the hub's Kubernetes Service). Default: "".
 
         Example: c.FracnbService.ip = "0.0.0.0"
         """,
@@ -151,8 +151,8 @@ class FracnbService(Application):
     kubeconfig = Unicode(
         "",
         help="""
-        Kubeconfig file for reading pods. Empty (the default): the in-cluster service
-        account, else the default kubeconfig ($KUBECONFIG or ~/.kube/config).
+        Kubeconfig file for reading pods. Empty: the in-cluster service account, else the
+        default kubeconfig ($KUBECONFIG or ~/.kube/config). Default: "".
 
         Example: c.FracnbService.kubeconfig = "/etc/jupyterhub/kubeconfig"
         """,
