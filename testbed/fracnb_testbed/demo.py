@@ -352,7 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--fake-gpu", action="store_true", help="with --kubeconfig: simulate a GPU for local pods anyway"
     )
-    parser.add_argument("--state-dir", type=Path, help=f"where config and logs go (default {default_state_dir()})")
+    parser.add_argument(
+        "--state-dir", type=Path, help=f"where config, logs and the users' homes go (default {default_state_dir()})"
+    )
     parser.add_argument("--idle-timeout", type=int, default=900, help="seconds idle before a server is culled (900)")
     parser.add_argument("--cull-every", type=int, default=30, help="seconds between culling passes (30)")
     parser.add_argument("--warning-lead", type=int, default=600, help="seconds of warning before a cull (600)")
