@@ -11,6 +11,7 @@ import asyncio
 import json
 from typing import Any
 
+import aiohttp
 from jupyterhub.utils import maybe_future
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.client.models import V1EnvVar
@@ -300,7 +301,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         return annotated
 
     async def _cluster_view(self) -> tuple[list[dict], list[dict]]:
-        """Nodes and pods cluster-wide; empty when RBAC doesn't allow reading them (the form says nothing)."""
+        """Nodes and pods cluster-wide; empty when they cannot be read (the form then shows no counts,
+        as KubeSpawner's form needs no cluster access at all)."""
         try:
             nodes = await self.api.list_node()
             pods = await self.api.list_pod_for_all_namespaces(
@@ -308,6 +310,9 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             )
         except ApiException as error:
             self.log.warning("fracnb: cannot read nodes/pods for availability (%s); see docs on RBAC", error.status)
+            return [], []
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as error:
+            self.log.warning("fracnb: cannot reach the Kubernetes API for availability: %s", error)
             return [], []
         serialize = self.api.api_client.sanitize_for_serialization
         return serialize(nodes)["items"], serialize(pods)["items"]
