@@ -284,6 +284,25 @@ async def test_failure_while_applying_overrides_is_a_refusal_not_a_traceback(mak
     assert isinstance(caught.value.__cause__, RuntimeError)
 
 
+async def test_unexpected_error_on_hostile_input_is_a_refusal(make_spawner) -> None:
+    cfg = Config()
+    cfg.KubeSpawner.profile_list = [
+        {
+            "display_name": "Free text only",
+            "slug": "free",
+            "profile_options": {
+                "image": {"display_name": "Image", "unlisted_choice": {"enabled": True, "display_name": "Image"}}
+            },
+        }
+    ]
+    _, ours = spawners(cfg)
+    ours.user_options = {"profile": "free"}  # the only option left out
+    with pytest.raises(InvalidRequestError) as caught:
+        await ours.load_user_options()
+    assert caught.value.status_code == 400
+    assert caught.value.jupyterhub_message.startswith("Invalid server options: ")
+
+
 async def test_broken_callable_profile_list_is_a_hub_config_error(make_spawner) -> None:
     def profiles(spawner: KubeSpawner) -> list:
         raise KeyError("missing")
