@@ -33,7 +33,7 @@ LIST_TIMEOUT = 60
 FIRST_LOAD_WAIT = 10.0  # how long the first form load waits for the first LIST
 RETRY_SECONDS = (1, 2, 5, 10, 30, 60, 120, 300)  # back-off after failures; the last one repeats
 
-log = logging.getLogger("fracnb.clusterview")
+default_log = logging.getLogger("fracnb.clusterview")
 
 
 # ---- what is kept (pure) -------------------------------------------------------------------------
@@ -100,12 +100,20 @@ class WatchExpiredError(Exception):
 class Mirror:
     """The objects of one LIST call, kept current by WATCH on the same call."""
 
-    def __init__(self, kind: str, call: Callable[..., Awaitable[Any]], trim: Trim, field_selector: str = "") -> None:
+    def __init__(
+        self,
+        kind: str,
+        call: Callable[..., Awaitable[Any]],
+        trim: Trim,
+        field_selector: str = "",
+        log: logging.Logger | logging.LoggerAdapter = default_log,
+    ) -> None:
         self.kind, self.call, self.trim, self.field_selector = kind, call, trim, field_selector
         self.items: dict[str, dict[str, Any]] = {}
         self.loaded = asyncio.Event()
-        self.failed = asyncio.Event()  # the first LIST failed (the form need not wait)
+        self.settled = asyncio.Event()  # the first LIST answered, or failed: the form need wait no longer
         self.failures = 0
+        self.log = log
 
     def objects(self) -> list[dict[str, Any]]:
         return list(self.items.values())
@@ -123,6 +131,7 @@ class Mirror:
             apply_event(items, "ADDED", obj, self.trim)
         self.items = items  # replaced whole: readers never see half a list
         self.loaded.set()
+        self.settled.set()
         return data["metadata"]["resourceVersion"]
 
     async def _watch(self, version: str) -> str:
@@ -172,33 +181,30 @@ class Mirror:
         status = getattr(error, "status", None)
         if self.failures == 0:
             hint = " (RBAC: the hub needs list and watch on nodes and pods; docs/spawner.md)" if status == 403 else ""
-            log.warning("fracnb: cannot read %s for the spawn form's free counts: %r%s", self.kind, error, hint)
+            self.log.warning("fracnb: cannot read %s for the spawn form's free counts: %r%s", self.kind, error, hint)
         self.failures += 1
-        if not self.loaded.is_set():
-            self.failed.set()
-        else:
-            # Stale counts are worse than none: the form shows nothing until a LIST succeeds.
-            self.items = {}
-            self.loaded.clear()
-            self.failed.set()
+        # Stale counts are worse than none: the form shows nothing until a LIST succeeds.
+        self.items = {}
+        self.loaded.clear()
+        self.settled.set()
         await asyncio.sleep(delay)
 
 
 class ClusterView:
     """Nodes and GPU-holding pods of the whole cluster, for :func:`availability.free_units`."""
 
-    def __init__(self, api: Any) -> None:
-        self.nodes = Mirror("nodes", api.list_node, trim_node)
-        self.pods = Mirror("pods", api.list_pod_for_all_namespaces, trim_pod, LIVE_PODS)
+    def __init__(self, api: Any, log: logging.Logger | logging.LoggerAdapter = default_log) -> None:
+        self.nodes = Mirror("nodes", api.list_node, trim_node, log=log)
+        self.pods = Mirror("pods", api.list_pod_for_all_namespaces, trim_pod, LIVE_PODS, log=log)
         self.loop = asyncio.get_running_loop()
         self.tasks = [asyncio.ensure_future(mirror.run()) for mirror in (self.nodes, self.pods)]
 
     async def snapshot(self, wait: float = FIRST_LOAD_WAIT) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Nodes and pods now; empty while either kind cannot be read (the form then shows no counts)."""
         mirrors = (self.nodes, self.pods)
-        if not all(m.loaded.is_set() for m in mirrors) and not any(m.failed.is_set() for m in mirrors):
+        if not all(m.settled.is_set() for m in mirrors):
             with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*(m.loaded.wait() for m in mirrors)), wait)
+                await asyncio.wait_for(asyncio.gather(*(m.settled.wait() for m in mirrors)), wait)
         if not all(m.loaded.is_set() for m in mirrors):
             return [], []
         return self.nodes.objects(), self.pods.objects()
@@ -212,12 +218,12 @@ class ClusterView:
 _views: dict[int, ClusterView] = {}
 
 
-def shared_view(api: Any) -> ClusterView:
+def shared_view(api: Any, log: logging.Logger | logging.LoggerAdapter = default_log) -> ClusterView:
     """The view of the running event loop (one hub process has one), started on first use."""
     loop = asyncio.get_running_loop()
     view = _views.get(id(loop))
     if view is None or view.loop is not loop:
-        view = _views[id(loop)] = ClusterView(api)
+        view = _views[id(loop)] = ClusterView(api, log)
     return view
 
 

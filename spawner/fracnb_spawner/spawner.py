@@ -296,7 +296,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
 
         Empty while they cannot be read (RBAC): the form then says nothing about free capacity.
         """
-        return await shared_view(self.api).snapshot()
+        return await shared_view(self.api, self.log).snapshot()
 
     def apply_plan(self, selection: Selection, plan: GPUPlan) -> None:
         """Write the plan's pod fields onto this spawner's traits."""
