@@ -172,22 +172,23 @@ class FracnbService(Application):
     namespace = Unicode(
         help="""
         Namespace of the singleuser pods (the service only lists pods there, unless
-        `user_namespaces` is on). Default: $POD_NAMESPACE, else "default".
+        `all_namespaces` is on). Default: $POD_NAMESPACE, else "default".
 
         Example: c.FracnbService.namespace = "jhub"
         """,
     ).tag(config=True)
 
-    user_namespaces = Bool(
+    all_namespaces = Bool(
         help="""
-        List singleuser pods in every namespace (selected by their component label), for
-        hubs whose spawner puts each user's pods in a namespace of their own
-        (KubeSpawner.enable_user_namespaces); otherwise the service would count only the
-        pods in `namespace`. Needs list on pods cluster-wide (helm-values/rbac.yaml).
-        Default: the hub's enable_user_namespaces, read from the config file given with
-        --config (c.FractionalSpawner or c.KubeSpawner), else False.
+        List singleuser pods in every namespace (selected by their component label) rather
+        than in `namespace` only: for hubs whose spawner puts each user's pods in a namespace
+        of their own (KubeSpawner.enable_user_namespaces), or whose profiles move pods to
+        other namespaces (a `namespace` in kubespawner_override). Needs list on pods
+        cluster-wide (helm-values/rbac.yaml). Default: the hub's enable_user_namespaces, read
+        from the config file given with --config (c.FractionalSpawner or c.KubeSpawner),
+        else False.
 
-        Example: c.FracnbService.user_namespaces = True
+        Example: c.FracnbService.all_namespaces = True
         """,
     ).tag(config=True)
 
@@ -206,8 +207,8 @@ class FracnbService(Application):
     def _default_namespace(self) -> str:
         return os.environ.get("POD_NAMESPACE", "default")
 
-    @default("user_namespaces")
-    def _default_user_namespaces(self) -> bool:
+    @default("all_namespaces")
+    def _default_all_namespaces(self) -> bool:
         return bool(spawner_setting(self.config, "enable_user_namespaces", default=False))
 
     def get_default_logging_config(self) -> dict[str, Any]:
@@ -251,7 +252,7 @@ class FracnbService(Application):
         return ServiceState(
             hub=HubAPI(hub_auth.api_url, hub_auth.api_token),
             pods=KubernetesPods(
-                namespace=None if self.user_namespaces else self.namespace,
+                namespace=None if self.all_namespaces else self.namespace,
                 kubeconfig=self.kubeconfig,
                 selector=singleuser_selector(component),
             ),

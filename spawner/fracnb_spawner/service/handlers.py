@@ -23,7 +23,7 @@ class ServiceHandler(HubAuthenticated, web.RequestHandler):
         error = kwargs.get("exc_info", (None, None))[1]
         message = self._reason
         if isinstance(error, web.HTTPError) and error.log_message:
-            message = error.log_message % error.args if error.args else error.log_message
+            message = error.log_message % error.args  # without args, tornado has doubled each "%"
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps({"status": status_code, "message": message}))
 
