@@ -149,6 +149,8 @@ class Mirror:
             if response.status != 200:
                 raise ApiException(status=response.status, reason=(await response.text())[:200])
             async for line in response.content:
+                if not line.strip():
+                    continue
                 event = json.loads(line)
                 obj = event.get("object") or {}
                 if event.get("type") == "ERROR":

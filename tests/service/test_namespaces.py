@@ -70,3 +70,51 @@ def test_api_me_counts_servers_in_every_users_namespace(user_namespaces_hub, mak
     assert body["groups"][0]["used"] == {"gpus": 1.625, "exact": "13/8"}
     # The culler reads the annotations of ann's pod in her namespace.
     assert body["culling"][""]["idle_timeout_seconds"] == 1800
+
+
+@pytest.fixture
+def unprivileged_kubeconfig(testbed, tmp_path) -> Path:
+    """A kubeconfig for a ServiceAccount with no RBAC at all (a hub without helm-values/rbac.yaml)."""
+    import yaml
+
+    namespace = testbed.create_namespace()
+    rest = testbed.rest()
+    try:
+        token = rest.create(
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/default/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+        )["status"]["token"]
+    finally:
+        rest.close()
+    path = tmp_path / "kubeconfig"
+    cluster = {"server": testbed.server, "certificate-authority": str(testbed.state.pki.ca_cert)}
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": cluster}],
+                "users": [{"name": "u", "user": {"token": token}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    yield path
+    testbed.delete_namespace(namespace)
+
+
+async def test_a_refused_pod_list_is_an_error_not_an_empty_cluster(unprivileged_kubeconfig) -> None:
+    """Read as "no pods", a 403 would report no GPUs used and cull by default policies only."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from fracnb_spawner.service.pods import KubernetesPods
+
+    for namespace in (None, "default"):
+        pods = KubernetesPods(namespace=namespace, kubeconfig=str(unprivileged_kubeconfig))
+        try:
+            with pytest.raises(ApiException) as refused:
+                await pods.list_pods()
+        finally:
+            await pods.close()
+        assert refused.value.status == 403
