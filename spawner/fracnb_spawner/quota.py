@@ -18,6 +18,7 @@ from traitlets import Any as AnyTrait
 from traitlets import Dict, TraitError, validate
 from traitlets.config import Configurable
 
+from .logsafe import escape_controls
 from .units import QuantityError, format_decimal, format_fraction, parse_fraction
 
 FRACTION_ANNOTATION = "fracnb.io/gpu-fraction"
@@ -168,9 +169,9 @@ def check_request(
         return QuotaDecision(False, message, fraction, user_used, user_limit, group_uses)
     for use in group_uses:
         if fraction > 0 and use.used + fraction > use.limit:
-            message = (
-                f"{use.name} uses {format_gpus(use.used)} of {format_gpus(use.limit)} GPUs; this choice needs {needs}"
-            )
+            group = escape_controls(use.name)  # a hub group's name, shown on the form and in the hub log
+            used, limit = format_gpus(use.used), format_gpus(use.limit)
+            message = f"{group} uses {used} of {limit} GPUs; this choice needs {needs}"
             return QuotaDecision(False, message, fraction, user_used, user_limit, group_uses)
     return QuotaDecision(True, "within quota", fraction, user_used, user_limit, group_uses)
 

@@ -27,8 +27,10 @@ from .backends import (
     backend_fields,
     contract_fields,
 )
+from .clusterview import shared_view
 from .errors import HubConfigError, InvalidRequestError, RefusedSpawnError
 from .gpu import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
+from .kube import list_pods_in, pod_namespaces, singleuser_selector
 from .ledger import LEDGER
 from .profiles import (
     InvalidUserOptionsError,
@@ -241,9 +243,30 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
     def _group_members(self) -> dict[str, list[str]]:
         return {group.name: [member.name for member in group.users] for group in self.user.groups}
 
-    async def _allocations_in_cluster(self) -> list[Allocation]:
-        pods = await self.api.list_namespaced_pod(self.namespace, label_selector="component=singleuser-server")
-        return allocations_from_pods(self.api.api_client.sanitize_for_serialization(pods)["items"])
+    async def _allocations_in_cluster(self, *, fresh: bool = True) -> list[Allocation]:
+        """GPUs held by singleuser pods in every namespace they may live in (:func:`.kube.pod_namespaces`).
+
+        ``fresh``: one LIST now, for the admission check, which must be exact. Otherwise KubeSpawner's
+        own shared pod reflector (same pods, same scope, no request), for the spawn form's advice.
+        """
+        if not fresh:
+            try:
+                reflector = await self._start_watching_pods()
+                return allocations_from_pods(list(reflector.pods.values()))
+            except Exception as error:  # the form then shows no refusals; the spawn still counts exactly
+                self.log.warning("fracnb: no pod reflector for the spawn form's quota check: %r", error)
+                return []
+        configured = self._pristine.get("namespace", self.namespace)  # before any profile's override
+        namespaces = pod_namespaces(
+            await self.resolve_profiles(), configured, user_namespaces=self.enable_user_namespaces
+        )
+        try:
+            pods = await list_pods_in(self.api, namespaces, singleuser_selector(self.component_label))
+        except (ApiException, aiohttp.ClientError, OSError, asyncio.TimeoutError) as error:
+            self.log.error("fracnb: cannot list singleuser pods to count GPU quotas: %r", error)
+            message = "GPU quotas cannot be checked now: the hub could not read the cluster's pods; try again later"
+            raise RefusedSpawnError(503, message, reason="cluster-unreadable") from None
+        return allocations_from_pods(pods)
 
     async def stop(self, now: bool = False) -> None:
         try:
@@ -252,10 +275,15 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             LEDGER.release(self.user.name, self.name)
 
     async def annotate_form_rows(self, rows: dict) -> dict:
-        """Add free capacity (cluster-wide) and quota refusals to the spawn form's rows."""
+        """Add free capacity (cluster-wide) and quota refusals to the spawn form's rows.
+
+        Both come from shared watches, not from requests per form load: free capacity from the
+        hub-wide :mod:`.clusterview`, GPUs held from KubeSpawner's pod reflector. The spawn itself
+        recounts exactly (:meth:`check_quota`).
+        """
         policy = self.quota_policy()
         nodes, pods = await self._cluster_view() if self.show_availability else ([], [])
-        allocations = await self._allocations_in_cluster() if policy.has_limits else []
+        allocations = await self._allocations_in_cluster(fresh=False) if policy.has_limits else []
         annotated = {}
         for key, original in rows.items():
             row = original
@@ -275,21 +303,11 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         return annotated
 
     async def _cluster_view(self) -> tuple[list[dict], list[dict]]:
-        """Nodes and pods cluster-wide; empty when they cannot be read (the form then shows no counts,
-        as KubeSpawner's form needs no cluster access at all)."""
-        try:
-            nodes = await self.api.list_node()
-            pods = await self.api.list_pod_for_all_namespaces(
-                field_selector="status.phase!=Succeeded,status.phase!=Failed"
-            )
-        except ApiException as error:
-            self.log.warning("fracnb: cannot read nodes/pods for availability (%s); see docs on RBAC", error.status)
-            return [], []
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as error:
-            self.log.warning("fracnb: cannot reach the Kubernetes API for availability: %s", error)
-            return [], []
-        serialize = self.api.api_client.sanitize_for_serialization
-        return serialize(nodes)["items"], serialize(pods)["items"]
+        """Nodes and GPU-holding pods cluster-wide, from the hub-wide watch (no request per form load).
+
+        Empty while they cannot be read (RBAC): the form then says nothing about free capacity.
+        """
+        return await shared_view(self.api, self.log).snapshot()
 
     def apply_plan(self, selection: Selection, plan: GPUPlan) -> None:
         """Write the plan's pod fields onto this spawner's traits."""

@@ -189,8 +189,9 @@ class FractionalTraits(HasTraits):
 
     show_availability = Bool(
         True,
-        help="""Show on the spawn form how many fractions of each choice are free in the cluster.
-        Needs RBAC to list nodes and pods cluster-wide (docs/spawner.md). Default: True.
+        help="""Show on the spawn form how many fractions of each choice are free in the cluster,
+        from one watch of nodes and pods per hub (not a request per form load). Needs RBAC to
+        list and watch nodes and pods cluster-wide (docs/spawner.md). Default: True.
         Example: ``c.FractionalSpawner.show_availability = False``
         """,
     ).tag(config=True)

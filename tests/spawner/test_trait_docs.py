@@ -13,7 +13,7 @@ from fracnb_spawner.service.app import FracnbService
 from fracnb_spawner.traits import FractionalTraits
 
 # Defaults computed at run time; their help says where they come from instead of a value.
-DYNAMIC = {("FracnbService", "namespace")}
+DYNAMIC = {("FracnbService", "namespace"), ("FracnbService", "all_namespaces")}
 DEFAULT = re.compile(r'\bDefault: ("[^"]*"|[^\s(]+?)(?=[.,]?(?:\s|$)| \()')
 
 
