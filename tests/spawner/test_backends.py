@@ -201,6 +201,7 @@ def test_contract_fields() -> None:
         "fracnb.io/gpu-fraction": "0.125",
     }
     assert contract.annotations == {
+        "fracnb.io/profile": "shared",
         "fracnb.io/gpu-fraction": "1/8",
         "fracnb.io/gpu-memory-limit": str(10 * GIB),
         "fracnb.io/choice": "size=eighth",
