@@ -7,14 +7,21 @@ does not start with it), and registers the fracnb service with the roles it need
 from __future__ import annotations
 
 import sys
+from functools import partial
 from typing import Any
 
 from traitlets import TraitError
+from traitlets.config import Config, Configurable
 
-from .gpu import GPUDefaults
+from .backends import is_gpu_resource
+from .overrides import OverrideError, check_spawner_traits
 from .profiles import ProfileConfigError, initialize_profiles, validate_profiles
 from .quota import FracnbQuotas
-from .units import parse_bytes
+from .traits import FractionalTraits
+
+# FractionalSpawner's own traits, validated as the spawner validates them but without a
+# cluster; named so, traitlets' messages name the class the admin configures.
+_SpawnerSettings = type("FractionalSpawner", (FractionalTraits, Configurable), {})
 
 SERVICE_SCOPES = [
     "list:users",
@@ -36,22 +43,11 @@ def setup(c: Any, *, config_file: str | None = None, service: bool = True, servi
         setup(c, config_file=__file__)
     """
     c.JupyterHub.spawner_class = "fractional"
-    spawner = c.FractionalSpawner
-    raw = spawner.get("profile_list", c.KubeSpawner.get("profile_list", []))
-    if not callable(raw):
-        defaults = GPUDefaults(
-            backend=spawner.get("gpu_backend", "time-slicing"),
-            gpu_memory=parse_bytes(spawner.get("gpu_memory", "80Gi")),
-            mig_model=spawner.get("mig_default_model", "A100-80GB"),
-        )
-        try:
-            validate_profiles(initialize_profiles(raw), defaults)
-        except ProfileConfigError as error:
-            raise SystemExit(f"fracnb: refusing to start, FractionalSpawner.profile_list: {error}") from None
     try:
-        FracnbQuotas(config=c).policy()
-    except TraitError as error:
+        check_config(c)
+    except (TraitError, ProfileConfigError, OverrideError) as error:
         raise SystemExit(f"fracnb: refusing to start, {error}") from None
+    spawner = c.FractionalSpawner
     if not service:
         return
     if config_file is None:
@@ -69,3 +65,28 @@ def setup(c: Any, *, config_file: str | None = None, service: bool = True, servi
     roles.append({"name": service_name, "scopes": SERVICE_SCOPES, "services": [service_name]})
     roles.append({"name": "user", "scopes": ["self", f"access:services!service={service_name}"]})
     c.JupyterHub.load_roles = roles
+
+
+def spawner_section(c: Config) -> dict[str, Any]:
+    """The settings FractionalSpawner gets from a hub config: ``c.KubeSpawner``, overridden by its own."""
+    return {**c.KubeSpawner, **c.FractionalSpawner}
+
+
+def check_config(c: Config) -> None:
+    """Refuse what FractionalSpawner would refuse, offline: ``TraitError``, ``ProfileConfigError``, ``OverrideError``.
+
+    Its traits (types and bounds), GPUs asked for outside the ``gpu`` key, the profile list,
+    and ``c.FracnbQuotas``.
+    """
+    section = spawner_section(c)
+    names = set(FractionalTraits.class_trait_names())
+    settings = _SpawnerSettings(config=Config({"FractionalSpawner": {k: v for k, v in section.items() if k in names}}))
+    backend = settings.backend_settings()
+    check_spawner_traits(section, partial(is_gpu_resource, settings=backend))
+    raw = section.get("profile_list", [])
+    if not callable(raw):
+        try:
+            validate_profiles(initialize_profiles(raw), settings.gpu_defaults(), backend)
+        except ProfileConfigError as error:
+            raise ProfileConfigError(f"FractionalSpawner.profile_list: {error}") from None
+    FracnbQuotas(config=c).policy()

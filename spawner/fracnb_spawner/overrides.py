@@ -122,6 +122,13 @@ def check_override(override: Mapping, is_gpu_resource: Callable[[str], bool]) ->
         raise OverrideError(f"kubespawner_override {problem}")
 
 
+def check_spawner_traits(values: Mapping, is_gpu_resource: Callable[[str], bool]) -> None:
+    """Raise ``OverrideError`` if the spawner's own configuration asks for GPUs for every server."""
+    misplaced = gpu_requests({name: values[name] for name in GPU_CARRYING_TRAITS if name in values}, is_gpu_resource)
+    if misplaced:
+        raise OverrideError(f"FractionalSpawner.{misplaced[0]} asks for GPUs for every server; {GPU_KEY_FIX}")
+
+
 def _env_names(environment: object) -> Iterator[str]:
     if isinstance(environment, Mapping):
         yield from (str(name) for name in environment)

@@ -30,7 +30,7 @@ from .backends import (
 from .errors import rejection
 from .gpu import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
 from .ledger import LEDGER
-from .overrides import GPU_CARRYING_TRAITS, GPU_KEY_FIX, FilledText, gpu_requests, label_problems
+from .overrides import GPU_CARRYING_TRAITS, FilledText, OverrideError, check_spawner_traits, label_problems
 from .profiles import (
     UNLISTED_SUFFIX,
     InvalidUserOptionsError,
@@ -73,9 +73,10 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         self._fracnb_labels: dict[str, str] = {}
         self._fracnb_annotations: dict[str, str] = {}
         self._pristine: dict[str, Any] = {}
-        misplaced = gpu_requests({name: getattr(self, name) for name in GPU_CARRYING_TRAITS}, self.is_gpu_resource)
-        if misplaced:
-            raise TraitError(f"FractionalSpawner.{misplaced[0]} asks for GPUs for every server; {GPU_KEY_FIX}")
+        try:
+            check_spawner_traits({name: getattr(self, name) for name in GPU_CARRYING_TRAITS}, self.is_gpu_resource)
+        except OverrideError as error:
+            raise TraitError(str(error)) from None
 
     # ---- configuration -------------------------------------------------------------------------------
 
