@@ -67,8 +67,7 @@ def initialize_profiles(raw: object) -> list[dict]:
         try:
             check_profile_shape(profile)
         except ShapeError as error:
-            name = f" ({profile.get('display_name')!r})" if isinstance(profile, Mapping) else ""
-            raise ProfileConfigError(f"profile #{index + 1}{name}: {error}") from None
+            raise ProfileConfigError(f"{_raw_profile_name(profile, index)}: {error}") from None
     profiles = [_plain_copy(profile) for profile in raw]
     for profile in profiles:
         profile.setdefault("slug", slugify(profile["display_name"]))
@@ -91,6 +90,14 @@ def _plain_copy(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {key: _plain_copy(item) for key, item in value.items()}
     return copy.deepcopy(value)
+
+
+def _raw_profile_name(profile: object, index: int) -> str:
+    """Names a profile not yet initialized as ``profile_name`` does, or by its position."""
+    if isinstance(profile, Mapping) and isinstance(profile.get("display_name"), str):
+        slug = profile.get("slug")
+        return profile_name({**profile, "slug": slug if isinstance(slug, str) else slugify(profile["display_name"])})
+    return f"profile #{index + 1}"
 
 
 def profile_name(profile: Mapping) -> str:
