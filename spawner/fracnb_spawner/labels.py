@@ -55,7 +55,7 @@ def label_value(text: str) -> str:
 
     Characters the syntax forbids become '-', and a short hash of the whole text is
     appended (cutting the text to fit 63 characters), so different texts keep different
-    values: "Big GPU!" becomes "Big-GPU-5f0c2a1b".
+    values: "Big GPU!" becomes "Big-GPU-a211c01d".
     """
     if is_label_value(text):
         return text

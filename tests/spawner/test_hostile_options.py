@@ -48,7 +48,10 @@ PROFILES = [
             },
             "resource": {
                 "choices": {"none": {"display_name": "None"}},
-                "unlisted_choice": {"enabled": True, "kubespawner_override": {"extra_resource_limits": {"{value}": "1"}}},
+                "unlisted_choice": {
+                    "enabled": True,
+                    "kubespawner_override": {"extra_resource_limits": {"{value}": "1"}},
+                },
             },
             "team": {
                 "choices": {"none": {"display_name": "None"}},
