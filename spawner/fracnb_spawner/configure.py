@@ -72,6 +72,13 @@ def spawner_section(c: Config) -> dict[str, Any]:
     return {**c.KubeSpawner, **c.FractionalSpawner}
 
 
+def configured_traits(c: Config) -> FractionalTraits:
+    """fracnb's spawner traits as the hub will see them; a value a trait refuses raises its ``TraitError``."""
+    names = set(FractionalTraits.class_trait_names())
+    mine = {name: value for name, value in spawner_section(c).items() if name in names}
+    return _SpawnerSettings(config=Config({"FractionalSpawner": mine}))
+
+
 def check_config(c: Config) -> None:
     """Refuse what FractionalSpawner would refuse, offline: ``TraitError``, ``ProfileConfigError``, ``OverrideError``.
 
@@ -79,8 +86,7 @@ def check_config(c: Config) -> None:
     and ``c.FracnbQuotas``.
     """
     section = spawner_section(c)
-    names = set(FractionalTraits.class_trait_names())
-    settings = _SpawnerSettings(config=Config({"FractionalSpawner": {k: v for k, v in section.items() if k in names}}))
+    settings = configured_traits(c)
     backend = settings.backend_settings()
     check_spawner_traits(section, partial(is_gpu_resource, settings=backend))
     raw = section.get("profile_list", [])

@@ -132,7 +132,7 @@ def _merge(spec: GPUSpec | None, choice_spec: GPUSpec | None) -> GPUSpec | None:
     return spec.merged(choice_spec) if spec and choice_spec else (choice_spec or spec)
 
 
-def validate_profiles(profiles: list[dict], defaults: GPUDefaults, settings: BackendSettings | None = None) -> None:
+def validate_profiles(profiles: list[dict], defaults: GPUDefaults, settings: BackendSettings) -> None:
     """Raise ``ProfileConfigError`` naming the first profile (and choice) that cannot work.
 
     ``settings`` names the cluster's GPU resources, which only ``gpu`` keys may ask for.
@@ -141,7 +141,7 @@ def validate_profiles(profiles: list[dict], defaults: GPUDefaults, settings: Bac
     duplicates = sorted({s for s in slugs if slugs.count(s) > 1})
     if duplicates:
         raise ProfileConfigError(f"profile slug(s) {duplicates} appear more than once; slugs must be unique")
-    gpu_resource = partial(is_gpu_resource, settings=settings or BackendSettings())
+    gpu_resource = partial(is_gpu_resource, settings=settings)
     for profile in profiles:
         try:
             _validate_profile(profile, defaults, gpu_resource)

@@ -14,8 +14,8 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from fracnb_spawner import form
-from fracnb_spawner.gpu import GPUDefaults
 from fracnb_spawner.profiles import initialize_profiles
+from fracnb_spawner.traits import FractionalTraits
 
 pytestmark = pytest.mark.browser
 
@@ -52,7 +52,7 @@ def page(browser: Browser) -> Iterator[Page]:
             for index, regex in enumerate(SAMPLES)
         ]
     )
-    html = form.render(profiles, form.describe(profiles, GPUDefaults()), {})
+    html = form.render(profiles, form.describe(profiles, FractionalTraits().gpu_defaults()), {})
     context = browser.new_context()
     page = context.new_page()
     page.set_content(f"<!doctype html><meta charset='utf-8'><form>{html}</form>")

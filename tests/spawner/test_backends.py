@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -251,7 +252,7 @@ SAMPLE_GPUS = [
 
 @pytest.mark.parametrize(
     "settings",
-    [SETTINGS, BackendSettings(time_slicing_resource="example.com/shared-gpu", mps_resource="nvidia.com/gpu")],
+    [SETTINGS, replace(SETTINGS, time_slicing_resource="example.com/shared-gpu", mps_resource="nvidia.com/gpu")],
 )
 def test_every_gpu_resource_a_backend_emits_counts_as_gpu(settings: BackendSettings) -> None:
     """The one list of GPU resources and annotations covers everything the backends put in a pod."""
