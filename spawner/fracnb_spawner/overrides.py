@@ -153,7 +153,8 @@ def gpu_requests(override: Mapping, is_gpu_resource: Callable[[str], bool]) -> l
 
 
 def _keys(value: object) -> list[str]:
-    return [str(key) for key in value] if isinstance(value, Mapping) else []
+    """Keys set by a mapping trait value; a None value removes the key (KubeSpawner's merge), asking for nothing."""
+    return [str(key) for key, item in value.items() if item is not None] if isinstance(value, Mapping) else []
 
 
 def _requested(spec: object) -> Iterator[str]:
