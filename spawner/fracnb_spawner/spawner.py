@@ -389,7 +389,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         are a 400 (an ``InvalidUserOptionsError`` from ``select`` for a bad slug, as
         KubeSpawner raises ``ValueError``).
         """
-        selection = select(profile_list, {**self.user_options, "profile": slug})
+        selection = select(profile_list, {**(self.user_options or {}), "profile": slug})
         try:
             overrides = selection_overrides(selection, self.is_gpu_resource)
         except InvalidUserOptionsError as error:
