@@ -8,8 +8,11 @@ KubeSpawner builds the pod.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
+import aiohttp
+from jupyterhub.utils import maybe_future
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.client.models import V1EnvVar
 from kubespawner import KubeSpawner
@@ -26,7 +29,7 @@ from .backends import (
     contract_fields,
     is_gpu_resource,
 )
-from .errors import rejection
+from .errors import HubConfigError, InvalidRequestError, RefusedSpawnError
 from .gpu import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
 from .ledger import LEDGER
 from .overrides import GPU_CARRYING_TRAITS, FilledText, OverrideError, check_spawner_traits, label_problems
@@ -56,6 +59,7 @@ def _env_name(variable: Any) -> str:
     return variable["name"] if isinstance(variable, dict) else variable.name
 
 
+_INVALID_OBJECT_STATUSES = (400, 422)  # the apiserver's BadRequest and Invalid
 _PLAN_TRAITS = ("extra_resource_limits", "extra_resource_guarantees", "node_selector", "scheduler_name")
 _validated: dict[int, tuple[Any, Any, tuple[GPUDefaults, BackendSettings]]] = {}
 _quota_policies: dict[int, tuple[Any, QuotaPolicy]] = {}
@@ -95,16 +99,18 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
     async def resolve_profiles(self) -> list[dict]:
         """The initialized, validated profile list (a callable one is called now)."""
         raw = self.profile_list
-        if callable(raw):
-            raw = raw(self)
-            if asyncio.iscoroutine(raw):
-                raw = await raw
         try:
+            if callable(raw):
+                raw = await maybe_future(raw(self))
             profiles = initialize_profiles(raw)
             self._validate_once(raw, profiles)
         except ProfileConfigError as error:
             self.log.error("fracnb: invalid profile_list: %s", error)
-            raise web.HTTPError(500, f"The hub's profile configuration is invalid: {error}") from None
+            raise HubConfigError(f"The hub's profile configuration is invalid: {error}") from None
+        except Exception as error:  # a callable list may raise or return anything: never a traceback
+            self.log.exception("fracnb: could not read profile_list")
+            message = f"The hub's profile configuration could not be read ({type(error).__name__}); see the hub log"
+            raise HubConfigError(message) from error
         return profiles
 
     def _validate_once(self, raw: Any, profiles: list[dict]) -> None:
@@ -143,46 +149,80 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             rows = await annotate(rows)
         return form.render(profiles, rows, self.user_options or {})
 
-    @default("options_from_form")
-    def _options_from_form_default(self) -> Any:
-        return self.validated_options_from_form
+    # options_from_form is KubeSpawner's (synchronous, returns user_options). The checks that need
+    # I/O (a callable profile_list, the quota) run in the two hooks JupyterHub awaits before a spawn.
 
-    async def validated_options_from_form(self, formdata: dict) -> dict:
-        """Turn the form into user_options, refusing bad input on the form itself (no spawn starts)."""
-        options = self._options_from_form(formdata)
+    async def run_options_from_form(self, form_data: dict) -> dict:
+        """The spawn form's user_options, refused on the form itself (no spawn starts) when invalid."""
+        options = await maybe_future(super().run_options_from_form(form_data))
+        await self.check_options(options)
+        return options
+
+    async def options_from_query(self, query_data: dict) -> dict:
+        """user_options from /hub/spawn?... query arguments, checked like the form's."""
+        options = await maybe_future(super().options_from_query(query_data))
+        await self.check_options(options)
+        return options
+
+    async def check_options(self, options: dict) -> None:
+        """Refuse invalid options (400) or options over quota (403) without applying anything."""
         profiles = await self.resolve_profiles()
         if profiles:
-            try:
-                selection = select(profiles, options)
-            except InvalidUserOptionsError as error:
-                raise web.HTTPError(400, f"Invalid server options: {error}") from None
+            selection = self.select_options(profiles, options)
             await self.check_quota(selection, self.plan_for(selection), reserve=False)
-        return options
 
     # ---- applying a choice -----------------------------------------------------------------------------
 
     async def load_user_options(self) -> None:
-        """Validate the (possibly forged) user_options, then apply the profile and the GPU plan."""
+        """Validate the (possibly forged) user_options, then apply the profile and the GPU plan.
+
+        Refusals are ``InvalidRequestError`` (4xx) or ``HubConfigError`` (500), both ``ValueError``s
+        as KubeSpawner's refusals are.
+        """
         self._restore_config()
         profiles = await self.resolve_profiles()
         if not profiles:
             return await super().load_user_options()
-        try:
-            selection = select(profiles, self.user_options)
-        except InvalidUserOptionsError as error:
-            raise rejection(400, f"Invalid server options: {error}", reason="invalid-options") from None
-        try:
-            plan = self.plan_for(selection)
-        except GPUConfigError as error:
-            raise web.HTTPError(500, f"The hub's profile configuration is invalid: {error}") from None
+        selection = self.select_options(profiles, self.user_options)
+        plan = self.plan_for(selection)
         await self.check_quota(selection, plan, reserve=True)
         self.user_options = selection.user_options
-        self._load_profile(selection.slug, profiles)
+        try:
+            self._load_profile(selection.slug, profiles)
+        except Exception as error:
+            LEDGER.release(self.user.name, self.name)
+            if isinstance(error, web.HTTPError):
+                raise
+            # Applying overrides may expand the user's free text: a 400, so that input cannot count
+            # toward the hub's consecutive failure limit; the traceback goes to the hub log.
+            self.log.exception("fracnb: could not apply profile %r for %s", selection.slug, self._log_name)
+            raise InvalidRequestError(
+                400, f"Invalid server options: the hub could not apply them to profile {selection.slug!r}; "
+                "see the hub log", reason="invalid-options",
+            ) from error  # fmt: skip
         self.apply_plan(selection, plan)
         return None
 
+    def select_options(self, profiles: list[dict], options: object) -> Selection:
+        """The validated choice for ``options``, or an ``InvalidRequestError`` (400) saying what is wrong."""
+        try:
+            selection = select(profiles, options)
+            selection_overrides(selection, self.is_gpu_resource)  # free text asking for GPUs: refused here too
+        except InvalidUserOptionsError as error:
+            raise InvalidRequestError(400, f"Invalid server options: {error}", reason="invalid-options") from None
+        except Exception as error:  # hostile input gets a 400, never a traceback
+            self.log.exception("fracnb: could not validate user_options for %s", self._log_name)
+            raise InvalidRequestError(
+                400, "Invalid server options: they could not be read; choose again on the spawn form",
+                reason="invalid-options",
+            ) from error  # fmt: skip
+        return selection
+
     def plan_for(self, selection: Selection) -> GPUPlan:
-        return plan_gpu(selection.gpu, self.gpu_defaults())
+        try:
+            return plan_gpu(selection.gpu, self.gpu_defaults())
+        except GPUConfigError as error:
+            raise HubConfigError(f"The hub's profile configuration is invalid: {error}") from None
 
     async def check_quota(self, selection: Selection, plan: GPUPlan, *, reserve: bool) -> None:
         """Refuse the spawn with a 4xx when over quota; with ``reserve``, hold the fraction.
@@ -200,7 +240,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 user=self.user.name, groups=self._group_members(), server=self.name, fraction=plan.fraction,
             )  # fmt: skip
             if not decision.allowed:
-                raise rejection(403, f"Over GPU quota: {decision.message}", reason="quota")
+                raise InvalidRequestError(403, f"Over GPU quota: {decision.message}", reason="quota")
             if reserve:
                 LEDGER.reserve(Allocation(self.user.name, self.name, plan.fraction, selection.slug))
 
@@ -249,7 +289,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         return annotated
 
     async def _cluster_view(self) -> tuple[list[dict], list[dict]]:
-        """Nodes and pods cluster-wide; empty when RBAC doesn't allow reading them (the form says nothing)."""
+        """Nodes and pods cluster-wide; empty when they cannot be read (the form then shows no counts,
+        as KubeSpawner's form needs no cluster access at all)."""
         try:
             nodes = await self.api.list_node()
             pods = await self.api.list_pod_for_all_namespaces(
@@ -257,6 +298,9 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             )
         except ApiException as error:
             self.log.warning("fracnb: cannot read nodes/pods for availability (%s); see docs on RBAC", error.status)
+            return [], []
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as error:
+            self.log.warning("fracnb: cannot reach the Kubernetes API for availability: %s", error)
             return [], []
         serialize = self.api.api_client.sanitize_for_serialization
         return serialize(nodes)["items"], serialize(pods)["items"]
@@ -344,7 +388,14 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 raise
             share = describe_plan(self.fracnb_plan) if self.fracnb_plan else "this server"
             message = f"No node could take {share} within {self.start_timeout} s: {reason}"
-            raise rejection(503, message, reason="unschedulable") from None
+            raise RefusedSpawnError(503, message, reason="unschedulable") from None
+        except ApiException as error:
+            if error.status not in _INVALID_OBJECT_STATUSES:
+                raise
+            # The apiserver refused an object built from the profile and the user's choices: say why,
+            # as a refusal (it repeats for every spawn of this choice; restarting the hub fixes nothing).
+            message = f"The cluster refused this server's pod: {_api_message(error)}"
+            raise RefusedSpawnError(400, message, reason="invalid-pod") from None
 
     def _scheduling_failure(self) -> str | None:
         events = getattr(self, "events", None) or []
@@ -387,7 +438,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         try:
             overrides = selection_overrides(selection, self.is_gpu_resource)
         except InvalidUserOptionsError as error:
-            raise rejection(400, f"Invalid server options: {error}", reason="invalid-options") from None
+            raise InvalidRequestError(400, f"Invalid server options: {error}", reason="invalid-options") from None
         free_text = [name for name, key in selection.choices if name + UNLISTED_SUFFIX in selection.user_options]
         try:
             for override in overrides:
@@ -398,10 +449,10 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 raise
             self._restore_config()
             message = f"option {free_text[0]!r}: the value cannot be used here ({error})"[:300]
-            raise rejection(400, f"Invalid server options: {message}", reason="invalid-options") from None
+            raise InvalidRequestError(400, f"Invalid server options: {message}", reason="invalid-options") from None
         if problems:
             self._restore_config()
-            raise rejection(
+            raise InvalidRequestError(
                 400, f"Invalid server options: option {free_text[0]!r}: {problems[0]}", reason="invalid-options"
             )
 
@@ -434,3 +485,12 @@ def _copy_plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_copy_plain(item) for item in value]
     return value
+
+
+def _api_message(error: ApiException, limit: int = 500) -> str:
+    """The apiserver's own message from an error answer (its Status object), shortened."""
+    try:
+        message = str(json.loads(error.body)["message"])
+    except (TypeError, ValueError, KeyError):
+        message = str(error.reason)
+    return message if len(message) <= limit else message[: limit - 1] + "…"

@@ -89,6 +89,7 @@ class DemoSettings:
     warning_lead: int = 600
     password: str = DEMO_PASSWORD
     users: dict[str, list[str]] = field(default_factory=lambda: dict(DEMO_USERS))
+    extra_config: str = ""  # jupyterhub_config.py lines added before setup(c), e.g. by tests
 
     def __post_init__(self) -> None:
         for name in ("hub_port", "proxy_api_port", "service_port"):
@@ -203,6 +204,7 @@ def hub_config(settings: DemoSettings, proxy: str) -> str:
         f"c.FracnbService.default_idle_timeout = {settings.idle_timeout}",
         f"c.FracnbService.kubeconfig = {str(settings.kubeconfig)!r}",
         f"c.FracnbService.namespace = {settings.namespace!r}",
+        settings.extra_config,
         # What an admin writes last: select the spawner, check it all, register the service.
         "from fracnb_spawner import setup",
         f"setup(c, config_file=__file__, service_url='http://127.0.0.1:{settings.service_port}')",

@@ -189,6 +189,20 @@ async def test_form_rejects_before_any_spawn(make_spawner) -> None:
     assert options == {"profile": "shared", "size": "half"}
 
 
+async def test_form_refuses_free_text_asking_for_gpus(make_spawner) -> None:
+    spawner = make_spawner(config())
+    form = {
+        "profile": ["free"],
+        "profile-option-free--note--unlisted-choice": [NOTE],
+        "profile-option-free--resource": ["unlisted-choice"],
+        "profile-option-free--resource--unlisted-choice": ["nvidia.com/gpu"],
+    }
+    with pytest.raises(web.HTTPError) as caught:
+        await spawner.run_options_from_form(form)
+    assert caught.value.status_code == 400
+    assert "would ask for GPUs in extra_resource_limits (nvidia.com/gpu)" in caught.value.log_message
+
+
 # Free text an admin routes into every trait KubeSpawner expands as a template (and one it doesn't).
 ROUTED = {
     "environment": {"NOTE": "{value}", "WHO": "{username}: {value}"},
