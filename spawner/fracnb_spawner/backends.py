@@ -12,11 +12,25 @@ from fractions import Fraction
 
 from .culling import CullPolicy
 from .gpu import GPUPlan
+from .labels import label_value
+from .mig import MIG_RESOURCE_PREFIX
 from .units import format_decimal, format_fraction
 
 LABEL_PREFIX = "fracnb.io/"
 GPU_VISIBILITY_VARIABLES = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "CUDA_DISABLE_CONTROL")
 RESERVED_ENV_PREFIX = "FRACNB_"
+
+# What the mechanisms below put in a pod to give it a GPU, in one place: a pod that carries any
+# of it outside the ``gpu`` key gets GPUs that no quota counts (see :func:`is_gpu_resource`).
+WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
+HAMI_CORES_RESOURCE = "nvidia.com/gpucores"
+HAMI_MEMORY_RESOURCE = "nvidia.com/gpumem"
+HAMI_MEMORY_PERCENT_RESOURCE = "nvidia.com/gpumem-percentage"
+# Every name NVIDIA's device plugin (whole, shared, renamed, MIG) and HAMi advertise starts so.
+GPU_RESOURCE_PREFIXES = (WHOLE_GPU_RESOURCE, MIG_RESOURCE_PREFIX)
+KAI_FRACTION_ANNOTATION = "gpu-fraction"
+# KAI also gives a GPU share for these (docs/spawner.md); fracnb writes only the fraction.
+GPU_REQUEST_ANNOTATIONS = (KAI_FRACTION_ANNOTATION, "gpu-memory", "gpu-fraction-num-devices")
 
 
 @dataclass(frozen=True)
@@ -30,7 +44,13 @@ class BackendSettings:
     kai_queue_label: str
     kai_queue: str
     soft_cap_ratio: float
-    whole_gpu_resource: str = "nvidia.com/gpu"  # the device plugin's own name; not configurable
+    whole_gpu_resource: str = WHOLE_GPU_RESOURCE  # the device plugin's own name; not configurable
+
+
+def is_gpu_resource(name: str, settings: BackendSettings) -> bool:
+    """Whether the extended resource ``name`` gives a pod (part of) a GPU under any backend."""
+    configured = (settings.whole_gpu_resource, settings.time_slicing_resource, settings.mps_resource)
+    return name in configured or name.startswith(GPU_RESOURCE_PREFIXES)
 
 
 @dataclass(frozen=True)
@@ -73,13 +93,13 @@ def _whole(plan: GPUPlan, settings: BackendSettings) -> PodFields:
     count = str(plan.fraction.numerator)
     if plan.scheduler_backend == "hami":
         return PodFields(
-            resources={"nvidia.com/gpu": count},
+            resources={WHOLE_GPU_RESOURCE: count},
             scheduler_name=settings.hami_scheduler,
             annotations=_hami_gputype(plan),
         )
     if plan.scheduler_backend == "kai":
         return PodFields(
-            resources={"nvidia.com/gpu": count},
+            resources={WHOLE_GPU_RESOURCE: count},
             scheduler_name=settings.kai_scheduler,
             node_selector=_product_selector(plan),
             labels={settings.kai_queue_label: settings.kai_queue},
@@ -92,7 +112,7 @@ def _whole(plan: GPUPlan, settings: BackendSettings) -> PodFields:
 
 def _shared(plan: GPUPlan, resource: str, strategy: str) -> PodFields:
     # GFD appends -SHARED to the product label unless the plugin renames the resource.
-    suffix = "-SHARED" if resource == "nvidia.com/gpu" else ""
+    suffix = "-SHARED" if resource == WHOLE_GPU_RESOURCE else ""
     return PodFields(
         resources={resource: "1"},
         node_selector={
@@ -125,11 +145,11 @@ def _hami_gputype(plan: GPUPlan) -> dict[str, str]:
 
 def _hami(plan: GPUPlan, settings: BackendSettings) -> PodFields:
     percent = str(max(1, round(plan.fraction * 100)))
-    resources = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": percent}
+    resources = {WHOLE_GPU_RESOURCE: "1", HAMI_CORES_RESOURCE: percent}
     if plan.memory_bytes and plan.memory_bytes != int(plan.fraction * plan.device_memory):
-        resources["nvidia.com/gpumem"] = str(plan.memory_bytes // 2**20)
+        resources[HAMI_MEMORY_RESOURCE] = str(plan.memory_bytes // 2**20)
     else:
-        resources["nvidia.com/gpumem-percentage"] = percent
+        resources[HAMI_MEMORY_PERCENT_RESOURCE] = percent
     return PodFields(
         resources=resources,
         scheduler_name=settings.hami_scheduler,
@@ -142,7 +162,7 @@ def _kai(plan: GPUPlan, settings: BackendSettings) -> PodFields:
         scheduler_name=settings.kai_scheduler,
         node_selector=_product_selector(plan),
         labels={settings.kai_queue_label: settings.kai_queue},
-        annotations={"gpu-fraction": format_decimal(plan.fraction, 4)},
+        annotations={KAI_FRACTION_ANNOTATION: format_decimal(plan.fraction, 4)},
     )
 
 
@@ -178,11 +198,13 @@ def contract_fields(plan: GPUPlan, *, profile: str, choice: str, cull: CullPolic
     if model:
         environment["FRACNB_GPU_MODEL"] = model
     labels = {
-        LABEL_PREFIX + "profile": profile,
+        # A label value has a strict syntax; the annotation keeps the slug as configured.
+        LABEL_PREFIX + "profile": label_value(profile),
         LABEL_PREFIX + "gpu-backend": backend,
         LABEL_PREFIX + "gpu-fraction": format_decimal(plan.fraction),
     }
     annotations = {
+        LABEL_PREFIX + "profile": profile,
         LABEL_PREFIX + "gpu-fraction": format_fraction(plan.fraction),
         LABEL_PREFIX + "gpu-memory-limit": str(plan.memory_bytes),
         LABEL_PREFIX + "choice": choice,

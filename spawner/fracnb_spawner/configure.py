@@ -7,13 +7,21 @@ does not start with it), and registers the fracnb service with the roles it need
 from __future__ import annotations
 
 import sys
+from functools import partial
 from typing import Any
 
 from traitlets import TraitError
+from traitlets.config import Config, Configurable
 
+from .backends import is_gpu_resource
+from .overrides import OverrideError, check_spawner_traits
 from .profiles import ProfileConfigError, initialize_profiles, validate_profiles
 from .quota import FracnbQuotas
 from .traits import FractionalTraits
+
+# FractionalSpawner's own traits, validated as the spawner validates them but without a
+# cluster; named so, traitlets' messages name the class the admin configures.
+_SpawnerSettings = type("FractionalSpawner", (FractionalTraits, Configurable), {})
 
 SERVICE_SCOPES = [
     "list:users",
@@ -35,17 +43,11 @@ def setup(c: Any, *, config_file: str | None = None, service: bool = True, servi
         setup(c, config_file=__file__)
     """
     c.JupyterHub.spawner_class = "fractional"
-    spawner = c.FractionalSpawner
-    raw = spawner.get("profile_list", c.KubeSpawner.get("profile_list", []))
-    if not callable(raw):
-        try:
-            validate_profiles(initialize_profiles(raw), configured_traits(c).gpu_defaults())
-        except ProfileConfigError as error:
-            raise SystemExit(f"fracnb: refusing to start, FractionalSpawner.profile_list: {error}") from None
     try:
-        FracnbQuotas(config=c).policy()
-    except TraitError as error:
+        check_config(c)
+    except (TraitError, ProfileConfigError, OverrideError) as error:
         raise SystemExit(f"fracnb: refusing to start, {error}") from None
+    spawner = c.FractionalSpawner
     if not service:
         return
     if config_file is None:
@@ -65,17 +67,32 @@ def setup(c: Any, *, config_file: str | None = None, service: bool = True, servi
     c.JupyterHub.load_roles = roles
 
 
-def configured_traits(c: Any) -> FractionalTraits:
-    """fracnb's spawner traits as the hub will see them (``c.FractionalSpawner`` over ``c.KubeSpawner``).
+def spawner_section(c: Config) -> dict[str, Any]:
+    """The settings FractionalSpawner gets from a hub config: ``c.KubeSpawner``, overridden by its own."""
+    return {**c.KubeSpawner, **c.FractionalSpawner}
 
-    A value the trait refuses stops the start here, with the trait's own message.
+
+def configured_traits(c: Config) -> FractionalTraits:
+    """fracnb's spawner traits as the hub will see them; a value a trait refuses raises its ``TraitError``."""
+    names = set(FractionalTraits.class_trait_names())
+    mine = {name: value for name, value in spawner_section(c).items() if name in names}
+    return _SpawnerSettings(config=Config({"FractionalSpawner": mine}))
+
+
+def check_config(c: Config) -> None:
+    """Refuse what FractionalSpawner would refuse, offline: ``TraitError``, ``ProfileConfigError``, ``OverrideError``.
+
+    Its traits (types and bounds), GPUs asked for outside the ``gpu`` key, the profile list,
+    and ``c.FracnbQuotas``.
     """
-    traits = FractionalTraits()
-    for name in traits.trait_names(config=True):
-        for section in (c.KubeSpawner, c.FractionalSpawner):
-            if name in section:
-                try:
-                    setattr(traits, name, section[name])
-                except TraitError as error:
-                    raise SystemExit(f"fracnb: refusing to start, {error}") from None
-    return traits
+    section = spawner_section(c)
+    settings = configured_traits(c)
+    backend = settings.backend_settings()
+    check_spawner_traits(section, partial(is_gpu_resource, settings=backend))
+    raw = section.get("profile_list", [])
+    if not callable(raw):
+        try:
+            validate_profiles(initialize_profiles(raw), settings.gpu_defaults(), backend)
+        except ProfileConfigError as error:
+            raise ProfileConfigError(f"FractionalSpawner.profile_list: {error}") from None
+    FracnbQuotas(config=c).policy()

@@ -22,6 +22,8 @@ import yaml
 from traitlets import TraitError
 from traitlets.config import Config, PyFileConfigLoader
 
+from .configure import check_config
+from .overrides import OverrideError
 from .profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
 from .progress import plan_summary
 
@@ -73,6 +75,7 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
     results = []
     config = Config(config)
     config.pop("FracnbQuotas", None)  # quotas depend on who runs what; the dry run shows pods only
+    check_config(config)  # the checks of setup(c), with their messages
     try:
         FractionalSpawner(_mock=True, config=config)  # refuses bad configuration as the hub would
         for slug, choice, options in _rows(FractionalSpawner, config):
@@ -136,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             config = load_hub_config(args.config)
             rows = asyncio.run(_describe(config, args.manifest))
-        except (TraitError, ProfileConfigError) as error:
+        except (TraitError, ProfileConfigError, OverrideError) as error:
             print(f"fracnb-dry-run: configuration refused: {error}", file=sys.stderr)
             return 1
     if args.json:

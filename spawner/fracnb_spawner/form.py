@@ -2,7 +2,8 @@
 
 Field names are KubeSpawner's (``profile``, ``profile-option-<slug>--<option>`` and its
 ``--unlisted-choice`` text field), so its form parsing keeps working. Everything the admin
-or the cluster supplies is HTML-escaped.
+or the cluster supplies is HTML-escaped; a ``validation_regex`` becomes a ``pattern``
+attribute only in the syntax browsers use (``jspattern``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from dataclasses import dataclass, replace
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from .gpu import GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
-from .profiles import UNLISTED, iter_combinations
+from .jspattern import html_pattern
+from .profiles import UNLISTED, UNLISTED_LABEL, iter_combinations
 from .progress import plan_summary
 
 RowKey = tuple[str, str | None, str | None]  # (profile slug, option, choice); option None = the profile
@@ -22,6 +24,7 @@ _environment = Environment(
     loader=PackageLoader("fracnb_spawner", "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
 )
+_environment.filters["html_pattern"] = html_pattern
 
 
 @dataclass(frozen=True)
@@ -75,4 +78,6 @@ def render(profiles: list[dict], rows: Mapping[RowKey, ChoiceRow], user_options:
     if selected not in {p["slug"] for p in profiles}:
         selected = next(p["slug"] for p in profiles if p.get("default"))
     template = _environment.get_template("form.html")
-    return template.render(profiles=profiles, rows=rows, selected=selected, unlisted=UNLISTED)
+    return template.render(
+        profiles=profiles, rows=rows, selected=selected, unlisted=UNLISTED, unlisted_label=UNLISTED_LABEL
+    )

@@ -10,10 +10,17 @@ from dataclasses import dataclass, fields, replace
 from fractions import Fraction
 
 from . import mig
-from .units import QuantityError, parse_bytes, parse_fraction
+from .labels import value_problem
+from .units import QuantityError, format_bytes, format_fraction, parse_bytes, parse_fraction
 
 BACKENDS = ("time-slicing", "mps", "mig", "hami", "kai")
 GPU_KEYS = ("fraction", "count", "backend", "mig_profile", "memory", "product")
+AMOUNT_KEYS = ("fraction", "count", "mig_profile")  # each says how much GPU; one per entry
+# A GPU shared by more than 64 notebooks leaves each too little to run anything; time-slicing
+# and MPS need 1/fraction replicas per GPU, and KAI's annotation keeps 4 decimals.
+MIN_FRACTION = Fraction(1, 64)
+MAX_COUNT = 64  # more GPUs than any node has: such a pod could never be scheduled
+MIN_MEMORY = 256 * 2**20  # less than a CUDA context needs
 
 # Who enforces the memory budget, per mechanism (docs/spawner.md, "Who enforces the memory budget").
 ISOLATION = {
@@ -49,9 +56,23 @@ class GPUSpec:
     product: str | None = None
 
     def merged(self, override: GPUSpec) -> GPUSpec:
-        """This spec with every key that ``override`` sets replaced."""
+        """This spec with every key that ``override`` sets replaced.
+
+        The amount keys exclude each other, so an override that sets a different one than
+        this spec (``count`` here, ``fraction`` there) is a conflict, not a silent choice.
+        """
+        mine, theirs = self.amount_keys, override.amount_keys
+        if mine and theirs and mine != theirs:
+            raise GPUConfigError(
+                f"its gpu {' and '.join(map(repr, theirs))} conflicts with the profile's gpu "
+                f"{' and '.join(map(repr, mine))}; keep the amount in one place (the profile or each choice)"
+            )
         changes = {f.name: getattr(override, f.name) for f in fields(override)}
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @property
+    def amount_keys(self) -> tuple[str, ...]:
+        return tuple(key for key in AMOUNT_KEYS if getattr(self, key) is not None)
 
     @property
     def requests_gpu(self) -> bool:
@@ -102,10 +123,12 @@ def parse_gpu_spec(raw: object) -> GPUSpec:
         backend=_parse_backend(raw["backend"]) if "backend" in raw else None,
         mig_profile=_parse_text(raw, "mig_profile"),
         memory=_parse_memory(raw["memory"]) if "memory" in raw else None,
-        product=_parse_text(raw, "product"),
+        product=_parse_product(raw),
     )
     if spec.fraction is not None and spec.count is not None:
         raise GPUConfigError("'fraction' and 'count' exclude each other; keep one of them")
+    if spec.mig_profile is not None and len(spec.amount_keys) > 1:
+        raise GPUConfigError("'mig_profile' sets the amount by itself; remove 'fraction' and 'count' next to it")
     if spec.mig_profile is not None:
         model = mig.model_for_product(spec.product) if spec.product else None
         try:
@@ -132,6 +155,7 @@ def plan_gpu(spec: GPUSpec | None, defaults: GPUDefaults) -> GPUPlan:
     fraction = spec.fraction if spec.fraction is not None else Fraction(1)
     if fraction == 1 and backend in ("time-slicing", "mps", "kai"):
         return _plan_whole(spec, 1, backend, device_memory)
+    _check_memory(spec.memory, device_memory, "one GPU's memory", "ask for whole GPUs with 'count'")
     replicas = None
     if backend in ("time-slicing", "mps"):
         if fraction.numerator != 1:
@@ -147,6 +171,7 @@ def plan_gpu(spec: GPUSpec | None, defaults: GPUDefaults) -> GPUPlan:
 def _plan_whole(spec: GPUSpec, count: int, backend: str, device_memory: int) -> GPUPlan:
     if backend == "mig":
         raise GPUConfigError("'count' asks for whole GPUs; for a MIG slice give 'mig_profile'")
+    _check_memory(spec.memory, count * device_memory, f"the memory of {count} GPU(s)", "raise 'count'")
     scheduler = backend if backend in ("hami", "kai") else None
     budget = spec.memory or count * device_memory
     return GPUPlan(
@@ -159,8 +184,8 @@ def _plan_mig(spec: GPUSpec, defaults: GPUDefaults) -> GPUPlan:
     model = mig.model_for_product(spec.product) if spec.product else None
     if spec.product and model is None:
         raise GPUConfigError(f"GPU product {spec.product!r} has no known MIG profiles")
-    model = model or mig.model_by_key(defaults.mig_model)
     try:
+        model = model or mig.model_by_key(defaults.mig_model)
         if spec.mig_profile:
             slice_ = mig.check_profile(spec.mig_profile, model)
         else:
@@ -168,8 +193,17 @@ def _plan_mig(spec: GPUSpec, defaults: GPUDefaults) -> GPUPlan:
     except mig.MigError as error:
         raise GPUConfigError(str(error)) from None
     share = min(mig.memory_share(slice_, model), Fraction(1))
+    _check_memory(spec.memory, slice_.memory_gb * 2**30, f"the {slice_.profile} slice's memory", "pick a larger slice")
     budget = spec.memory or slice_.memory_gb * 2**30
     return GPUPlan("mig", share, budget, budget, mig_slice=slice_, product=spec.product)
+
+
+def _check_memory(memory: int | None, available: int, what: str, fix: str) -> None:
+    if memory is not None and memory > available:
+        raise GPUConfigError(
+            f"memory {format_bytes(memory)} is more than {what} ({format_bytes(available)}); lower it or {fix}"
+            " (one GPU's memory is gpu_memory, or gpu_memory_by_product for the entry's product)"
+        )
 
 
 def _device_memory(product: str | None, defaults: GPUDefaults) -> int:
@@ -185,12 +219,19 @@ def _parse_fraction_key(value: object) -> Fraction:
         raise GPUConfigError(f"fraction {error}") from None
     if not 0 < fraction <= 1:
         raise GPUConfigError(f"fraction {value!r} is outside 0 < fraction <= 1; for more than one GPU use 'count'")
+    if fraction < MIN_FRACTION:
+        raise GPUConfigError(
+            f"fraction {value!r} is less than {format_fraction(MIN_FRACTION)} of a GPU, too little to run a notebook;"
+            f" use at least {format_fraction(MIN_FRACTION)}"
+        )
     return fraction
 
 
 def _parse_count(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise GPUConfigError(f"count {value!r} must be a whole number of GPUs >= 1; for part of a GPU use 'fraction'")
+    if value > MAX_COUNT:
+        raise GPUConfigError(f"count {value} is more than {MAX_COUNT} GPUs, more than any node has; lower it")
     return value
 
 
@@ -202,9 +243,12 @@ def _parse_backend(value: object) -> str:
 
 def _parse_memory(value: object) -> int:
     try:
-        return parse_bytes(value)
+        memory = parse_bytes(value)
     except QuantityError as error:
         raise GPUConfigError(f"memory {error}") from None
+    if memory < MIN_MEMORY:
+        raise GPUConfigError(f"memory {value!r} is less than {format_bytes(MIN_MEMORY)}, too little for a CUDA context")
+    return memory
 
 
 def _parse_text(raw: Mapping, key: str) -> str | None:
@@ -214,3 +258,16 @@ def _parse_text(raw: Mapping, key: str) -> str | None:
     if not isinstance(value, str) or not value.strip():
         raise GPUConfigError(f"{key} must be a non-empty string, not {value!r}")
     return value.strip()
+
+
+def _parse_product(raw: Mapping) -> str | None:
+    product = _parse_text(raw, "product")
+    # It becomes a node-selector value, with "-SHARED" appended for shared GPUs.
+    problem = value_problem(product + "-SHARED") if product else None
+    if problem:
+        raise GPUConfigError(
+            f"product {product!r} cannot be a node-selector value; write it as the nodes' nvidia.com/gpu.product"
+            " label shows it, such as 'NVIDIA-A100-SXM4-80GB' (no spaces; at most 56 characters: letters, digits,"
+            " '-', '_' and '.')"
+        )
+    return product

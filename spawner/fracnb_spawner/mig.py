@@ -41,6 +41,7 @@ CATALOGUE: tuple[MigModel, ...] = (
              ("1g.23gb", "1g.23gb+me", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb")),
 )  # fmt: skip
 
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 KNOWN_PROFILES: frozenset[str] = frozenset(p for model in CATALOGUE for p in model.profiles)
 
 
@@ -56,7 +57,7 @@ class MigSlice:
 
     @property
     def resource_name(self) -> str:
-        return "nvidia.com/mig-" + self.profile.replace("+", ".")
+        return MIG_RESOURCE_PREFIX + self.profile.replace("+", ".")
 
 
 def parse_profile(name: str) -> MigSlice:

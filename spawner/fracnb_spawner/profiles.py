@@ -11,19 +11,24 @@ import copy
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from slugify import slugify
 
-from .backends import GPU_VISIBILITY_VARIABLES, RESERVED_ENV_PREFIX
+from .backends import BackendSettings, is_gpu_resource
 from .culling import CullPolicy
 from .gpu import GPUConfigError, GPUDefaults, GPUSpec, parse_gpu_spec, plan_gpu
+from .overrides import OverrideError, check_override, fill_unlisted, gpu_requests
+from .shapes import ShapeError, check_profile_shape
 from .units import QuantityError, parse_duration
 
 UNLISTED = "unlisted-choice"
 UNLISTED_SUFFIX = "--unlisted-choice"
+UNLISTED_LABEL = "Other..."  # KubeSpawner's default display_name_in_choices
 CULL_KEYS = ("idle_timeout", "max_age")
 MAX_OPTION_LENGTH = 1024
+_SAMPLE_TEXT = "sample"  # formats unlisted-choice templates at start, to find broken ones
 
 
 class ProfileConfigError(ValueError):
@@ -59,19 +64,41 @@ def initialize_profiles(raw: object) -> list[dict]:
         raw = [raw[key] for key in sorted(raw)]
     if not isinstance(raw, list):
         raise ProfileConfigError(f"profile_list must be a list of profiles, not {type(raw).__name__}")
-    profiles = copy.deepcopy(raw)
-    for index, profile in enumerate(profiles):
-        if not isinstance(profile, dict) or "display_name" not in profile:
-            raise ProfileConfigError(f"profile #{index + 1} must be a mapping with a display_name")
-        profile.setdefault("slug", slugify(str(profile["display_name"])))
-        for option in profile.get("profile_options", {}).values():
+    for index, profile in enumerate(raw):
+        try:
+            check_profile_shape(profile)
+        except ShapeError as error:
+            raise ProfileConfigError(f"{_raw_profile_name(profile, index)}: {error}") from None
+    profiles = [_plain_copy(profile) for profile in raw]
+    for profile in profiles:
+        profile.setdefault("slug", slugify(profile["display_name"]))
+        for option in (profile.get("profile_options") or {}).values():
             choices = option.get("choices") or {}
             if choices and not any(c.get("default") for c in choices.values()):
                 next(iter(choices.values()))["default"] = True
-            option.setdefault("unlisted_choice", {}).setdefault("enabled", False)
+            unlisted = option.get("unlisted_choice") or {}
+            option["unlisted_choice"] = unlisted
+            unlisted.setdefault("enabled", False)
+            if unlisted["enabled"]:
+                unlisted.setdefault("display_name_in_choices", UNLISTED_LABEL)
     if profiles and not any(p.get("default") for p in profiles):
         profiles[0]["default"] = True
     return profiles
+
+
+def _plain_copy(value: Any) -> Any:
+    """A deep copy in which every mapping is a dict (a traitlets Config or other Mapping included)."""
+    if isinstance(value, Mapping):
+        return {key: _plain_copy(item) for key, item in value.items()}
+    return copy.deepcopy(value)
+
+
+def _raw_profile_name(profile: object, index: int) -> str:
+    """Names a profile not yet initialized as ``profile_name`` does, or by its position."""
+    if isinstance(profile, Mapping) and isinstance(profile.get("display_name"), str):
+        slug = profile.get("slug")
+        return profile_name({**profile, "slug": slug if isinstance(slug, str) else slugify(profile["display_name"])})
+    return f"profile #{index + 1}"
 
 
 def profile_name(profile: Mapping) -> str:
@@ -83,12 +110,14 @@ def iter_combinations(profile: Mapping) -> Iterator[tuple[tuple[tuple[str, str],
     combos: list[tuple[tuple[tuple[str, str], ...], GPUSpec | None, dict]] = [
         ((), _spec_of(profile), dict(profile.get("cull") or {}))
     ]
-    for option_name, option in profile.get("profile_options", {}).items():
+    for option_name, option in (profile.get("profile_options") or {}).items():
         extended = []
         for chosen, spec, cull in combos:
             for key, choice in (option.get("choices") or {}).items():
-                choice_spec = _spec_of(choice)
-                merged = spec.merged(choice_spec) if spec and choice_spec else (choice_spec or spec)
+                try:
+                    merged = _merge(spec, _spec_of(choice))
+                except GPUConfigError as error:
+                    raise GPUConfigError(f"choice {option_name}={key}: {error}") from None
                 extended.append(((*chosen, (option_name, key)), merged, {**cull, **(choice.get("cull") or {})}))
             if option["unlisted_choice"].get("enabled"):
                 extended.append(((*chosen, (option_name, UNLISTED)), spec, cull))
@@ -100,39 +129,43 @@ def _spec_of(entry: Mapping) -> GPUSpec | None:
     return parse_gpu_spec(entry["gpu"]) if "gpu" in entry else None
 
 
-def validate_profiles(profiles: list[dict], defaults: GPUDefaults) -> None:
-    """Raise ``ProfileConfigError`` naming the first profile (and choice) that cannot work."""
+def _merge(spec: GPUSpec | None, choice_spec: GPUSpec | None) -> GPUSpec | None:
+    return spec.merged(choice_spec) if spec and choice_spec else (choice_spec or spec)
+
+
+def validate_profiles(profiles: list[dict], defaults: GPUDefaults, settings: BackendSettings) -> None:
+    """Raise ``ProfileConfigError`` naming the first profile (and choice) that cannot work.
+
+    ``settings`` names the cluster's GPU resources, which only ``gpu`` keys may ask for.
+    """
     slugs = [p["slug"] for p in profiles]
     duplicates = sorted({s for s in slugs if slugs.count(s) > 1})
     if duplicates:
         raise ProfileConfigError(f"profile slug(s) {duplicates} appear more than once; slugs must be unique")
+    gpu_resource = partial(is_gpu_resource, settings=settings)
     for profile in profiles:
         try:
-            _validate_profile(profile, defaults)
-        except (GPUConfigError, QuantityError, ProfileConfigError) as error:
+            _validate_profile(profile, defaults, gpu_resource)
+        except (GPUConfigError, QuantityError, ProfileConfigError, OverrideError) as error:
             raise ProfileConfigError(f"{profile_name(profile)}: {error}") from None
 
 
-def _validate_profile(profile: Mapping, defaults: GPUDefaults) -> None:
-    _check_override(profile.get("kubespawner_override") or {})
-    for option_name, option in profile.get("profile_options", {}).items():
+def _validate_profile(profile: Mapping, defaults: GPUDefaults, gpu_resource: Any) -> None:
+    check_override(profile.get("kubespawner_override") or {}, gpu_resource)
+    for option_name, option in (profile.get("profile_options") or {}).items():
         if not option.get("choices") and not option["unlisted_choice"].get("enabled"):
             raise ProfileConfigError(f"option {option_name!r} has neither choices nor an unlisted choice")
         for key, choice in (option.get("choices") or {}).items():
             try:
-                _check_override(choice.get("kubespawner_override") or {})
+                check_override(choice.get("kubespawner_override") or {}, gpu_resource)
                 _spec_of(choice)
-            except (ProfileConfigError, GPUConfigError) as error:
+            except (OverrideError, GPUConfigError) as error:
                 raise ProfileConfigError(f"choice {option_name}={key}: {error}") from None
-        unlisted = option["unlisted_choice"]
-        if unlisted.get("enabled"):
-            if "gpu" in unlisted:
-                raise ProfileConfigError(f"option {option_name!r}: an unlisted choice cannot carry 'gpu'")
-            _check_override(unlisted.get("kubespawner_override") or {})
+        if option["unlisted_choice"].get("enabled"):
             try:
-                re.compile(unlisted.get("validation_regex") or "")
-            except re.error as error:
-                raise ProfileConfigError(f"option {option_name!r}: bad validation_regex: {error}") from None
+                _validate_unlisted(option["unlisted_choice"], gpu_resource)
+            except (OverrideError, ProfileConfigError) as error:
+                raise ProfileConfigError(f"option {option_name!r}, unlisted choice: {error}") from None
     for choices, spec, cull in iter_combinations(profile):
         try:
             plan_gpu(spec, defaults)
@@ -142,15 +175,22 @@ def _validate_profile(profile: Mapping, defaults: GPUDefaults) -> None:
             raise ProfileConfigError(f"choice {where}: {error}" if where else str(error)) from None
 
 
-def _check_override(override: Mapping) -> None:
-    environment = override.get("environment") or {}
-    if not isinstance(environment, Mapping):
-        return
-    for name in environment:
-        if name in GPU_VISIBILITY_VARIABLES or str(name).startswith(RESERVED_ENV_PREFIX):
-            raise ProfileConfigError(
-                f"kubespawner_override sets {name}, which fracnb controls from the 'gpu' key; remove it"
-            )
+def _validate_unlisted(unlisted: Mapping, gpu_resource: Any) -> None:
+    if "gpu" in unlisted:
+        raise ProfileConfigError("it cannot carry 'gpu' (free text cannot set an amount of GPU)")
+    override = unlisted.get("kubespawner_override") or {}
+    check_override(override, gpu_resource)
+    try:
+        fill_unlisted(override, _SAMPLE_TEXT)
+    except (ValueError, LookupError, AttributeError, TypeError) as error:
+        raise ProfileConfigError(
+            f"its kubespawner_override cannot be formatted ({type(error).__name__}: {error}); it may use"
+            " {value} for the user's text, KubeSpawner's fields such as {username}, and {{ }} for literal braces"
+        ) from None
+    try:
+        re.compile(unlisted.get("validation_regex") or "")
+    except re.error as error:
+        raise ProfileConfigError(f"bad validation_regex: {error}") from None
 
 
 def cull_policy(spec: GPUSpec | None, cull: Mapping, gpu_default: CullPolicy, cpu_default: CullPolicy) -> CullPolicy:
@@ -181,7 +221,7 @@ def select(profiles: list[dict], user_options: object) -> Selection:
     slug = options.get("profile")
     default = next(p for p in profiles if p.get("default"))
     profile = default if slug in (None, "") else _profile_by_slug(profiles, slug)
-    profile_options = profile.get("profile_options", {})
+    profile_options = profile.get("profile_options") or {}
     allowed_keys = {"profile"} | set(profile_options) | {n + UNLISTED_SUFFIX for n in profile_options}
     unknown = sorted(str(k)[:64] for k in options if k not in allowed_keys)
     if unknown:
@@ -203,8 +243,7 @@ def select(profiles: list[dict], user_options: object) -> Selection:
             continue
         normalized[option_name] = key
         choice = option["choices"][key]
-        choice_spec = _spec_of(choice)
-        spec = spec.merged(choice_spec) if spec and choice_spec else (choice_spec or spec)
+        spec = _merge(spec, _spec_of(choice))
         cull.update(choice.get("cull") or {})
     return Selection(profile, tuple(choices), normalized, spec, cull)
 
@@ -228,7 +267,11 @@ def _choose(option_name: str, option: Mapping, options: Mapping) -> tuple[str, s
     if free_text not in (None, "") or (value == UNLISTED and UNLISTED not in choices):
         return UNLISTED, _check_unlisted(option_name, unlisted, free_text)
     if value is None:
-        return next(k for k, c in choices.items() if c.get("default")), None
+        default = next((k for k, c in choices.items() if c.get("default")), None)
+        if default is None:  # free text only, and none given
+            hint = unlisted.get("display_name") or option.get("display_name") or option_name
+            raise InvalidUserOptionsError(f"option {option_name!r} needs a value: enter one in the {hint!r} field")
+        return default, None
     if not isinstance(value, str) or value not in choices:
         valid = ", ".join(map(repr, choices))
         raise InvalidUserOptionsError(f"{repr(value)[:64]} is not a choice for {option_name!r}; choose one of: {valid}")
@@ -247,3 +290,32 @@ def _check_unlisted(option_name: str, unlisted: Mapping, free_text: object) -> s
         hint = unlisted.get("validation_message") or f"it must match {pattern}"
         raise InvalidUserOptionsError(f"option {option_name!r}: {free_text[:64]!r} is not allowed; {hint}")
     return free_text
+
+
+def selection_overrides(selection: Selection, gpu_resource: Any) -> list[Mapping]:
+    """The ``kubespawner_override`` entries to apply, in KubeSpawner's order: profile, then each option.
+
+    An unlisted choice's override gets the user's text for ``{value}``, as text no later
+    expansion touches. Raises ``InvalidUserOptionsError`` if that text would ask for GPU
+    resources (through a templated resource name) or cannot be put in the template.
+    """
+    overrides = [selection.profile.get("kubespawner_override") or {}]
+    options = selection.profile.get("profile_options") or {}
+    for option_name, key in selection.choices:
+        option = options[option_name]
+        text = selection.user_options.get(option_name + UNLISTED_SUFFIX)
+        if text is None:
+            overrides.append(option["choices"][key].get("kubespawner_override") or {})
+            continue
+        try:
+            filled = fill_unlisted(option["unlisted_choice"].get("kubespawner_override") or {}, text)
+        except (ValueError, LookupError, AttributeError, TypeError):
+            raise InvalidUserOptionsError(f"option {option_name!r}: {text[:64]!r} cannot be used here") from None
+        requests = gpu_requests(filled, gpu_resource)
+        if requests:
+            raise InvalidUserOptionsError(
+                f"option {option_name!r}: {text[:64]!r} would ask for GPUs in {requests[0]};"
+                " GPUs come only from the profiles' listed GPU shares"
+            )
+        overrides.append(filled)
+    return overrides

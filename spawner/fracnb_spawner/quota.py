@@ -22,7 +22,7 @@ from .logsafe import escape_controls
 from .units import QuantityError, format_decimal, format_fraction, parse_fraction
 
 FRACTION_ANNOTATION = "fracnb.io/gpu-fraction"
-PROFILE_LABEL = "fracnb.io/profile"
+PROFILE_LABEL = "fracnb.io/profile"  # the label holds a label-safe form; the annotation the slug
 USERNAME_ANNOTATION = "hub.jupyter.org/username"
 SERVERNAME_ANNOTATION = "hub.jupyter.org/servername"
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
@@ -106,6 +106,12 @@ def _pod_fraction(annotations: Mapping[str, str]) -> Fraction | None:
         return None
 
 
+def pod_profile(metadata: Mapping[str, Any]) -> str:
+    """The profile slug of a pod: its annotation, or (pods of older versions) its label."""
+    annotations = metadata.get("annotations") or {}
+    return annotations.get(PROFILE_LABEL) or (metadata.get("labels") or {}).get(PROFILE_LABEL, "")
+
+
 def allocations_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Allocation]:
     """Recount allocations from singleuser pods as the Kubernetes API returns them (dicts).
 
@@ -123,13 +129,12 @@ def allocations_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Allocation]
         user = annotations.get(USERNAME_ANNOTATION)
         if not user:
             continue
-        labels = metadata.get("labels") or {}
         allocations.append(
             Allocation(
                 user=user,
                 server=annotations.get(SERVERNAME_ANNOTATION, ""),
                 fraction=fraction,
-                profile=labels.get(PROFILE_LABEL, ""),
+                profile=pod_profile(metadata),
             )
         )
     return allocations

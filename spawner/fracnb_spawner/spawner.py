@@ -24,21 +24,26 @@ from .availability import free_units
 from .backends import (
     GPU_VISIBILITY_VARIABLES,
     RESERVED_ENV_PREFIX,
+    BackendSettings,
     backend_fields,
     contract_fields,
+    is_gpu_resource,
 )
 from .clusterview import shared_view
 from .errors import HubConfigError, InvalidRequestError, RefusedSpawnError
 from .gpu import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
 from .kube import list_pods_in, pod_namespaces, singleuser_selector
 from .ledger import LEDGER
+from .overrides import GPU_CARRYING_TRAITS, FilledText, OverrideError, check_spawner_traits, label_problems
 from .profiles import (
+    UNLISTED_SUFFIX,
     InvalidUserOptionsError,
     ProfileConfigError,
     Selection,
     cull_policy,
     initialize_profiles,
     select,
+    selection_overrides,
     validate_profiles,
 )
 from .progress import describe_plan, waiting_message
@@ -58,7 +63,7 @@ def _env_name(variable: Any) -> str:
 
 _INVALID_OBJECT_STATUSES = (400, 422)  # the apiserver's BadRequest and Invalid
 _PLAN_TRAITS = ("extra_resource_limits", "extra_resource_guarantees", "node_selector", "scheduler_name")
-_validated: dict[int, tuple[Any, Any, GPUDefaults]] = {}
+_validated: dict[int, tuple[Any, Any, tuple[GPUDefaults, BackendSettings]]] = {}
 _quota_policies: dict[int, tuple[Any, QuotaPolicy]] = {}
 
 
@@ -73,6 +78,10 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         self._fracnb_labels: dict[str, str] = {}
         self._fracnb_annotations: dict[str, str] = {}
         self._pristine: dict[str, Any] = {}
+        try:
+            check_spawner_traits({name: getattr(self, name) for name in GPU_CARRYING_TRAITS}, self.is_gpu_resource)
+        except OverrideError as error:
+            raise TraitError(str(error)) from None
 
     # ---- configuration -------------------------------------------------------------------------------
 
@@ -81,10 +90,13 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         value = proposal["value"]
         if not callable(value):
             try:
-                validate_profiles(initialize_profiles(value), self.gpu_defaults())
+                validate_profiles(initialize_profiles(value), self.gpu_defaults(), self.backend_settings())
             except ProfileConfigError as error:
                 raise TraitError(f"FractionalSpawner.profile_list: {error}") from None
         return value
+
+    def is_gpu_resource(self, name: str) -> bool:
+        return is_gpu_resource(name, self.backend_settings())
 
     async def resolve_profiles(self) -> list[dict]:
         """The initialized, validated profile list (a callable one is called now)."""
@@ -106,15 +118,15 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
     def _validate_once(self, raw: Any, profiles: list[dict]) -> None:
         # Each spawner holds its own copy of the configured list: validate a given content once per
         # hub configuration (comparing copies is cheap; validating is not).
-        defaults = self.gpu_defaults()
+        settings = (self.gpu_defaults(), self.backend_settings())
         if callable(self.profile_list):
-            validate_profiles(profiles, defaults)
+            validate_profiles(profiles, *settings)
             return
         cached = _validated.get(id(self.config))
-        if cached is not None and cached[0] is self.config and cached[1] == raw and cached[2] == defaults:
+        if cached is not None and cached[0] is self.config and cached[1] == raw and cached[2] == settings:
             return
-        validate_profiles(profiles, defaults)
-        _validated[id(self.config)] = (self.config, _copy_plain(raw), defaults)
+        validate_profiles(profiles, *settings)
+        _validated[id(self.config)] = (self.config, _copy_plain(raw), settings)
 
     @default("server_token_scopes")
     def _default_server_token_scopes(self) -> list[str]:
@@ -196,7 +208,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
     def select_options(self, profiles: list[dict], options: object) -> Selection:
         """The validated choice for ``options``, or an ``InvalidRequestError`` (400) saying what is wrong."""
         try:
-            return select(profiles, options)
+            selection = select(profiles, options)
+            selection_overrides(selection, self.is_gpu_resource)  # free text asking for GPUs: refused here too
         except InvalidUserOptionsError as error:
             raise InvalidRequestError(400, f"Invalid server options: {error}", reason="invalid-options") from None
         except Exception as error:  # hostile input gets a 400, never a traceback
@@ -205,6 +218,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 400, "Invalid server options: they could not be read; choose again on the spawn form",
                 reason="invalid-options",
             ) from error  # fmt: skip
+        return selection
 
     def plan_for(self, selection: Selection) -> GPUPlan:
         try:
@@ -430,6 +444,50 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
     def _apply_overrides(self, spawner_override: dict) -> None:
         self._remember(*spawner_override)
         super()._apply_overrides(spawner_override)
+
+    def _load_profile(self, slug: str, profile_list: list[dict]) -> None:
+        """KubeSpawner's profile loading, with free text put in literally and checked first.
+
+        Same order and merging as KubeSpawner; refusals of what the user's text would do
+        are a 400 (an ``InvalidUserOptionsError`` from ``select`` for a bad slug, as
+        KubeSpawner raises ``ValueError``).
+        """
+        selection = select(profile_list, {**(self.user_options or {}), "profile": slug})
+        try:
+            overrides = selection_overrides(selection, self.is_gpu_resource)
+        except InvalidUserOptionsError as error:
+            raise InvalidRequestError(400, f"Invalid server options: {error}", reason="invalid-options") from None
+        free_text = [name for name, key in selection.choices if name + UNLISTED_SUFFIX in selection.user_options]
+        try:
+            for override in overrides:
+                self._apply_overrides(override)
+            problems = [] if not free_text else self._label_problems()
+        except (TraitError, ValueError, TypeError) as error:
+            if not free_text:
+                raise
+            self._restore_config()
+            message = f"option {free_text[0]!r}: the value cannot be used here ({error})"[:300]
+            raise InvalidRequestError(400, f"Invalid server options: {message}", reason="invalid-options") from None
+        if problems:
+            self._restore_config()
+            raise InvalidRequestError(
+                400, f"Invalid server options: option {free_text[0]!r}: {problems[0]}", reason="invalid-options"
+            )
+
+    def _label_problems(self) -> list[str]:
+        """Labels, node-selector entries and annotation keys of the pod that the apiserver would refuse."""
+        expanded = {
+            "extra_labels": self._expand_all(self.extra_labels),
+            "node_selector": self.node_selector,
+            "extra_annotations": self._expand_all(self.extra_annotations),
+        }
+        return list(label_problems(expanded, expanded=True))
+
+    def _expand_user_properties(self, template: str, slug_scheme: str | None = None) -> str:
+        """KubeSpawner's template expansion, leaving a user's free text (in a ``FilledText``) literal."""
+        if isinstance(template, FilledText):
+            template = template.template
+        return super()._expand_user_properties(template, slug_scheme)
 
     def _restore_config(self) -> None:
         """Undo overrides of an earlier spawn on this object before applying the new choice."""

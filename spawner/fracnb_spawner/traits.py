@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import math
+
 from traitlets import Bool, Dict, Enum, Float, HasTraits, Int, TraitError, Unicode, Union, validate
 
+from . import mig
 from .backends import BackendSettings
 from .culling import CullPolicy
 from .gpu import BACKENDS, GPUDefaults
-from .units import QuantityError, parse_bytes, parse_duration
+from .labels import key_problem, value_problem
+from .units import QuantityError, format_bytes, parse_bytes, parse_duration
+
+MIN_GPU_MEMORY = 2**30  # no GPU fracnb can share has less
+
+
+def gpu_memory_size(value: object) -> int:
+    """Bytes of one GPU's memory from a configured value; ``QuantityError`` says how to fix it."""
+    size = parse_bytes(value)
+    if size < MIN_GPU_MEMORY:
+        raise QuantityError(
+            f"{value!r} is less than {format_bytes(MIN_GPU_MEMORY)}; give one GPU's memory, e.g. '80Gi'"
+        )
+    return size
 
 
 class FractionalTraits(HasTraits):
@@ -15,12 +31,19 @@ class FractionalTraits(HasTraits):
 
     def gpu_defaults(self) -> GPUDefaults:
         """What a profile's ``gpu`` entry falls back on, from these traits."""
-        return GPUDefaults(
-            backend=self.gpu_backend,
-            gpu_memory=parse_bytes(self.gpu_memory),
-            mig_model=self.mig_default_model,
-            memory_by_product={k: parse_bytes(v) for k, v in self.gpu_memory_by_product.items()},
-        )
+        # The traits' validators have run unless traitlets holds them back while loading
+        # config (then profile_list may be checked first): report as they would.
+        try:
+            gpu_memory = gpu_memory_size(self.gpu_memory)
+        except QuantityError as error:
+            raise TraitError(f"FractionalSpawner.gpu_memory: {error}") from None
+        by_product = {}
+        for product, size in self.gpu_memory_by_product.items():
+            try:
+                by_product[product] = gpu_memory_size(size)
+            except QuantityError as error:
+                raise TraitError(f"FractionalSpawner.gpu_memory_by_product[{product!r}]: {error}") from None
+        return GPUDefaults(self.gpu_backend, gpu_memory, self.mig_default_model, by_product)
 
     def cull_defaults(self) -> tuple[CullPolicy, CullPolicy]:
         """Idle timeout and maximum age of GPU and of CPU-only servers, in seconds."""
@@ -65,7 +88,7 @@ class FractionalTraits(HasTraits):
     @validate("gpu_memory")
     def _check_gpu_memory(self, proposal: dict) -> int | str:
         try:
-            parse_bytes(proposal["value"])
+            gpu_memory_size(proposal["value"])
         except QuantityError as error:
             raise TraitError(f"FractionalSpawner.gpu_memory: {error}") from None
         return proposal["value"]
@@ -78,6 +101,14 @@ class FractionalTraits(HasTraits):
         Default: "A100-80GB". Example: ``c.FractionalSpawner.mig_default_model = "H100-80GB"``
         """,
     ).tag(config=True)
+
+    @validate("mig_default_model")
+    def _check_mig_default_model(self, proposal: dict) -> str:
+        try:
+            mig.model_by_key(proposal["value"])
+        except mig.MigError as error:
+            raise TraitError(f"FractionalSpawner.mig_default_model: {error}") from None
+        return proposal["value"]
 
     time_slicing_resource = Unicode(
         "nvidia.com/gpu.shared",
@@ -131,9 +162,27 @@ class FractionalTraits(HasTraits):
         mechanisms that enforce no memory limit (time-slicing, KAI). The margin leaves room
         for the CUDA context, which the caps don't count.
 
-        Between 0 and 1. Default: 0.95. Example: ``c.FractionalSpawner.soft_cap_ratio = 0.9``
+        Above 0, at most 1. Default: 0.95. Example: ``c.FractionalSpawner.soft_cap_ratio = 0.9``
         """,
     ).tag(config=True)
+
+    @validate("soft_cap_ratio")
+    def _check_soft_cap_ratio(self, proposal: dict) -> float:
+        ratio = proposal["value"]
+        if not (math.isfinite(ratio) and 0 < ratio <= 1):
+            raise TraitError(
+                f"FractionalSpawner.soft_cap_ratio: {ratio!r} is not a share of the memory budget;"
+                " use a number above 0 and at most 1, such as 0.95"
+            )
+        return ratio
+
+    @validate("kai_queue", "kai_queue_label", "time_slicing_resource", "mps_resource")
+    def _check_label_syntax(self, proposal: dict) -> str:
+        name = proposal["trait"].name
+        problem = value_problem(proposal["value"]) if name == "kai_queue" else key_problem(proposal["value"])
+        if problem:
+            raise TraitError(f"FractionalSpawner.{name}: {problem}")
+        return proposal["value"]
 
     gpu_idle_timeout = Union(
         [Int(), Unicode()],
@@ -198,6 +247,7 @@ class FractionalTraits(HasTraits):
 
     gpu_memory_by_product = Dict(
         key_trait=Unicode(),
+        value_trait=Union([Int(), Unicode()]),
         help="""Memory of one GPU per product label (``nvidia.com/gpu.product``), for budgets of
         profiles that name a ``product``; other products use ``gpu_memory``. fracnb does not read
         node labels for it: copy the value from the nodes' ``nvidia.com/gpu.memory`` label
@@ -205,6 +255,15 @@ class FractionalTraits(HasTraits):
         Example: ``c.FractionalSpawner.gpu_memory_by_product = {"NVIDIA-A100-SXM4-40GB": "40Gi"}``
         """,
     ).tag(config=True)
+
+    @validate("gpu_memory_by_product")
+    def _check_gpu_memory_by_product(self, proposal: dict) -> dict:
+        for product, size in proposal["value"].items():
+            try:
+                gpu_memory_size(size)
+            except QuantityError as error:
+                raise TraitError(f"FractionalSpawner.gpu_memory_by_product[{product!r}]: {error}") from None
+        return proposal["value"]
 
     fracnb_service_name = Unicode(
         "",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 from functools import lru_cache
@@ -17,10 +18,12 @@ _BYTE_UNITS = {
     "gi": 2**30,
     "ti": 2**40,
 }
-_BYTES_PATTERN = re.compile(r"(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[kmgt]i?)?b?", re.IGNORECASE)
-_RATIO_PATTERN = re.compile(r"\s*(?P<num>\d+)\s*/\s*(?P<den>\d+)\s*")
-_DECIMAL_PATTERN = re.compile(r"\s*\d+(?:\.\d+)?\s*")
+# Digit counts are bounded: no sane quantity needs more, and int() refuses very long digit strings.
+_BYTES_PATTERN = re.compile(r"(?P<number>\d{1,20}(?:\.\d{1,20})?)\s*(?P<unit>[kmgt]i?)?b?", re.IGNORECASE)
+_RATIO_PATTERN = re.compile(r"\s*(?P<num>\d{1,20})\s*/\s*(?P<den>\d{1,20})\s*")
+_DECIMAL_PATTERN = re.compile(r"\s*\d{1,20}(?:\.\d{1,20})?\s*")
 
+FRACTION_EXAMPLE = 'write it as 0.25 or as a ratio such as "1/4"'
 BYTES_EXAMPLE = 'use a size such as "10Gi", "512Mi" or "20G", or a number of bytes'
 
 
@@ -28,39 +31,55 @@ class QuantityError(ValueError):
     """A quantity in the configuration could not be understood; the message says how to fix it."""
 
 
-@lru_cache(maxsize=1024)  # pure, and called on every spawn with the same few values
+def _shown(value: object) -> str:
+    """A value for an error message: its repr, cut short (it may come from a hostile or huge config)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def parse_bytes(value: object) -> int:
     """Return a byte count from an int or a Kubernetes-style size string ("10Gi", "20G", "512Mi")."""
-    if isinstance(value, bool):
-        raise QuantityError(f"{value!r} is not a size; {BYTES_EXAMPLE}")
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise QuantityError(f"{_shown(value)} is not a size; {BYTES_EXAMPLE}")
+    return _parse_bytes(value)
+
+
+# The caches are typed: 1, 1.0 and True hash alike and must not share an answer. Only
+# hashable scalars reach them (a list would raise TypeError from inside lru_cache).
+@lru_cache(maxsize=1024, typed=True)  # pure, and called on every spawn with the same few values
+def _parse_bytes(value: int | str) -> int:
     if isinstance(value, int):
         if value <= 0:
             raise QuantityError(f"{value} bytes is not a positive size; {BYTES_EXAMPLE}")
         return value
-    if not isinstance(value, str):
-        raise QuantityError(f"{value!r} is not a size; {BYTES_EXAMPLE}")
     match = _BYTES_PATTERN.fullmatch(value.strip())
     if match is None:
-        raise QuantityError(f"{value!r} is not a size; {BYTES_EXAMPLE}")
+        raise QuantityError(f"{_shown(value)} is not a size; {BYTES_EXAMPLE}")
     unit = (match["unit"] or "").lower()
     size = int(Fraction(match["number"]) * _BYTE_UNITS[unit])
     if size <= 0:
-        raise QuantityError(f"{value!r} is not a positive size; {BYTES_EXAMPLE}")
+        raise QuantityError(f"{_shown(value)} is not a positive size; {BYTES_EXAMPLE}")
     return size
 
 
-@lru_cache(maxsize=1024)  # pure, and called on every spawn with the same few values
 def parse_fraction(value: object) -> Fraction:
     """Return an exact fraction from a number (0.25), a decimal string ("0.25") or a ratio ("1/4").
 
     Floats are read through their shortest decimal form, so 0.1 means 1/10, not the
-    binary approximation.
+    binary approximation. NaN and infinities are refused.
     """
-    if isinstance(value, bool):
-        raise QuantityError(f"{value!r} is not a number")
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise QuantityError(f"{_shown(value)} is not a number; {FRACTION_EXAMPLE}")
+    return _parse_fraction(value)
+
+
+@lru_cache(maxsize=1024, typed=True)  # pure, and called on every spawn with the same few values
+def _parse_fraction(value: int | float | str) -> Fraction:
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"{value!r} is not a finite number")
         return Fraction(repr(value))
     if isinstance(value, str):
         ratio = _RATIO_PATTERN.fullmatch(value)
@@ -70,7 +89,7 @@ def parse_fraction(value: object) -> Fraction:
             return Fraction(int(ratio["num"]), int(ratio["den"]))
         if _DECIMAL_PATTERN.fullmatch(value):
             return Fraction(value.strip())
-    raise QuantityError(f'{value!r} is not a number; write it as 0.25 or as a ratio such as "1/4"')
+    raise QuantityError(f"{_shown(value)} is not a number; {FRACTION_EXAMPLE}")
 
 
 def format_fraction(value: Fraction) -> str:
@@ -92,19 +111,24 @@ def format_bytes(size: int) -> str:
     return f"{size} B"
 
 
-_DURATION_PATTERN = re.compile(r"(?P<number>\d+)\s*(?P<unit>[smhd]?)")
+_DURATION_PATTERN = re.compile(r"(?P<number>\d{1,12})\s*(?P<unit>[smhd]?)")
+DURATION_EXAMPLE = "use seconds or a string such as '30m' or '8h'"
 _DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-@lru_cache(maxsize=1024)  # pure, and called on every spawn with the same few values
 def parse_duration(value: object) -> int:
     """Seconds from an int or a string such as "90s", "30m", "8h", "1d"; 0 means "never"."""
-    if isinstance(value, bool):
-        raise QuantityError(f"{value!r} is not a duration")
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise QuantityError(f"{_shown(value)} is not a duration; {DURATION_EXAMPLE}")
+    return _parse_duration(value)
+
+
+@lru_cache(maxsize=1024, typed=True)  # pure, and called on every spawn with the same few values
+def _parse_duration(value: int | str) -> int:
     if isinstance(value, int) and value >= 0:
         return value
     if isinstance(value, str):
         match = _DURATION_PATTERN.fullmatch(value.strip().lower())
         if match is not None:
             return int(match["number"]) * _DURATION_UNITS[match["unit"]]
-    raise QuantityError(f"{value!r} is not a duration; use seconds or a string such as '30m' or '8h'")
+    raise QuantityError(f"{_shown(value)} is not a duration; {DURATION_EXAMPLE}")

@@ -8,7 +8,13 @@ from fractions import Fraction
 import pytest
 
 from fracnb_spawner import mig
-from fracnb_spawner.backends import backend_fields, contract_fields
+from fracnb_spawner.backends import (
+    GPU_REQUEST_ANNOTATIONS,
+    BackendSettings,
+    backend_fields,
+    contract_fields,
+    is_gpu_resource,
+)
 from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.gpu import GPUDefaults, parse_gpu_spec, plan_gpu
 from fracnb_spawner.traits import FractionalTraits
@@ -38,7 +44,10 @@ def test_parse_fraction(text: object, expected: Fraction) -> None:
     assert parse_fraction(text) == expected
 
 
-@pytest.mark.parametrize("text", ["abc", "1/0", "", "-0.5", None, True, "1/4/2"])
+@pytest.mark.parametrize(
+    "text",
+    ["abc", "1/0", "", "-0.5", None, True, "1/4/2", [0.25], {"a": 1}, float("nan"), float("inf"), "nan", "9" * 5000],
+)
 def test_parse_fraction_refuses(text: object) -> None:
     with pytest.raises(QuantityError):
         parse_fraction(text)
@@ -52,10 +61,21 @@ def test_parse_bytes(text: object, expected: int) -> None:
     assert parse_bytes(text) == expected
 
 
-@pytest.mark.parametrize("text", ["10 gigs", "ten", "", -1, 0, "0Gi", True, 1.5])
+@pytest.mark.parametrize("text", ["10 gigs", "ten", "", -1, 0, "0Gi", True, 1.5, ["10Gi"], "9" * 5000])
 def test_parse_bytes_refuses(text: object) -> None:
     with pytest.raises(QuantityError):
         parse_bytes(text)
+
+
+def test_cached_parsers_keep_types_apart() -> None:
+    """1, 1.0 and True hash alike; a cached answer for one must not serve the others."""
+    assert parse_duration(0) == 0
+    assert parse_bytes(1) == 1
+    for parse, value in ((parse_duration, 0.0), (parse_duration, False), (parse_bytes, 1.0), (parse_bytes, True)):
+        with pytest.raises(QuantityError):
+            parse(value)
+    with pytest.raises(QuantityError, match=r"\[1\] is not a duration"):
+        parse_duration([1])
 
 
 def test_durations_and_sizes_read_back() -> None:
@@ -204,6 +224,7 @@ def test_contract_fields() -> None:
         "fracnb.io/gpu-fraction": "0.125",
     }
     assert contract.annotations == {
+        "fracnb.io/profile": "shared",
         "fracnb.io/gpu-fraction": "1/8",
         "fracnb.io/gpu-memory-limit": str(10 * GIB),
         "fracnb.io/choice": "size=eighth",
@@ -211,3 +232,38 @@ def test_contract_fields() -> None:
         "fracnb.io/idle-timeout": "1800",
         "fracnb.io/max-age": "0",
     }
+
+
+SAMPLE_GPUS = [
+    {"count": 2},
+    {"count": 1, "backend": "hami"},
+    {"count": 1, "backend": "kai"},
+    {"fraction": 0.25},
+    {"fraction": 0.25, "backend": "mps"},
+    {"fraction": 0.5, "backend": "hami"},
+    {"fraction": 0.5, "backend": "hami", "memory": "10Gi"},
+    {"fraction": 0.25, "backend": "kai"},
+    *(
+        {"mig_profile": profile, "product": f"NVIDIA-{model.product_patterns[0]}"}
+        for model in mig.CATALOGUE
+        for profile in model.profiles
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [SETTINGS, replace(SETTINGS, time_slicing_resource="example.com/shared-gpu", mps_resource="nvidia.com/gpu")],
+)
+def test_every_gpu_resource_a_backend_emits_counts_as_gpu(settings: BackendSettings) -> None:
+    """The one list of GPU resources and annotations covers everything the backends put in a pod."""
+    emitted_resources, emitted_annotations = set(), set()
+    for gpu in SAMPLE_GPUS:
+        plan = plan_gpu(parse_gpu_spec(gpu), DEFAULTS)
+        fields = backend_fields(plan, settings)
+        emitted_resources |= set(fields.resources)
+        emitted_annotations |= set(fields.annotations)
+    assert {"nvidia.com/gpu", "nvidia.com/gpucores", "nvidia.com/mig-1g.10gb.me"} <= emitted_resources
+    assert all(is_gpu_resource(name, settings) for name in emitted_resources)
+    assert emitted_annotations - {"nvidia.com/use-gputype"} <= set(GPU_REQUEST_ANNOTATIONS)
+    assert not any(is_gpu_resource(name, settings) for name in ("cpu", "memory", "example.com/fpga", "nvidia.com"))

@@ -26,12 +26,12 @@ from fracnb_spawner.culling import (
 )
 from fracnb_spawner.quota import (
     FRACTION_ANNOTATION,
-    PROFILE_LABEL,
     SERVERNAME_ANNOTATION,
     USERNAME_ANNOTATION,
     QuotaPolicy,
     allocations_from_pods,
     parse_gpus,
+    pod_profile,
     usage_report,
 )
 from fracnb_spawner.service.hub import HubAPI
@@ -88,7 +88,7 @@ def index_pods(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], PodFa
             fraction = parse_gpus(annotations.get(FRACTION_ANNOTATION, "0"))
         except ValueError:
             fraction = Fraction(0)
-        profile = (metadata.get("labels") or {}).get(PROFILE_LABEL, "")
+        profile = pod_profile(metadata)
         key = (user, annotations.get(SERVERNAME_ANNOTATION, ""))
         index[key] = PodFacts(annotations=annotations, profile=profile, fraction=fraction)
     return index
