@@ -1,6 +1,6 @@
 /**
  * JupyterLab notifications: a kernel or the server passing 95 % of the GPU memory
- * budget (once per crossing), and the idle-culling warning (once per shutdown time).
+ * budget (once per crossing), and the culling warning (once per shutdown time).
  */
 import { Notification } from '@jupyterlab/apputils';
 
@@ -40,10 +40,10 @@ export class BudgetNotifier {
         actions: [{ label: 'Show GPU usage', callback: this.openPanel }]
       });
     }
-    const cull = state.usage.cull;
+    const deadline = state.usage.cull?.deadline ?? null;
     const message = cullMessage(state.usage);
-    if (message !== null && cull !== null && cull.cull_at !== this._cullNotified) {
-      this._cullNotified = cull.cull_at;
+    if (message !== null && deadline !== null && deadline.cull_at !== this._cullNotified) {
+      this._cullNotified = deadline.cull_at;
       Notification.warning(message, { autoClose: false });
     }
   }
