@@ -19,6 +19,7 @@ import json
 import secrets
 import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -103,6 +104,12 @@ async def report(scenario: Scenario) -> dict[str, Any]:
     """What the fracnb service answers USER at NOW in this scenario."""
     policy = FracnbQuotas(**scenario.quotas).policy()
     return await user_report(_Hub(scenario), _Pods(scenario), policy, SETTINGS, USER, clock=lambda: NOW)
+
+
+def report_blocking(scenario: Scenario) -> dict[str, Any]:
+    """:func:`report` for callers inside a running event loop (Playwright's sync API)."""
+    with ThreadPoolExecutor(1) as executor:
+        return executor.submit(asyncio.run, report(scenario)).result()
 
 
 TEAM = {"team-a": [USER, "bob"]}

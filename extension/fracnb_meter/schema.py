@@ -66,9 +66,9 @@ def problems(name: str, document: object, at: str = "", *, check_formats: bool =
     return sorted(found)
 
 
-def check(name: str, document: object) -> None:
+def check(name: str, document: object, *, check_formats: bool = False) -> None:
     """Raise :class:`SchemaMismatchError` naming the first problems when ``document`` does not fit ``name``."""
-    found = problems(name, document)
+    found = problems(name, document, check_formats=check_formats)
     if found:
         more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
         raise SchemaMismatchError(f"not a {name} document: {'; '.join(found[:3])}{more}")
