@@ -10,7 +10,8 @@ module (shipped in the wheel):
 - ``pod-environment.schema.json``: the ``FRACNB_*`` variables the spawner sets, with the
   lists of backends and isolation levels both sides must agree on.
 
-The schemas refer to one another by file name. jsonschema comes with jupyter_server.
+The schemas refer to one another by file name. jsonschema is in the notebook extra (jupyter_server
+needs it too).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def load(name: str) -> dict[str, Any]:
 
 
 @cache
-def _registry() -> Registry:
+def registry() -> Registry:
+    """Every schema, by file name, so that references between them resolve."""
     return Registry().with_resources((name, Resource.from_contents(load(name))) for name in NAMES)
 
 
@@ -53,7 +55,7 @@ def validator(name: str, at: str = "", *, check_formats: bool = False) -> Draft2
     does not: format checkers are optional extras of jsonschema)."""
     schema = load(name) if not at else {"$ref": f"{name}#{at}"}
     format_checker = Draft202012Validator.FORMAT_CHECKER if check_formats else None
-    return Draft202012Validator(schema, registry=_registry(), format_checker=format_checker)
+    return Draft202012Validator(schema, registry=registry(), format_checker=format_checker)
 
 
 def problems(name: str, document: object, at: str = "", *, check_formats: bool = False) -> list[str]:
