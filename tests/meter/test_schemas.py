@@ -43,7 +43,9 @@ def test_every_reference_resolves(name: str) -> None:
 def test_every_object_is_closed(name: str) -> None:
     """A field a producer adds must be added to the schema first (and so to the TypeScript types)."""
     open_objects = [
-        path for path, node in walk(schema.load(name)) if node.get("type") == "object" and "additionalProperties" not in node
+        path
+        for path, node in walk(schema.load(name))
+        if node.get("type") == "object" and "additionalProperties" not in node
     ]
     assert open_objects == []
 
