@@ -195,7 +195,6 @@ function quotaView(quota: IQuota): HTMLElement {
 
 function cullView(cull: ICullStatus): HTMLElement {
   const view = section('Automatic shutdown', facts(cullRows(cull)));
-  view.classList.add('fracnb-meter-cull');
   view.classList.toggle('fracnb-meter-cull-warning', cull.deadline?.warning ?? false);
   return view;
 }
