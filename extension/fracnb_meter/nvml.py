@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-NOT_MIG = 0xFFFFFFFF
-
 
 @dataclass(frozen=True)
 class Gpu:

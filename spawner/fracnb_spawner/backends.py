@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from .culling import CullPolicy
 from .gpu import GPUPlan
 from .units import format_decimal, format_fraction
 
@@ -20,16 +21,16 @@ RESERVED_ENV_PREFIX = "FRACNB_"
 
 @dataclass(frozen=True)
 class BackendSettings:
-    """Cluster-specific names, from the spawner's traits."""
+    """Cluster-specific names, from the spawner's traits (whose defaults are the only ones)."""
 
-    time_slicing_resource: str = "nvidia.com/gpu.shared"
-    mps_resource: str = "nvidia.com/gpu.shared"
-    whole_gpu_resource: str = "nvidia.com/gpu"
-    hami_scheduler: str = "hami-scheduler"
-    kai_scheduler: str = "kai-scheduler"
-    kai_queue_label: str = "kai.scheduler/queue"
-    kai_queue: str = "default-queue"
-    soft_cap_ratio: float = 0.95
+    time_slicing_resource: str
+    mps_resource: str
+    hami_scheduler: str
+    kai_scheduler: str
+    kai_queue_label: str
+    kai_queue: str
+    soft_cap_ratio: float
+    whole_gpu_resource: str = "nvidia.com/gpu"  # the device plugin's own name; not configurable
 
 
 @dataclass(frozen=True)
@@ -161,14 +162,6 @@ def soft_caps(plan: GPUPlan, ratio: float) -> dict[str, str]:
         "CUPY_GPU_MEMORY_LIMIT": str(cap_bytes),
         "TF_FORCE_GPU_ALLOW_GROWTH": "true",
     }
-
-
-@dataclass(frozen=True)
-class CullPolicy:
-    """Seconds of inactivity before the server is culled (0: never) and its maximum age (0: none)."""
-
-    idle_timeout: int
-    max_age: int
 
 
 def contract_fields(plan: GPUPlan, *, profile: str, choice: str, cull: CullPolicy, model: str | None) -> PodFields:

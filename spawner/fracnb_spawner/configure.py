@@ -11,10 +11,9 @@ from typing import Any
 
 from traitlets import TraitError
 
-from .gpu import GPUDefaults
 from .profiles import ProfileConfigError, initialize_profiles, validate_profiles
 from .quota import FracnbQuotas
-from .units import parse_bytes
+from .traits import FractionalTraits
 
 SERVICE_SCOPES = [
     "list:users",
@@ -39,13 +38,8 @@ def setup(c: Any, *, config_file: str | None = None, service: bool = True, servi
     spawner = c.FractionalSpawner
     raw = spawner.get("profile_list", c.KubeSpawner.get("profile_list", []))
     if not callable(raw):
-        defaults = GPUDefaults(
-            backend=spawner.get("gpu_backend", "time-slicing"),
-            gpu_memory=parse_bytes(spawner.get("gpu_memory", "80Gi")),
-            mig_model=spawner.get("mig_default_model", "A100-80GB"),
-        )
         try:
-            validate_profiles(initialize_profiles(raw), defaults)
+            validate_profiles(initialize_profiles(raw), configured_traits(c).gpu_defaults())
         except ProfileConfigError as error:
             raise SystemExit(f"fracnb: refusing to start, FractionalSpawner.profile_list: {error}") from None
     try:
@@ -69,3 +63,19 @@ def setup(c: Any, *, config_file: str | None = None, service: bool = True, servi
     roles.append({"name": service_name, "scopes": SERVICE_SCOPES, "services": [service_name]})
     roles.append({"name": "user", "scopes": ["self", f"access:services!service={service_name}"]})
     c.JupyterHub.load_roles = roles
+
+
+def configured_traits(c: Any) -> FractionalTraits:
+    """fracnb's spawner traits as the hub will see them (``c.FractionalSpawner`` over ``c.KubeSpawner``).
+
+    A value the trait refuses stops the start here, with the trait's own message.
+    """
+    traits = FractionalTraits()
+    for name in traits.trait_names(config=True):
+        for section in (c.KubeSpawner, c.FractionalSpawner):
+            if name in section:
+                try:
+                    setattr(traits, name, section[name])
+                except TraitError as error:
+                    raise SystemExit(f"fracnb: refusing to start, {error}") from None
+    return traits

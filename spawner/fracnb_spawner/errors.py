@@ -1,4 +1,11 @@
-"""HTTP errors for refused spawns, counted by JupyterHub as rejections rather than hub errors."""
+"""HTTP errors for refused spawns: the message is shown to the user as is.
+
+Every refusal is a ``tornado.web.HTTPError``, so JupyterHub answers with its status and
+message rather than a traceback. Refusals of a request (``InvalidRequestError``) and of the
+hub's own configuration (``HubConfigError``) are also ``ValueError``s: KubeSpawner raises
+``ValueError`` from ``load_user_options`` for the requests it refuses, so code written for
+KubeSpawner that catches ``ValueError`` catches ours too.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +16,36 @@ try:  # JupyterHub >= 6: a SpawnException is a "failure", not an "error", for th
 except ImportError:  # JupyterHub 5.x
     _SpawnException = None
 
+_RefusalBase: type[web.HTTPError] = _SpawnException or web.HTTPError
 
-def rejection(status: int, message: str, *, reason: str) -> web.HTTPError:
-    """An HTTP 4xx error whose message is shown to the user as is.
+
+class RefusedSpawnError(_RefusalBase):  # type: ignore[misc, valid-type]
+    """A spawn refused with an HTTP status (4xx, or 503) and a message shown to the user as is.
 
     ``reason`` is a short label for JupyterHub's spawn metrics (``invalid-options``,
-    ``quota``). JupyterHub 5.x counts every failed spawn toward
-    ``consecutive_failure_limit``; form submissions are validated before a spawn
-    starts, so only REST requests are affected there (see docs/spawner.md).
+    ``quota``, ``unschedulable``). JupyterHub 6 does not count these refusals toward
+    ``consecutive_failure_limit``; JupyterHub 5.x counts every failed spawn (form
+    submissions are checked before a spawn starts; see docs/spawner.md).
     """
-    if _SpawnException is not None:
-        return _SpawnException(message, reason=reason, status_code=status)
-    error = web.HTTPError(status, message)
-    error.message = message
-    error.jupyterhub_message = message
-    return error
+
+    def __init__(self, status: int, message: str, *, reason: str) -> None:
+        if _SpawnException is not None:
+            super().__init__(message, reason=reason, status_code=status)
+        else:
+            web.HTTPError.__init__(self, status, message)
+            self.message = message
+        # What JupyterHub shows on the form, the error page and the spawn progress (both versions).
+        self.jupyterhub_message = message
+
+
+class InvalidRequestError(RefusedSpawnError, ValueError):
+    """A spawn request fracnb refuses (bad options, over quota): a 4xx, and a ``ValueError``."""
+
+
+class HubConfigError(web.HTTPError, ValueError):
+    """The hub's profile configuration cannot serve this spawn: HTTP 500, counted as a hub error."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(500, message)
+        self.message = message
+        self.jupyterhub_message = message

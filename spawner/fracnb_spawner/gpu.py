@@ -15,7 +15,7 @@ from .units import QuantityError, parse_bytes, parse_fraction
 BACKENDS = ("time-slicing", "mps", "mig", "hami", "kai")
 GPU_KEYS = ("fraction", "count", "backend", "mig_profile", "memory", "product")
 
-# Who enforces the memory budget, per mechanism (see docs/backends.md).
+# Who enforces the memory budget, per mechanism (docs/spawner.md, "Who enforces the memory budget").
 ISOLATION = {
     "time-slicing": "none",
     "mps": "per-process",
@@ -60,11 +60,11 @@ class GPUSpec:
 
 @dataclass(frozen=True)
 class GPUDefaults:
-    """Spawner-wide settings that a spec falls back on."""
+    """Spawner-wide settings that a spec falls back on (``FractionalTraits.gpu_defaults``)."""
 
-    backend: str = "time-slicing"
-    gpu_memory: int = 80 * 2**30
-    mig_model: str = "A100-80GB"
+    backend: str
+    gpu_memory: int
+    mig_model: str
     memory_by_product: Mapping[str, int] | None = None
 
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from slugify import slugify
 
-from .backends import GPU_VISIBILITY_VARIABLES, RESERVED_ENV_PREFIX, CullPolicy
-from .gpu import GPUConfigError, GPUDefaults, GPUPlan, GPUSpec, parse_gpu_spec, plan_gpu
+from .backends import GPU_VISIBILITY_VARIABLES, RESERVED_ENV_PREFIX
+from .culling import CullPolicy
+from .gpu import GPUConfigError, GPUDefaults, GPUSpec, parse_gpu_spec, plan_gpu
 from .units import QuantityError, parse_duration
 
 UNLISTED = "unlisted-choice"
@@ -246,7 +247,3 @@ def _check_unlisted(option_name: str, unlisted: Mapping, free_text: object) -> s
         hint = unlisted.get("validation_message") or f"it must match {pattern}"
         raise InvalidUserOptionsError(f"option {option_name!r}: {free_text[:64]!r} is not allowed; {hint}")
     return free_text
-
-
-def plan_for(selection: Selection, defaults: GPUDefaults) -> GPUPlan:
-    return plan_gpu(selection.gpu, defaults)

@@ -18,51 +18,35 @@ from traitlets import Any as AnyTrait
 from traitlets import Dict, TraitError, validate
 from traitlets.config import Configurable
 
+from .logsafe import escape_controls
+from .units import QuantityError, format_decimal, format_fraction, parse_fraction
+
 FRACTION_ANNOTATION = "fracnb.io/gpu-fraction"
 PROFILE_LABEL = "fracnb.io/profile"
 USERNAME_ANNOTATION = "hub.jupyter.org/username"
 SERVERNAME_ANNOTATION = "hub.jupyter.org/servername"
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
 
-GPUs = Fraction
 
-
-class GPUAmountError(ValueError):
-    """A configured or annotated amount of GPUs that is not a non-negative number."""
+class NegativeAmountError(QuantityError):
+    """A quota or annotated amount below zero."""
 
 
 def parse_gpus(value: object) -> Fraction:
-    """Read an amount of GPUs: ``2``, ``0.5``, ``"0.5"``, ``"3/4"`` or a Fraction.
+    """Read a non-negative amount of GPUs: ``2``, ``0.5``, ``"0.5"``, ``"3/4"`` or a Fraction.
 
-    Floats go through their shortest decimal form so that ``0.1`` means one tenth.
+    The quantity rules are ``units.parse_fraction``'s; this adds only that an amount can't be
+    negative. Raises ``QuantityError``.
     """
-    if isinstance(value, bool):
-        raise GPUAmountError(f"{value!r} is not a number of GPUs")
-    try:
-        if isinstance(value, float):
-            amount = Fraction(repr(value))
-        elif isinstance(value, (int, Fraction)):
-            amount = Fraction(value)
-        elif isinstance(value, str):
-            amount = Fraction(value.strip())
-        else:
-            raise GPUAmountError(f"{value!r} is not a number of GPUs")
-    except (ValueError, ZeroDivisionError) as error:
-        raise GPUAmountError(f"{value!r} is not a number of GPUs") from error
+    amount = value if isinstance(value, Fraction) else parse_fraction(value)
     if amount < 0:
-        raise GPUAmountError(f"{value!r} is negative")
+        raise NegativeAmountError(f"{value!r} is negative")
     return amount
 
 
 def format_gpus(amount: Fraction) -> str:
     """Human form of an amount: ``0.125``, ``5.75``, ``2``; thirds show as ``0.333``."""
-    text = f"{float(amount):.3f}".rstrip("0").rstrip(".")
-    return text or "0"
-
-
-def exact_gpus(amount: Fraction) -> str:
-    """Exact form of an amount as a reduced ratio: ``1/8``, ``23/4``, ``2``."""
-    return str(amount)
+    return format_decimal(amount, places=3)
 
 
 @dataclass(frozen=True)
@@ -116,7 +100,7 @@ def _pod_fraction(annotations: Mapping[str, str]) -> Fraction | None:
         return None
     try:
         return parse_gpus(raw)
-    except GPUAmountError:
+    except QuantityError:
         # A hand-edited annotation must not hide a running server from the count; we
         # cannot know its size, so it is skipped rather than guessed.
         return None
@@ -185,15 +169,15 @@ def check_request(
         return QuotaDecision(False, message, fraction, user_used, user_limit, group_uses)
     for use in group_uses:
         if fraction > 0 and use.used + fraction > use.limit:
-            message = (
-                f"{use.name} uses {format_gpus(use.used)} of {format_gpus(use.limit)} GPUs; this choice needs {needs}"
-            )
+            group = escape_controls(use.name)  # a hub group's name, shown on the form and in the hub log
+            used, limit = format_gpus(use.used), format_gpus(use.limit)
+            message = f"{group} uses {used} of {limit} GPUs; this choice needs {needs}"
             return QuotaDecision(False, message, fraction, user_used, user_limit, group_uses)
     return QuotaDecision(True, "within quota", fraction, user_used, user_limit, group_uses)
 
 
 def _amount(amount: Fraction) -> dict[str, Any]:
-    return {"gpus": float(amount), "exact": exact_gpus(amount)}
+    return {"gpus": float(amount), "exact": format_fraction(amount)}
 
 
 def _limit(amount: Fraction | None, *, unlimited: bool = False) -> dict[str, Any]:
@@ -249,8 +233,8 @@ _EXAMPLES = 'use e.g. 6, 0.5 or "3/4"'
 def _checked_amount(where: str, value: object, *, unlimited_ok: bool) -> Fraction:
     try:
         return parse_gpus(value)
-    except GPUAmountError as error:
-        reason = "is negative" if "negative" in str(error) else "is not a number of GPUs"
+    except QuantityError as error:
+        reason = "is negative" if isinstance(error, NegativeAmountError) else "is not a number of GPUs"
         hint = f"{_EXAMPLES}{' or None for unlimited' if unlimited_ok else ''}"
         raise TraitError(f"{where}: {value!r} {reason}; {hint}") from error
 
@@ -268,7 +252,7 @@ class FracnbQuotas(Configurable):
         help="""
         GPUs each user may hold at once across all their servers, unless `user_quotas`
         names them. A number of GPUs (0.5, 2) or an exact ratio string ("3/4"); None
-        (the default) means unlimited.
+        means unlimited. Default: None.
 
         Example: c.FracnbQuotas.default_user_quota = 1
         """,

@@ -8,8 +8,11 @@ KubeSpawner builds the pod.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
+import aiohttp
+from jupyterhub.utils import maybe_future
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.client.models import V1EnvVar
 from kubespawner import KubeSpawner
@@ -21,13 +24,13 @@ from .availability import free_units
 from .backends import (
     GPU_VISIBILITY_VARIABLES,
     RESERVED_ENV_PREFIX,
-    BackendSettings,
-    CullPolicy,
     backend_fields,
     contract_fields,
 )
-from .errors import rejection
+from .clusterview import shared_view
+from .errors import HubConfigError, InvalidRequestError, RefusedSpawnError
 from .gpu import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
+from .kube import list_pods_in, pod_namespaces, singleuser_selector
 from .ledger import LEDGER
 from .profiles import (
     InvalidUserOptionsError,
@@ -41,7 +44,7 @@ from .profiles import (
 from .progress import describe_plan, waiting_message
 from .quota import Allocation, FracnbQuotas, QuotaPolicy, allocations_from_pods, check_request
 from .traits import FractionalTraits
-from .units import format_fraction, parse_bytes, parse_duration, parse_fraction
+from .units import format_fraction, parse_duration, parse_fraction
 
 
 def _is_reserved_env(name: str) -> bool:
@@ -53,6 +56,7 @@ def _env_name(variable: Any) -> str:
     return variable["name"] if isinstance(variable, dict) else variable.name
 
 
+_INVALID_OBJECT_STATUSES = (400, 422)  # the apiserver's BadRequest and Invalid
 _PLAN_TRAITS = ("extra_resource_limits", "extra_resource_guarantees", "node_selector", "scheduler_name")
 _validated: dict[int, tuple[Any, Any, GPUDefaults]] = {}
 _quota_policies: dict[int, tuple[Any, QuotaPolicy]] = {}
@@ -82,43 +86,21 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 raise TraitError(f"FractionalSpawner.profile_list: {error}") from None
         return value
 
-    def gpu_defaults(self) -> GPUDefaults:
-        return GPUDefaults(
-            backend=self.gpu_backend,
-            gpu_memory=parse_bytes(self.gpu_memory),
-            mig_model=self.mig_default_model,
-            memory_by_product={k: parse_bytes(v) for k, v in self.gpu_memory_by_product.items()},
-        )
-
-    def backend_settings(self) -> BackendSettings:
-        return BackendSettings(
-            time_slicing_resource=self.time_slicing_resource,
-            mps_resource=self.mps_resource,
-            hami_scheduler=self.hami_scheduler_name,
-            kai_scheduler=self.kai_scheduler_name,
-            kai_queue_label=self.kai_queue_label,
-            kai_queue=self.kai_queue,
-            soft_cap_ratio=self.soft_cap_ratio,
-        )
-
-    def cull_defaults(self) -> tuple[CullPolicy, CullPolicy]:
-        gpu = CullPolicy(parse_duration(self.gpu_idle_timeout), parse_duration(self.gpu_max_age))
-        cpu = CullPolicy(parse_duration(self.cpu_idle_timeout), parse_duration(self.cpu_max_age))
-        return gpu, cpu
-
     async def resolve_profiles(self) -> list[dict]:
         """The initialized, validated profile list (a callable one is called now)."""
         raw = self.profile_list
-        if callable(raw):
-            raw = raw(self)
-            if asyncio.iscoroutine(raw):
-                raw = await raw
         try:
+            if callable(raw):
+                raw = await maybe_future(raw(self))
             profiles = initialize_profiles(raw)
             self._validate_once(raw, profiles)
         except ProfileConfigError as error:
             self.log.error("fracnb: invalid profile_list: %s", error)
-            raise web.HTTPError(500, f"The hub's profile configuration is invalid: {error}") from None
+            raise HubConfigError(f"The hub's profile configuration is invalid: {error}") from None
+        except Exception as error:  # a callable list may raise or return anything: never a traceback
+            self.log.exception("fracnb: could not read profile_list")
+            message = f"The hub's profile configuration could not be read ({type(error).__name__}); see the hub log"
+            raise HubConfigError(message) from error
         return profiles
 
     def _validate_once(self, raw: Any, profiles: list[dict]) -> None:
@@ -157,46 +139,78 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             rows = await annotate(rows)
         return form.render(profiles, rows, self.user_options or {})
 
-    @default("options_from_form")
-    def _options_from_form_default(self) -> Any:
-        return self.validated_options_from_form
+    # options_from_form is KubeSpawner's (synchronous, returns user_options). The checks that need
+    # I/O (a callable profile_list, the quota) run in the two hooks JupyterHub awaits before a spawn.
 
-    async def validated_options_from_form(self, formdata: dict) -> dict:
-        """Turn the form into user_options, refusing bad input on the form itself (no spawn starts)."""
-        options = self._options_from_form(formdata)
+    async def run_options_from_form(self, form_data: dict) -> dict:
+        """The spawn form's user_options, refused on the form itself (no spawn starts) when invalid."""
+        options = await maybe_future(super().run_options_from_form(form_data))
+        await self.check_options(options)
+        return options
+
+    async def options_from_query(self, query_data: dict) -> dict:
+        """user_options from /hub/spawn?... query arguments, checked like the form's."""
+        options = await maybe_future(super().options_from_query(query_data))
+        await self.check_options(options)
+        return options
+
+    async def check_options(self, options: dict) -> None:
+        """Refuse invalid options (400) or options over quota (403) without applying anything."""
         profiles = await self.resolve_profiles()
         if profiles:
-            try:
-                selection = select(profiles, options)
-            except InvalidUserOptionsError as error:
-                raise web.HTTPError(400, f"Invalid server options: {error}") from None
+            selection = self.select_options(profiles, options)
             await self.check_quota(selection, self.plan_for(selection), reserve=False)
-        return options
 
     # ---- applying a choice -----------------------------------------------------------------------------
 
     async def load_user_options(self) -> None:
-        """Validate the (possibly forged) user_options, then apply the profile and the GPU plan."""
+        """Validate the (possibly forged) user_options, then apply the profile and the GPU plan.
+
+        Refusals are ``InvalidRequestError`` (4xx) or ``HubConfigError`` (500), both ``ValueError``s
+        as KubeSpawner's refusals are.
+        """
         self._restore_config()
         profiles = await self.resolve_profiles()
         if not profiles:
             return await super().load_user_options()
-        try:
-            selection = select(profiles, self.user_options)
-        except InvalidUserOptionsError as error:
-            raise rejection(400, f"Invalid server options: {error}", reason="invalid-options") from None
-        try:
-            plan = self.plan_for(selection)
-        except GPUConfigError as error:
-            raise web.HTTPError(500, f"The hub's profile configuration is invalid: {error}") from None
+        selection = self.select_options(profiles, self.user_options)
+        plan = self.plan_for(selection)
         await self.check_quota(selection, plan, reserve=True)
         self.user_options = selection.user_options
-        self._load_profile(selection.slug, profiles)
+        try:
+            self._load_profile(selection.slug, profiles)
+        except Exception as error:
+            LEDGER.release(self.user.name, self.name)
+            if isinstance(error, web.HTTPError):
+                raise
+            # Applying overrides may expand the user's free text: a 400, so that input cannot count
+            # toward the hub's consecutive failure limit; the traceback goes to the hub log.
+            self.log.exception("fracnb: could not apply profile %r for %s", selection.slug, self._log_name)
+            raise InvalidRequestError(
+                400, f"Invalid server options: the hub could not apply them to profile {selection.slug!r}; "
+                "see the hub log", reason="invalid-options",
+            ) from error  # fmt: skip
         self.apply_plan(selection, plan)
         return None
 
+    def select_options(self, profiles: list[dict], options: object) -> Selection:
+        """The validated choice for ``options``, or an ``InvalidRequestError`` (400) saying what is wrong."""
+        try:
+            return select(profiles, options)
+        except InvalidUserOptionsError as error:
+            raise InvalidRequestError(400, f"Invalid server options: {error}", reason="invalid-options") from None
+        except Exception as error:  # hostile input gets a 400, never a traceback
+            self.log.exception("fracnb: could not validate user_options for %s", self._log_name)
+            raise InvalidRequestError(
+                400, "Invalid server options: they could not be read; choose again on the spawn form",
+                reason="invalid-options",
+            ) from error  # fmt: skip
+
     def plan_for(self, selection: Selection) -> GPUPlan:
-        return plan_gpu(selection.gpu, self.gpu_defaults())
+        try:
+            return plan_gpu(selection.gpu, self.gpu_defaults())
+        except GPUConfigError as error:
+            raise HubConfigError(f"The hub's profile configuration is invalid: {error}") from None
 
     async def check_quota(self, selection: Selection, plan: GPUPlan, *, reserve: bool) -> None:
         """Refuse the spawn with a 4xx when over quota; with ``reserve``, hold the fraction.
@@ -214,7 +228,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 user=self.user.name, groups=self._group_members(), server=self.name, fraction=plan.fraction,
             )  # fmt: skip
             if not decision.allowed:
-                raise rejection(403, f"Over GPU quota: {decision.message}", reason="quota")
+                raise InvalidRequestError(403, f"Over GPU quota: {decision.message}", reason="quota")
             if reserve:
                 LEDGER.reserve(Allocation(self.user.name, self.name, plan.fraction, selection.slug))
 
@@ -229,9 +243,30 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
     def _group_members(self) -> dict[str, list[str]]:
         return {group.name: [member.name for member in group.users] for group in self.user.groups}
 
-    async def _allocations_in_cluster(self) -> list[Allocation]:
-        pods = await self.api.list_namespaced_pod(self.namespace, label_selector="component=singleuser-server")
-        return allocations_from_pods(self.api.api_client.sanitize_for_serialization(pods)["items"])
+    async def _allocations_in_cluster(self, *, fresh: bool = True) -> list[Allocation]:
+        """GPUs held by singleuser pods in every namespace they may live in (:func:`.kube.pod_namespaces`).
+
+        ``fresh``: one LIST now, for the admission check, which must be exact. Otherwise KubeSpawner's
+        own shared pod reflector (same pods, same scope, no request), for the spawn form's advice.
+        """
+        if not fresh:
+            try:
+                reflector = await self._start_watching_pods()
+                return allocations_from_pods(list(reflector.pods.values()))
+            except Exception as error:  # the form then shows no refusals; the spawn still counts exactly
+                self.log.warning("fracnb: no pod reflector for the spawn form's quota check: %r", error)
+                return []
+        configured = self._pristine.get("namespace", self.namespace)  # before any profile's override
+        namespaces = pod_namespaces(
+            await self.resolve_profiles(), configured, user_namespaces=self.enable_user_namespaces
+        )
+        try:
+            pods = await list_pods_in(self.api, namespaces, singleuser_selector(self.component_label))
+        except (ApiException, aiohttp.ClientError, OSError, asyncio.TimeoutError) as error:
+            self.log.error("fracnb: cannot list singleuser pods to count GPU quotas: %r", error)
+            message = "GPU quotas cannot be checked now: the hub could not read the cluster's pods; try again later"
+            raise RefusedSpawnError(503, message, reason="cluster-unreadable") from None
+        return allocations_from_pods(pods)
 
     async def stop(self, now: bool = False) -> None:
         try:
@@ -240,10 +275,15 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             LEDGER.release(self.user.name, self.name)
 
     async def annotate_form_rows(self, rows: dict) -> dict:
-        """Add free capacity (cluster-wide) and quota refusals to the spawn form's rows."""
+        """Add free capacity (cluster-wide) and quota refusals to the spawn form's rows.
+
+        Both come from shared watches, not from requests per form load: free capacity from the
+        hub-wide :mod:`.clusterview`, GPUs held from KubeSpawner's pod reflector. The spawn itself
+        recounts exactly (:meth:`check_quota`).
+        """
         policy = self.quota_policy()
         nodes, pods = await self._cluster_view() if self.show_availability else ([], [])
-        allocations = await self._allocations_in_cluster() if policy.has_limits else []
+        allocations = await self._allocations_in_cluster(fresh=False) if policy.has_limits else []
         annotated = {}
         for key, original in rows.items():
             row = original
@@ -263,17 +303,11 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         return annotated
 
     async def _cluster_view(self) -> tuple[list[dict], list[dict]]:
-        """Nodes and pods cluster-wide; empty when RBAC doesn't allow reading them (the form says nothing)."""
-        try:
-            nodes = await self.api.list_node()
-            pods = await self.api.list_pod_for_all_namespaces(
-                field_selector="status.phase!=Succeeded,status.phase!=Failed"
-            )
-        except ApiException as error:
-            self.log.warning("fracnb: cannot read nodes/pods for availability (%s); see docs on RBAC", error.status)
-            return [], []
-        serialize = self.api.api_client.sanitize_for_serialization
-        return serialize(nodes)["items"], serialize(pods)["items"]
+        """Nodes and GPU-holding pods cluster-wide, from the hub-wide watch (no request per form load).
+
+        Empty while they cannot be read (RBAC): the form then says nothing about free capacity.
+        """
+        return await shared_view(self.api, self.log).snapshot()
 
     def apply_plan(self, selection: Selection, plan: GPUPlan) -> None:
         """Write the plan's pod fields onto this spawner's traits."""
@@ -358,7 +392,14 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 raise
             share = describe_plan(self.fracnb_plan) if self.fracnb_plan else "this server"
             message = f"No node could take {share} within {self.start_timeout} s: {reason}"
-            raise rejection(503, message, reason="unschedulable") from None
+            raise RefusedSpawnError(503, message, reason="unschedulable") from None
+        except ApiException as error:
+            if error.status not in _INVALID_OBJECT_STATUSES:
+                raise
+            # The apiserver refused an object built from the profile and the user's choices: say why,
+            # as a refusal (it repeats for every spawn of this choice; restarting the hub fixes nothing).
+            message = f"The cluster refused this server's pod: {_api_message(error)}"
+            raise RefusedSpawnError(400, message, reason="invalid-pod") from None
 
     def _scheduling_failure(self) -> str | None:
         events = getattr(self, "events", None) or []
@@ -404,3 +445,12 @@ def _copy_plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_copy_plain(item) for item in value]
     return value
+
+
+def _api_message(error: ApiException, limit: int = 500) -> str:
+    """The apiserver's own message from an error answer (its Status object), shortened."""
+    try:
+        message = str(json.loads(error.body)["message"])
+    except (TypeError, ValueError, KeyError):
+        message = str(error.reason)
+    return message if len(message) <= limit else message[: limit - 1] + "…"

@@ -4,12 +4,41 @@ from __future__ import annotations
 
 from traitlets import Bool, Dict, Enum, Float, HasTraits, Int, TraitError, Unicode, Union, validate
 
-from .gpu import BACKENDS
+from .backends import BackendSettings
+from .culling import CullPolicy
+from .gpu import BACKENDS, GPUDefaults
 from .units import QuantityError, parse_bytes, parse_duration
 
 
 class FractionalTraits(HasTraits):
     """Mixed into ``FractionalSpawner``; kept apart so the spawner module stays about behaviour."""
+
+    def gpu_defaults(self) -> GPUDefaults:
+        """What a profile's ``gpu`` entry falls back on, from these traits."""
+        return GPUDefaults(
+            backend=self.gpu_backend,
+            gpu_memory=parse_bytes(self.gpu_memory),
+            mig_model=self.mig_default_model,
+            memory_by_product={k: parse_bytes(v) for k, v in self.gpu_memory_by_product.items()},
+        )
+
+    def cull_defaults(self) -> tuple[CullPolicy, CullPolicy]:
+        """Idle timeout and maximum age of GPU and of CPU-only servers, in seconds."""
+        gpu = CullPolicy(parse_duration(self.gpu_idle_timeout), parse_duration(self.gpu_max_age))
+        cpu = CullPolicy(parse_duration(self.cpu_idle_timeout), parse_duration(self.cpu_max_age))
+        return gpu, cpu
+
+    def backend_settings(self) -> BackendSettings:
+        """The cluster-specific names the backends need, from these traits."""
+        return BackendSettings(
+            time_slicing_resource=self.time_slicing_resource,
+            mps_resource=self.mps_resource,
+            hami_scheduler=self.hami_scheduler_name,
+            kai_scheduler=self.kai_scheduler_name,
+            kai_queue_label=self.kai_queue_label,
+            kai_queue=self.kai_queue,
+            soft_cap_ratio=self.soft_cap_ratio,
+        )
 
     gpu_backend = Enum(
         BACKENDS,
@@ -26,9 +55,9 @@ class FractionalTraits(HasTraits):
         default_value="80Gi",
         help="""Memory of one physical GPU, used for memory budgets (fraction x memory).
 
-        Bytes or a size such as "80Gi". A profile's ``memory`` key, or the
-        ``nvidia.com/gpu.memory`` label of the nodes of the profile's ``product``,
-        takes precedence. Default: "80Gi".
+        Bytes or a size such as "80Gi". A profile's ``memory`` key takes precedence, and so
+        does ``gpu_memory_by_product`` for a profile that names a listed ``product``.
+        fracnb does not read node labels for it. Default: "80Gi".
         Example: ``c.FractionalSpawner.gpu_memory = "40Gi"``
         """,
     ).tag(config=True)
@@ -160,8 +189,9 @@ class FractionalTraits(HasTraits):
 
     show_availability = Bool(
         True,
-        help="""Show on the spawn form how many fractions of each choice are free in the cluster.
-        Needs RBAC to list nodes and pods cluster-wide (docs/spawner.md). Default: True.
+        help="""Show on the spawn form how many fractions of each choice are free in the cluster,
+        from one watch of nodes and pods per hub (not a request per form load). Needs RBAC to
+        list and watch nodes and pods cluster-wide (docs/spawner.md). Default: True.
         Example: ``c.FractionalSpawner.show_availability = False``
         """,
     ).tag(config=True)
@@ -169,8 +199,9 @@ class FractionalTraits(HasTraits):
     gpu_memory_by_product = Dict(
         key_trait=Unicode(),
         help="""Memory of one GPU per product label (``nvidia.com/gpu.product``), for budgets of
-        profiles that name a ``product``. Learned from node labels when availability is on;
-        set it to pin values. Default: {}.
+        profiles that name a ``product``; other products use ``gpu_memory``. fracnb does not read
+        node labels for it: copy the value from the nodes' ``nvidia.com/gpu.memory`` label
+        (MiB, set by GPU Feature Discovery), e.g. 40960 -> "40Gi". Default: {}.
         Example: ``c.FractionalSpawner.gpu_memory_by_product = {"NVIDIA-A100-SXM4-40GB": "40Gi"}``
         """,
     ).tag(config=True)

@@ -59,8 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="extra environment for every local pod process, e.g. LD_LIBRARY_PATH=/opt/fake-nvml",
     )
+    start.add_argument(
+        "--homes-dir",
+        type=Path,
+        help="where hub users' servers keep their homes across restarts (default: homes/ in the state dir)",
+    )
     stop = commands.add_parser("down", help="stop what `up` started and remove the state dir")
-    stop.add_argument("--keep-files", action="store_true", help="keep logs and certificates")
+    stop.add_argument("--keep-files", action="store_true", help="keep logs, certificates and homes")
     commands.add_parser("status", help="show what runs")
     check = commands.add_parser("validate", help="check a cluster description and count its nodes")
     check.add_argument("cluster", help="built-in name or YAML path")
@@ -79,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                 bin_dir=args.bin_dir,
                 runner_env=parse_env_pairs(args.runner_env),
                 apiserver_port=args.apiserver_port,
+                homes_dir=args.homes_dir,
                 progress=say,
             )
             print(f"export KUBECONFIG={state.kubeconfig}")

@@ -20,7 +20,14 @@ from fracnb_testbed.clusters import ClusterSpec, node_manifests
 from fracnb_testbed.errors import TestbedError
 from fracnb_testbed.kubeapi import KubeRest, ensure_namespace, write_kubeconfig
 from fracnb_testbed.pki import generate_pki
-from fracnb_testbed.state import TestbedState, load_runner_children, write_runner_env
+from fracnb_testbed.state import (
+    RUNNER_READY_FILE,
+    STATE_FILE,
+    TestbedState,
+    clear_cluster_data,
+    load_runner_children,
+    write_runner_env,
+)
 
 Progress = Callable[[str], None]
 # Slow machines (two busy cores) need generous start-up limits.
@@ -43,7 +50,6 @@ HAMI_NODES = {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["on"]}]}]
     }
 }
-RUNNER_READY_FILE = "runner.ready"
 
 
 def _quiet(_: str) -> None:
@@ -87,7 +93,7 @@ def etcd_argv(bin_dir: Path, state: TestbedState) -> list[str]:
     return [
         str(bin_dir / "etcd"),
         "--name=testbed",
-        f"--data-dir={state.directory / 'etcd-data'}",
+        f"--data-dir={state.etcd_data}",
         f"--listen-client-urls={client}",
         f"--advertise-client-urls={client}",
         f"--listen-peer-urls={peer}",
@@ -196,22 +202,49 @@ def _pick_ports(apiserver_port: int | None) -> dict[str, int]:
     return ports
 
 
-def _prepare_directory(state_dir: Path) -> bool:
-    if (state_dir / "state.json").exists():
-        raise TestbedError(
-            f"a testbed state already exists in {state_dir}; run `fracnb-testbed down "
-            f"--state-dir {state_dir}` first or choose another --state-dir"
-        )
+def _prepare_directory(state_dir: Path, progress: Progress) -> bool:
+    """Make the state dir ready for a new cluster; True if a testbed created it (so `down` may
+    remove it)."""
     created = not state_dir.exists()
+    if (state_dir / STATE_FILE).exists():
+        created = _forget_stopped_testbed(state_dir, progress)
     state_dir.mkdir(parents=True, exist_ok=True)
     for sub in ("logs", "pods"):
         (state_dir / sub).mkdir(exist_ok=True)
+    # Each `up` starts an empty cluster, whatever an earlier run left (e.g. one stopped by an
+    # older `down --keep-files`, which kept the etcd data and so the old nodes).
+    clear_cluster_data(state_dir)
     return created
 
 
-def _create_nodes(rest: KubeRest, spec: ClusterSpec) -> None:
+def _forget_stopped_testbed(state_dir: Path, progress: Progress) -> bool:
+    """Refuse while the recorded testbed runs; forget one that died without `down` (and
+    return whether it had created the state dir)."""
+    previous = TestbedState.load(state_dir)
+    running = [r for r in [*previous.processes, *load_runner_children(state_dir)] if procs.is_alive(r)]
+    if running:
+        names = ", ".join(f"{r.name} (pid {r.pid})" for r in running)
+        raise TestbedError(
+            f"a testbed is running in {state_dir}: {names}; stop it with `fracnb-testbed down "
+            f"--state-dir {state_dir}` first, or choose another --state-dir"
+        )
+    progress(f"clearing the state of a testbed in {state_dir} that stopped without `down`")
+    (state_dir / STATE_FILE).unlink()
+    return previous.created_directory
+
+
+def _create_nodes(rest: KubeRest, spec: ClusterSpec, state: TestbedState) -> None:
     for manifest in node_manifests(spec):
-        rest.create("/api/v1/nodes", manifest)
+        status, answer = rest.request("POST", "/api/v1/nodes", manifest)
+        if status == 409:
+            # Cannot happen with the cleared etcd data; if it does, say how to get out of it.
+            raise TestbedError(
+                f"node {manifest['metadata']['name']!r} already exists, so the cluster's etcd data "
+                f"({state.etcd_data}) is not from this start; stop everything with `fracnb-testbed "
+                f"down --state-dir {state.directory}` (or delete {state.etcd_data}) and start again"
+            )
+        if status >= 300:
+            raise TestbedError(f"creating Node {manifest['metadata']['name']!r} failed ({status}): {answer}")
 
 
 def _kwok_leases_exist(rest: KubeRest, spec: ClusterSpec) -> bool:
@@ -231,18 +264,24 @@ def up(
     bin_dir: str | Path | None = None,
     runner_env: dict[str, str] | None = None,
     apiserver_port: int | None = None,
+    homes_dir: Path | None = None,
     progress: Progress = _quiet,
 ) -> TestbedState:
-    """Start everything; on failure stop what was started (logs stay) and raise TestbedError."""
+    """Start everything; on failure stop what was started (logs stay) and raise TestbedError.
+
+    ``homes_dir`` holds hub users' homes, kept across server and testbed restarts (default
+    ``homes/`` in the state dir, which a plain ``down`` removes with the rest).
+    """
     binaries = find_bin_dir(bin_dir)
     state_dir = state_dir.resolve()
-    created = _prepare_directory(state_dir)
+    created = _prepare_directory(state_dir, progress)
     state = TestbedState(
         directory=state_dir,
         cluster=spec.name,
         ports=_pick_ports(apiserver_port),
         pod_network=random_pod_network(),
         created_directory=created,
+        homes=str(homes_dir.resolve()) if homes_dir else "",
     )
     state.save()
     write_runner_env(state.directory, dict(runner_env or {}))
@@ -283,7 +322,7 @@ def _start_all(spec: ClusterSpec, state: TestbedState, binaries: Path, progress:
         )
         ensure_namespace(rest, "default")
         progress(f"creating {spec.node_count} nodes of cluster {spec.name!r}")
-        _create_nodes(rest, spec)
+        _create_nodes(rest, spec, state)
 
         config = state.directory / "scheduler-config.yaml"
         config.write_text(yaml.safe_dump(scheduler_config(state.kubeconfig), sort_keys=False))
@@ -345,7 +384,9 @@ def down(state_dir: Path, *, keep_files: bool = False, progress: Progress = _qui
             stopped.append(record.name)
             progress(f"stopped leftover pod process {record.name} (pid {record.pid})")
     if keep_files:
-        (state.directory / "state.json").unlink(missing_ok=True)
+        # Logs, certificates and homes stay; the cluster itself is gone with its processes.
+        clear_cluster_data(state.directory)
+        (state.directory / STATE_FILE).unlink(missing_ok=True)
     elif state.created_directory:
         shutil.rmtree(state.directory, ignore_errors=True)
     else:

@@ -3,7 +3,9 @@
 Brings up the testbed's ``mixed`` cluster (or uses ``--kubeconfig``), simulates the GPU of
 its local A100 node with the fake NVML library, writes a ``jupyterhub_config.py`` into the
 state dir and runs a real JupyterHub with ``FractionalSpawner`` and the fracnb service.
-Ctrl-C stops everything it started. The functions here are reused by the end-to-end tests.
+Ctrl-C stops everything it started; every start brings up a new, empty cluster, while each
+user's home persists in the state dir until ``--reset-homes``. The functions here are reused
+by the end-to-end tests.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from fracnb_testbed.clusters import RUNNER_LABEL, load_cluster
 from fracnb_testbed.controlplane import down, up
 from fracnb_testbed.errors import TestbedError
 from fracnb_testbed.handle import Testbed
-from fracnb_testbed.state import TestbedState
+from fracnb_testbed.state import STATE_FILE, TestbedState
 
 Progress = Callable[[str], None]
 REPO = Path(__file__).resolve().parents[2]
@@ -87,6 +89,7 @@ class DemoSettings:
     warning_lead: int = 600
     password: str = DEMO_PASSWORD
     users: dict[str, list[str]] = field(default_factory=lambda: dict(DEMO_USERS))
+    extra_config: str = ""  # jupyterhub_config.py lines added before setup(c), e.g. by tests
 
     def __post_init__(self) -> None:
         for name in ("hub_port", "proxy_api_port", "service_port"):
@@ -107,6 +110,24 @@ def free_port() -> int:
 def default_state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "fracnb-demo"
+
+
+def cluster_dir(state_dir: Path) -> Path:
+    """The demo's cluster: started empty on every run, stopped on exit."""
+    return state_dir / "testbed"
+
+
+def homes_dir(state_dir: Path) -> Path:
+    """The users' homes: outside the cluster's directory, so they outlive every restart."""
+    return state_dir / "homes"
+
+
+def hub_config_file(state_dir: Path) -> Path:
+    return state_dir / "jupyterhub_config.py"
+
+
+def hub_pid_file(state_dir: Path) -> Path:
+    return state_dir / "jupyterhub.pid"
 
 
 def find_proxy() -> str:
@@ -158,7 +179,7 @@ def hub_config(settings: DemoSettings, proxy: str) -> str:
         f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{settings.proxy_api_port}'",
         f"c.JupyterHub.db_url = 'sqlite:///{state / 'jupyterhub.sqlite'}'",
         f"c.JupyterHub.cookie_secret_file = {str(state / 'jupyterhub_cookie_secret')!r}",
-        f"c.JupyterHub.pid_file = {str(state / 'jupyterhub.pid')!r}",
+        f"c.JupyterHub.pid_file = {str(hub_pid_file(state))!r}",
         "c.JupyterHub.authenticator_class = 'dummy'",
         f"c.DummyAuthenticator.password = {settings.password!r}",
         f"c.Authenticator.allowed_users = {set(settings.users)!r}",
@@ -183,6 +204,7 @@ def hub_config(settings: DemoSettings, proxy: str) -> str:
         f"c.FracnbService.default_idle_timeout = {settings.idle_timeout}",
         f"c.FracnbService.kubeconfig = {str(settings.kubeconfig)!r}",
         f"c.FracnbService.namespace = {settings.namespace!r}",
+        settings.extra_config,
         # What an admin writes last: select the spawner, check it all, register the service.
         "from fracnb_spawner import setup",
         f"setup(c, config_file=__file__, service_url='http://127.0.0.1:{settings.service_port}')",
@@ -197,13 +219,23 @@ def _groups_config(groups: dict[str, list[str]]) -> dict[str, dict[str, list[str
 # ---- running things -------------------------------------------------------------------------
 
 
-def start_testbed(directory: Path, runner_env: dict[str, str], progress: Progress) -> TestbedState:
-    """The ``mixed`` cluster in ``directory``, stopping a leftover one there first."""
-    if (directory / "state.json").exists():
+def start_testbed(
+    directory: Path, runner_env: dict[str, str], progress: Progress, homes: Path, *, empty_homes: bool = False
+) -> TestbedState:
+    """A new ``mixed`` cluster in ``directory`` whose hub users keep their homes in ``homes``.
+
+    A testbed that a killed demo left running there is stopped first; ``empty_homes`` then
+    deletes every home (``--reset-homes``).
+    """
+    if (directory / STATE_FILE).exists():
         progress("stopping the testbed a previous demo left running")
         with suppress(TestbedError):
-            down(directory, progress=progress)
-    return up(load_cluster("mixed"), directory, runner_env=runner_env, progress=progress)
+            down(directory, keep_files=True, progress=progress)
+    if empty_homes and homes.exists():
+        progress(f"removing the users' home directories in {homes} (--reset-homes)")
+        shutil.rmtree(homes)
+    progress("starting the testbed cluster 'mixed'")
+    return up(load_cluster("mixed"), directory, runner_env=runner_env, homes_dir=homes, progress=progress)
 
 
 def hub_environment(settings: DemoSettings) -> dict[str, str]:
@@ -216,7 +248,7 @@ def hub_environment(settings: DemoSettings) -> dict[str, str]:
 
 def start_hub(settings: DemoSettings, log_file: Path) -> subprocess.Popen:
     """Write the config and start ``jupyterhub`` in its own session (logs to ``log_file``)."""
-    config = settings.state_dir / "jupyterhub_config.py"
+    config = hub_config_file(settings.state_dir)
     config.write_text(hub_config(settings, find_proxy()))
     with open(log_file, "ab") as log:
         return subprocess.Popen(
@@ -256,6 +288,24 @@ def stop_hub(hub: subprocess.Popen, grace: float = 30) -> None:
             hub.wait()
 
 
+def stop_leftover_hub(state_dir: Path, progress: Progress, grace: float = 30) -> None:
+    """Stop the hub of a demo that was killed before it could (the hub's pid file names it)."""
+    try:
+        pid = int(hub_pid_file(state_dir).read_text().strip())
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return
+    if str(hub_config_file(state_dir)).encode() not in argv:
+        return  # that pid is no longer our hub
+    progress(f"stopping the JupyterHub a previous demo left running (pid {pid})")
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        with suppress(ProcessLookupError):
+            os.killpg(pid, signum)
+        deadline = time.monotonic() + grace
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
 @dataclass
 class RunningDemo:
     settings: DemoSettings
@@ -289,7 +339,9 @@ def running_demo(
 
 
 def say(message: str) -> None:
-    print(f"[demo] {message}", file=sys.stderr, flush=True)
+    # After SIGHUP the terminal is gone; the shutdown must go on without it.
+    with suppress(OSError):
+        print(f"[demo] {message}", file=sys.stderr, flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -302,21 +354,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--fake-gpu", action="store_true", help="with --kubeconfig: simulate a GPU for local pods anyway"
     )
-    parser.add_argument("--state-dir", type=Path, help=f"where config and logs go (default {default_state_dir()})")
+    parser.add_argument(
+        "--state-dir", type=Path, help=f"where config, logs and the users' homes go (default {default_state_dir()})"
+    )
     parser.add_argument("--idle-timeout", type=int, default=900, help="seconds idle before a server is culled (900)")
     parser.add_argument("--cull-every", type=int, default=30, help="seconds between culling passes (30)")
     parser.add_argument("--warning-lead", type=int, default=600, help="seconds of warning before a cull (600)")
+    parser.add_argument(
+        "--reset-homes",
+        action="store_true",
+        help="delete every user's home directory (their saved notebooks and files) before starting; "
+        "otherwise homes are kept across server and demo restarts",
+    )
     return parser
 
 
 def _interrupt_once(_signum: int, _frame: object) -> None:
-    # The first Ctrl-C or SIGTERM starts the shutdown; further ones must not cut it short.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # The first Ctrl-C, SIGTERM or SIGHUP starts the shutdown; further ones must not cut it short.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
-def announce(settings: DemoSettings, runner_env: dict[str, str]) -> None:
+def announce(settings: DemoSettings, runner_env: dict[str, str], homes: Path | None) -> None:
     print(f"\nfracnb demo running at {settings.url}/", flush=True)
     print(f"  log in as {', '.join(settings.users)} with password {settings.password!r}")
     groups = ", ".join(f"{g}: {q} GPU" for g, q in GROUP_QUOTAS.items())
@@ -325,26 +385,30 @@ def announce(settings: DemoSettings, runner_env: dict[str, str]) -> None:
     if runner_env:
         print(f"  simulated GPU: {SIMULATED_GPU_NAME}; in a notebook try")
         print('    import fracnb_meter.simulate as sim; sim.allocate("6GiB")')
+    if homes is not None:
+        print(f"  users' homes: {homes} (kept across restarts; --reset-homes empties them)")
     print("  press Ctrl-C to stop everything\n", flush=True)
 
 
-def run(args: argparse.Namespace) -> None:
-    state_dir = (args.state_dir or default_state_dir()).resolve()
+def run(args: argparse.Namespace, state_dir: Path) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
     runner_env: dict[str, str] = {}
     if args.kubeconfig is None or args.fake_gpu:
         say("compiling the fake NVML library (simulated A100)")
         runner_env = prepare_fake_gpu(state_dir / "fakenvml")
-    testbed_dir = state_dir / "testbed"
+    testbed_state_dir = cluster_dir(state_dir)
+    homes = homes_dir(state_dir) if args.kubeconfig is None else None
     started: TestbedState | None = None
     try:
-        if args.kubeconfig is None:
-            say("starting the testbed cluster 'mixed'")
-            started = start_testbed(testbed_dir, runner_env, say)
+        stop_leftover_hub(state_dir, say)
+        if homes is not None:
+            started = start_testbed(testbed_state_dir, runner_env, say, homes, empty_homes=args.reset_homes)
             handle = Testbed(started)
             namespace = handle.create_namespace(args.namespace or "fracnb-demo")
             kubeconfig = started.kubeconfig
         else:
+            if args.reset_homes:
+                say("--reset-homes does nothing with --kubeconfig: that cluster keeps the homes")
             kubeconfig, namespace = args.kubeconfig.resolve(), args.namespace or "default"
         settings = DemoSettings(
             state_dir=state_dir,
@@ -356,26 +420,40 @@ def run(args: argparse.Namespace) -> None:
             warning_lead=args.warning_lead,
         )
         with running_demo(settings, progress=say) as demo:
-            announce(settings, runner_env)
+            announce(settings, runner_env, homes)
             while demo.hub.poll() is None:
                 time.sleep(0.5)
             say(f"JupyterHub exited with code {demo.hub.returncode}; see {demo.log_file}")
     finally:
         if started is not None:
             say("stopping the testbed")
-            down(testbed_dir, keep_files=True, progress=say)
+            down(testbed_state_dir, keep_files=True, progress=say)
+
+
+def recovery_hint(state_dir: Path) -> str:
+    """What to do when the demo does not start; following it never deletes a user's files."""
+    return (
+        f"logs: {state_dir / 'jupyterhub.log'} and {cluster_dir(state_dir) / 'logs'}/. Running the demo "
+        "again stops whatever an earlier run left behind; if it fails the same way, delete "
+        f"{cluster_dir(state_dir)} (only the cluster: the users' homes in {homes_dir(state_dir)} "
+        "stay) and run it again"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGINT, _interrupt_once)
     signal.signal(signal.SIGTERM, _interrupt_once)
+    # A closed terminal sends SIGHUP: stop everything then too, rather than leave it running.
+    signal.signal(signal.SIGHUP, _interrupt_once)
+    state_dir = (args.state_dir or default_state_dir()).resolve()
     try:
-        run(args)
+        run(args, state_dir)
     except KeyboardInterrupt:
         say("stopped")
     except (DemoError, TestbedError, OSError) as error:
         say(f"error: {error}")
+        say(recovery_hint(state_dir))
         return 1
     return 0
 

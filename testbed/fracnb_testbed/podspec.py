@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import string
 from collections.abc import Callable, Mapping
+from pathlib import PurePosixPath
 from typing import Any
 
 WILDCARD_ADDRESS = "0.0.0.0"  # noqa: S104 - the text we replace, never bound
+# KubeSpawner puts the hub user and server names, unescaped, on every pod it makes.
+USERNAME_ANNOTATION = "hub.jupyter.org/username"
+SERVERNAME_ANNOTATION = "hub.jupyter.org/servername"
+PATH_SAFE = frozenset(string.ascii_letters + string.digits + "-.")
 VAR_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 KeyLookup = Callable[[str, str, str], "str | None"]
 
@@ -31,6 +37,37 @@ class IpPool:
     def release(self, ip: str) -> None:
         if ip not in self._free:
             self._free.append(ip)
+
+
+def path_safe(name: str) -> str:
+    """``name`` as one path component: letters, digits, '-' and '.' stay, any other character
+    (and a leading '.') becomes ``_xx`` per UTF-8 byte, so distinct names stay distinct and
+    no name becomes '..', a hidden entry or a path."""
+    escaped = []
+    for index, char in enumerate(name):
+        if char in PATH_SAFE and not (index == 0 and char == "."):
+            escaped.append(char)
+        else:
+            escaped.append("".join(f"_{byte:02x}" for byte in char.encode()))
+    return "".join(escaped)
+
+
+def persistent_home(pod: Mapping[str, Any]) -> PurePosixPath | None:
+    """Where a hub user's server keeps its home, relative to the runner's homes dir.
+
+    One per namespace, user and server, as z2jh's PVC ``claim-{username}--{servername}``: the
+    same server finds its files again after a stop, a cull or a testbed restart. None for pods
+    KubeSpawner did not make (they get a fresh home each).
+    """
+    metadata = pod.get("metadata", {})
+    annotations = metadata.get("annotations") or {}
+    user = annotations.get(USERNAME_ANNOTATION)
+    if not user:
+        return None
+    server = annotations.get(SERVERNAME_ANNOTATION, "")
+    # '_' only ever starts an escape, so '__' cannot occur inside an escaped name.
+    leaf = path_safe(user) + (f"__{path_safe(server)}" if server else "")
+    return PurePosixPath(path_safe(metadata.get("namespace", "default")), leaf)
 
 
 def to_pod_ip(text: str, pod_ip: str) -> str:

@@ -28,13 +28,12 @@ from fracnb_testbed import podspec
 from fracnb_testbed.clusters import RUNNER_LABEL
 from fracnb_testbed.kubeapi import async_configuration
 from fracnb_testbed.procs import ProcessRecord, start_ticks_of
-from fracnb_testbed.state import TestbedState, read_runner_env, save_runner_children
+from fracnb_testbed.state import RUNNER_READY_FILE, TestbedState, read_runner_env, save_runner_children
 
 log = logging.getLogger("fracnb_testbed.runner")
 HOST_IP = "127.0.0.1"
 SHUTDOWN_GRACE = 5.0
 WATCH_SECONDS = 240
-READY_FILE = "runner.ready"
 # What container runtimes report when the executable cannot be started.
 START_ERROR_EXIT_CODE = 128
 
@@ -78,7 +77,7 @@ class Runner:
 
     # ---- watching -------------------------------------------------------------------------
     async def run_forever(self) -> None:
-        ready_file = self.state.directory / READY_FILE
+        ready_file = self.state.directory / RUNNER_READY_FILE
         while True:
             try:
                 version = await self._relist()
@@ -170,8 +169,15 @@ class Runner:
     def _pod_dir(self, pod: dict[str, Any]) -> Path:
         meta = pod["metadata"]
         path = self.state.pods / f"{meta['namespace']}_{meta['name']}_{meta['uid'][:8]}"
-        (path / "home").mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def _home(self, pod: dict[str, Any], pod_dir: Path) -> Path:
+        """A hub user's server keeps its home (as on a z2jh PVC); any other pod gets a fresh one."""
+        relative = podspec.persistent_home(pod)
+        home = self.state.homes_dir / relative if relative else pod_dir / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        return home
 
     def _base_env(self, pod: dict[str, Any]) -> dict[str, str]:
         # The runner env plays the image's ENV: the pod's env overrides it. PATH and HOME stay
@@ -188,6 +194,7 @@ class Runner:
         run = PodRun(meta["uid"], meta["namespace"], meta["name"], ip, pod)
         self.runs[run.uid] = run
         directory = self._pod_dir(pod)
+        home = self._home(pod, directory)
         keys = await self._lookup_keys(pod)
         launches = []
         for container in pod["spec"]["containers"]:
@@ -201,7 +208,7 @@ class Runner:
                 **self._base_env(pod),
                 **env,
                 "PATH": local_path(),
-                "HOME": str(directory / "home"),
+                "HOME": str(home),
             }
             launches.append((container, argv, full_env))
         for container, argv, full_env in launches:
@@ -238,7 +245,7 @@ class Runner:
             try:
                 process = await asyncio.create_subprocess_exec(
                     *argv,
-                    cwd=str(directory / "home"),
+                    cwd=env["HOME"],  # as an image's WORKDIR is the notebook user's home
                     env=env,
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=log_file,
@@ -402,7 +409,7 @@ async def main_async(state_dir: Path) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await watching
         await runner.shutdown()
-    (state_dir / READY_FILE).unlink(missing_ok=True)
+    (state_dir / RUNNER_READY_FILE).unlink(missing_ok=True)
     log.info("runner stopped")
 
 

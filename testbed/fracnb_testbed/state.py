@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,13 @@ from fracnb_testbed.procs import ProcessRecord
 STATE_FILE = "state.json"
 RUNNER_CHILDREN_FILE = "runner-children.json"
 RUNNER_ENV_FILE = "runner-env.json"
+RUNNER_READY_FILE = "runner.ready"
+ETCD_DATA_DIR = "etcd-data"
+HOMES_DIR = "homes"
+# What one run of the cluster leaves and only that run may use: the next `up` starts a new,
+# empty cluster, so none of it may outlive the processes (stale etcd data held the old nodes,
+# and a stale ready file would announce a runner that has not started).
+CLUSTER_DATA = (ETCD_DATA_DIR, RUNNER_READY_FILE, RUNNER_CHILDREN_FILE)
 
 
 @dataclass
@@ -27,6 +35,7 @@ class TestbedState:
     pod_network: str = ""
     processes: list[ProcessRecord] = field(default_factory=list)
     created_directory: bool = False
+    homes: str = ""  # where hub users' homes persist; "" means homes/ in the state dir
 
     @property
     def server(self) -> str:
@@ -48,6 +57,15 @@ class TestbedState:
     def pods(self) -> Path:
         return self.directory / "pods"
 
+    @property
+    def homes_dir(self) -> Path:
+        """The root of the persistent home directories of hub users' servers."""
+        return Path(self.homes) if self.homes else self.directory / HOMES_DIR
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.directory / ETCD_DATA_DIR
+
     def log_of(self, component: str) -> Path:
         return self.logs / f"{component}.log"
 
@@ -58,6 +76,7 @@ class TestbedState:
             "pod_network": self.pod_network,
             "processes": [record.to_dict() for record in self.processes],
             "created_directory": self.created_directory,
+            "homes": self.homes,
         }
         temporary = self.directory / f".{STATE_FILE}.tmp"
         temporary.write_text(json.dumps(payload, indent=2))
@@ -80,7 +99,18 @@ class TestbedState:
             pod_network=payload["pod_network"],
             processes=[ProcessRecord(**record) for record in payload["processes"]],
             created_directory=payload.get("created_directory", False),
+            homes=payload.get("homes", ""),
         )
+
+
+def clear_cluster_data(directory: Path) -> None:
+    """Remove what a previous run of the cluster left (its etcd data, runner files)."""
+    for name in CLUSTER_DATA:
+        path = directory / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def write_runner_env(directory: Path, env: dict[str, str]) -> None:

@@ -5,7 +5,7 @@
 #
 #   FRACNB_TESTBED_CACHE   cache root (default: ${XDG_CACHE_HOME:-~/.cache}/fracnb-testbed)
 #
-# A cold build takes tens of minutes on two cores; progress goes to stderr.
+# A cold build takes 7 to 8 minutes on two cores; progress goes to stderr.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env

@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from jupyter_client.blocking import BlockingKernelClient
 
+from fracnb_meter.testing.server import MeterServer
+from fracnb_testbed.procs import wait_until
+
 GIB = 1 << 30
 
 
@@ -26,3 +29,13 @@ def evaluate(client: BlockingKernelClient, expression: str, setup: str = "") -> 
     result = content["user_expressions"]["value"]
     assert result["status"] == "ok", result
     return result["data"]["text/plain"]
+
+
+def wait_for_execution_state(server: MeterServer, kernel: Kernel, state: str) -> None:
+    """Wait until the server itself sees ``kernel`` as ``state`` ("busy" or "idle")."""
+
+    def reached() -> bool:
+        status, model = server.request(f"api/kernels/{kernel.id}")
+        return status == 200 and model["execution_state"] == state
+
+    wait_until(reached, what=f"kernel {kernel.id} to be {state}", timeout=30, interval=0.05)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from meter_helpers import GIB, Kernel, evaluate
+from meter_helpers import GIB, Kernel, evaluate, wait_for_execution_state
 
 from fracnb_meter.server import FracnbMeter
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeMig, FakeProcess, FakeState
 from fracnb_meter.testing.server import MeterServer, start_server
+from fracnb_testbed.procs import wait_until
 
 
 @pytest.fixture
@@ -178,21 +178,27 @@ def test_no_gpu_and_no_driver(meter_server: MeterServer, kernels: dict[str, Kern
 
 
 def test_busy_silent_kernel_counts_as_activity(meter_server: MeterServer, kernels: dict[str, Kernel]) -> None:
-    client = kernels["train.ipynb"].client
-    msg_id = client.execute("import time; time.sleep(4)")
-    time.sleep(1.0)  # past the busy/execute_input messages, which are kernel activity
-    first = datetime.fromisoformat(meter_server.request("api/status")[1]["last_activity"])
-    time.sleep(1.5)
-    second = datetime.fromisoformat(meter_server.request("api/status")[1]["last_activity"])
-    assert second - first >= datetime.resolution
-    assert (second - first).total_seconds() > 0.5
-    client.get_shell_msg(timeout=30)  # the execute_reply of msg_id
+    kernel = kernels["train.ipynb"]
+    msg_id = kernel.client.execute("import time; time.sleep(4)")
+    wait_for_execution_state(meter_server, kernel, "busy")
+    first = last_activity(meter_server)
+    # No message leaves the silent cell, yet the server's last activity keeps moving.
+    wait_until(
+        lambda: (last_activity(meter_server) - first).total_seconds() > 0.5,
+        what="last_activity to advance while the cell runs silently",
+        timeout=3,
+    )
+    kernel.client.get_shell_msg(timeout=30)  # the execute_reply of msg_id
     assert msg_id
-    time.sleep(0.5)
-    idle = meter_server.request("api/status")[1]["last_activity"]
-    time.sleep(1.0)
-    meter_server.usage()  # polling the meter is not activity either
-    assert meter_server.request("api/status")[1]["last_activity"] == idle
+    wait_for_execution_state(meter_server, kernel, "idle")
+    idle = last_activity(meter_server)
+    for _ in range(3):
+        meter_server.usage()  # polling the meter is not activity either
+    assert last_activity(meter_server) == idle
+
+
+def last_activity(server: MeterServer) -> datetime:
+    return datetime.fromisoformat(server.request("api/status")[1]["last_activity"])
 
 
 def test_simulated_allocation_from_a_kernel(meter_server: MeterServer, kernels: dict[str, Kernel]) -> None:

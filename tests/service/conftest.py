@@ -3,7 +3,11 @@
 - ``hub``: a real JupyterHub (subprocess, with configurable-http-proxy from npm) for the
   whole session, spawning real ``jupyterhub-singleuser`` servers with
   ``SimpleLocalProcessSpawner`` and running ``fracnb_spawner.service`` as a managed
-  service named ``fracnb``. It yields a :class:`RunningHub` with an admin token.
+  service named ``fracnb``. It yields a :class:`RunningHub` with an admin token and the
+  hub's log file. ``user_namespaces_hub``: another, whose config turns on KubeSpawner's
+  user namespaces.
+- ``make_pod``: the pod FractionalSpawner would make for a server (in the hub's namespace
+  unless ``namespace=`` names another).
 - ``new_user``: a fresh user name per call (users are never reused between tests).
 """
 
@@ -20,6 +24,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +106,7 @@ class RunningHub:
     service_token: str
     service_url: str
     config_file: Path
+    log_file: Path
 
     def http(self, method: str, url: str, body=None, token: str | None = None):
         return http(method, url, body, token)
@@ -189,7 +196,7 @@ def make_pod(testbed, hub_namespace):
     """Create the pod KubeSpawner + FractionalSpawner would make for a server (annotations only;
     it is bound to a node that does not exist, so it is stored but never runs)."""
 
-    def create(user, server="", *, fraction="1/4", profile="quarter", idle_timeout=None, max_age=None):
+    def create(user, server="", *, fraction="1/4", profile="quarter", idle_timeout=None, max_age=None, namespace=None):
         annotations = {
             "hub.jupyter.org/username": user,
             "hub.jupyter.org/servername": server,
@@ -201,7 +208,7 @@ def make_pod(testbed, hub_namespace):
             annotations["fracnb.io/max-age"] = str(max_age)
         name = f"jupyter-{user}{'--' + server if server else ''}"
         testbed.create_pod(
-            hub_namespace,
+            namespace or hub_namespace,
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
@@ -231,9 +238,9 @@ async def pod_source(testbed, hub_namespace):
     await pods.close()
 
 
-@pytest.fixture(scope="session")
-def hub(tmp_path_factory, hub_service_env):
-    workdir = tmp_path_factory.mktemp("hub")
+@contextmanager
+def running_hub(workdir: Path, service_env: dict[str, str], extra: str = "") -> Iterator[RunningHub]:
+    """A JupyterHub with the fracnb service, its output in ``workdir/hub.log``; ``extra`` is more config."""
     ports = {name: free_port() for name in ("proxy_port", "hub_port", "proxy_api_port", "service_port")}
     admin_token, service_token = secrets.token_hex(16), secrets.token_hex(16)
     config_file = workdir / "jupyterhub_config.py"
@@ -244,12 +251,13 @@ def hub(tmp_path_factory, hub_service_env):
             workdir=workdir,
             admin_token=admin_token,
             service_token=service_token,
-            service_env=hub_service_env,
+            service_env=service_env,
             unlimited_user=UNLIMITED_USER,
-            extra="",
+            extra=extra,
         )
     )
-    log = (workdir / "hub.log").open("w")
+    log_file = workdir / "hub.log"
+    log = log_file.open("w")
     process = subprocess.Popen(
         [sys.executable, "-m", "jupyterhub", "-f", str(config_file)],
         cwd=workdir,
@@ -263,7 +271,7 @@ def hub(tmp_path_factory, hub_service_env):
         service_url = f"{url}/services/fracnb/"
         # Without a token the service answers 403 once it is up (the proxy says 503 before).
         wait_for(service_url + "api/me", 60, status=403)
-        yield RunningHub(url, admin_token, service_token, service_url, config_file)
+        yield RunningHub(url, admin_token, service_token, service_url, config_file, log_file)
     finally:
         process.terminate()
         try:
@@ -272,6 +280,20 @@ def hub(tmp_path_factory, hub_service_env):
             process.kill()
             process.wait()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def hub(tmp_path_factory, hub_service_env):
+    with running_hub(tmp_path_factory.mktemp("hub"), hub_service_env) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def user_namespaces_hub(tmp_path_factory, hub_service_env):
+    """A second hub whose config turns KubeSpawner's user namespaces on (the service reads it)."""
+    extra = "c.KubeSpawner.enable_user_namespaces = True"
+    with running_hub(tmp_path_factory.mktemp("userns-hub"), hub_service_env, extra) as running:
+        yield running
 
 
 _names = itertools.count()

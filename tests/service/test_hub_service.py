@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from datetime import timedelta
 
 import pytest
@@ -32,7 +33,7 @@ def test_api_with_another_users_token_is_denied(hub, new_user):
     owner, other = new_user(), new_user()
     status, body = hub.http("GET", f"{hub.service_url}api/users/{owner}", token=user_token(hub, other))
     assert status == 403
-    assert f"{other} may not read the status of {owner}" in body["message"]
+    assert f"{other!r} may not read the status of {owner!r}" in body["message"]
 
 
 def test_token_without_service_access_is_denied(hub, new_user):
@@ -186,3 +187,33 @@ async def test_max_age_deadline(hub, new_user, make_pod, pod_source):
     deadline = report["culling"][""]["deadline"]
     assert (deadline["reason"], deadline["warning"], deadline["seconds_left"]) == ("max-age", True, 240)
     assert parse_timestamp(deadline["cull_at"]) == started + timedelta(hours=8)
+
+
+def forged_lines(log_file) -> list[str]:
+    return [line for line in log_file.read_text().splitlines() if line.startswith("FORGED")]
+
+
+def test_user_text_in_urls_cannot_forge_hub_log_lines(hub, new_user) -> None:
+    token = user_token(hub, new_user())
+    marker = secrets.token_hex(4)
+    paths = [
+        f"api/users/{marker}%0AFORGED%20admin%20logged%20in",  # a newline, decoded by the router
+        f"api/users/{marker}%0D%0AFORGED%20crlf",
+        f"api/users/{marker}%E2%80%A8FORGED%20line%20separator",
+        f"api/users/{marker}%25s%25d%25(x)s",  # "%s%d%(x)s": text, not a format
+        f"api/{marker}%0AFORGED%20unknown%20path",
+    ]
+    for path in paths:
+        status, body = hub.http("GET", hub.service_url + path, token=token)
+        assert status in (403, 404), (path, body)
+        assert isinstance(body, dict), body  # JSON errors, never an HTML page
+    _, body = hub.http("GET", f"{hub.service_url}api/users/{marker}%0AFORGED", token=token)
+    assert f"'{marker}\\nFORGED'" in body["message"], "the user sees the name, escaped"
+    _, body = hub.http("GET", f"{hub.service_url}api/users/{marker}%25s%25d%25(x)s", token=token)
+    assert f"'{marker}%s%d%(x)s'" in body["message"]
+    # The service logged each refusal (escaped) before answering; none started a line of its own.
+    log = hub.log_file.read_text()
+    assert f"{marker}\\nFORGED admin logged in" in log
+    assert f"{marker}\\u2028FORGED line separator" in log
+    assert forged_lines(hub.log_file) == []
+    assert "Logging error" not in log

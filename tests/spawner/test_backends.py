@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
 
 from fracnb_spawner import mig
-from fracnb_spawner.backends import BackendSettings, CullPolicy, backend_fields, contract_fields
+from fracnb_spawner.backends import backend_fields, contract_fields
+from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.gpu import GPUDefaults, parse_gpu_spec, plan_gpu
+from fracnb_spawner.traits import FractionalTraits
 from fracnb_spawner.units import QuantityError, format_bytes, parse_bytes, parse_duration, parse_fraction
 
 DEFAULTS = GPUDefaults(backend="time-slicing", gpu_memory=80 * 2**30, mig_model="A100-80GB")
-SETTINGS = BackendSettings()
+SETTINGS = FractionalTraits().backend_settings()  # the traits' defaults
 GIB = 2**30
 
 
@@ -79,7 +82,7 @@ def test_time_slicing_quarter() -> None:
 
 def test_time_slicing_unrenamed_resource_selects_shared_product() -> None:
     plan = plan_gpu(parse_gpu_spec({"fraction": "1/8", "product": "NVIDIA-A100-SXM4-80GB"}), DEFAULTS)
-    fields = backend_fields(plan, BackendSettings(time_slicing_resource="nvidia.com/gpu"))
+    fields = backend_fields(plan, replace(SETTINGS, time_slicing_resource="nvidia.com/gpu"))
     assert fields.resources == {"nvidia.com/gpu": "1"}
     assert fields.node_selector == {
         "nvidia.com/gpu.sharing-strategy": "time-slicing",
@@ -177,7 +180,7 @@ def test_cpu_only_hides_gpus() -> None:
 
 
 def test_explicit_memory_budget_and_product_memory() -> None:
-    defaults = GPUDefaults(memory_by_product={"NVIDIA-A100-SXM4-40GB": 40 * GIB})
+    defaults = replace(DEFAULTS, memory_by_product={"NVIDIA-A100-SXM4-40GB": 40 * GIB})
     plan = plan_gpu(parse_gpu_spec({"fraction": 0.25, "product": "NVIDIA-A100-SXM4-40GB"}), defaults)
     assert plan.memory_bytes == 10 * GIB
     plan = plan_gpu(parse_gpu_spec({"fraction": 0.25, "memory": "12Gi"}), defaults)

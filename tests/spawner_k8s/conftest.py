@@ -38,6 +38,7 @@ async def cluster_spawner(testbed, k8s_namespace, monkeypatch) -> AsyncIterator[
     from kubernetes_asyncio.config import kube_config
     from kubespawner import KubeSpawner, clients
 
+    from fracnb_spawner.clusterview import stop_shared_views
     from fracnb_spawner.spawner import FractionalSpawner
 
     monkeypatch.setenv("KUBECONFIG", str(testbed.kubeconfig))
@@ -57,10 +58,13 @@ async def cluster_spawner(testbed, k8s_namespace, monkeypatch) -> AsyncIterator[
         spawner = FractionalSpawner(_mock=True, config=cfg)
         spawner.user.name = user
         spawner.pod_name = f"jupyter-{user}"
+        if spawner.enable_user_namespaces:  # KubeSpawner names it in __init__, from the mock user
+            spawner.namespace = spawner._expand_user_properties(spawner.user_namespace_template)
         spawner.user_options = options
         return spawner
 
     yield factory
+    await stop_shared_views()
     await KubeSpawner._stop_all_reflectors()
     # KubeSpawner closes its shared clients only when JupyterHub cancels their task at shutdown.
     loop = asyncio.get_running_loop()

@@ -79,6 +79,14 @@ async def test_restarted_hub_recounts_from_pods(cluster_spawner, testbed, k8s_na
         await spawner.stop()
 
 
+async def form_shows(free_on_form, expected: int, timeout: float = 15) -> None:
+    """Wait until the form's free count is ``expected`` (it follows the cluster through a watch)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while (shown := await free_on_form()) != expected:
+        assert asyncio.get_running_loop().time() < deadline, f"the form shows {shown} free, not {expected}"
+        await asyncio.sleep(0.05)
+
+
 async def test_form_free_count_matches_the_scheduler(cluster_spawner, testbed, k8s_namespace) -> None:
     config = Config()
     config.FractionalSpawner.profile_list = QUARTER
@@ -98,12 +106,56 @@ async def test_form_free_count_matches_the_scheduler(cluster_spawner, testbed, k
         spawner = cluster_spawner({"profile": "quarter"}, user=f"fill{i}", config=Config(config))
         await spawner.start()
         running.append(spawner)
-        assert await free_on_form() == 3 - i
+        await form_shows(free_on_form, 3 - i)
     extra = cluster_spawner({"profile": "quarter"}, user="extra", config=Config(config))
     start = asyncio.ensure_future(extra.start())
-    await asyncio.sleep(5)
+    await wait_for_event(testbed, k8s_namespace, extra.pod_name, "FailedScheduling")
     assert not start.done(), "the form said 0 free and the scheduler agrees: the fifth pod waits"
     await running[0].stop()
     await asyncio.wait_for(start, timeout=30)
+    await form_shows(free_on_form, 0)
     for spawner in [*running[1:], extra]:
         await spawner.stop()
+    await form_shows(free_on_form, 4)
+
+
+async def wait_for_event(testbed, namespace: str, name: str, reason: str, timeout: float = 30) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not any(event.get("reason") == reason for event in testbed.events_for(namespace, name)):
+        assert asyncio.get_running_loop().time() < deadline, f"no {reason} event for {name}"
+        await asyncio.sleep(0.1)
+
+
+async def test_form_follows_pods_the_hub_did_not_start(cluster_spawner, testbed, k8s_namespace) -> None:
+    config = Config()
+    config.FractionalSpawner.profile_list = QUARTER
+    config.FractionalSpawner.node_selector = {"fracnb.io/runner": "local"}
+
+    async def free_on_form() -> int:
+        html = await cluster_spawner({}, user="viewer", config=Config(config)).render_options_form()
+        (count,) = re.findall(r"(\d+) free now", html)
+        return int(count)
+
+    await form_shows(free_on_form, 4)
+    testbed.create_pod(
+        k8s_namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "batch-job"},
+            "spec": {
+                "nodeSelector": {"fracnb.io/runner": "local"},
+                "containers": [
+                    {
+                        "name": "job",
+                        "image": "example.invalid/job",
+                        "command": ["python3", "-c", "import time; time.sleep(600)"],
+                        "resources": {"limits": {"nvidia.com/gpu.shared": "3"}},
+                    }
+                ],
+            },
+        },
+    )
+    await form_shows(free_on_form, 1)  # once the scheduler has bound it
+    testbed.delete_pod(k8s_namespace, "batch-job", grace_seconds=0)
+    await form_shows(free_on_form, 4)

@@ -3,6 +3,7 @@
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fracnb_testbed.handle import Testbed
+from fracnb_testbed.handle import Testbed, pod_phase_is
 from fracnb_testbed.procs import ProcessRecord, is_alive, start_ticks_of
 from fracnb_testbed.state import TestbedState, load_runner_children
 
@@ -127,6 +128,82 @@ def test_down_cleans_up_pod_processes_of_a_killed_runner(tmp_path):
         if orphan.poll() is None:
             orphan.kill()
         orphan.wait()
+
+
+def _hub_user_pod(name: str, script: str) -> dict:
+    """A pod as KubeSpawner makes it for ann's default server, running ``script`` locally."""
+    return {
+        "metadata": {"name": name, "annotations": {"hub.jupyter.org/username": "ann"}},
+        "spec": {
+            "nodeSelector": {"fracnb.io/runner": "local"},
+            "containers": [{"name": "notebook", "image": "x", "command": [sys.executable, "-c", script]}],
+        },
+    }
+
+
+async def _run_to_completion(state_dir: Path, manifest: dict) -> str:
+    """Run a pod on the local node until it succeeds; its output."""
+    testbed = Testbed(TestbedState.load(state_dir))
+    testbed.create_pod("default", manifest)
+    name = manifest["metadata"]["name"]
+    pod = await testbed.wait_for_pod("default", name, pod_phase_is("Succeeded", "Failed"), timeout=60)
+    output = testbed.pod_log("default", name, "notebook")
+    assert pod["status"]["phase"] == "Succeeded", output
+    return output
+
+
+async def test_up_after_down_keep_files_or_a_crash_starts_afresh_and_keeps_homes(tmp_path, small_cluster):
+    """``up`` starts an empty cluster every time (the old nodes' etcd data once made it fail
+    with 409 AlreadyExists); a hub user's home outlives both."""
+    state_dir = tmp_path / "state"
+    write = "import pathlib; (pathlib.Path.home() / 'saved.txt').write_text('kept')"
+    read = "import pathlib; print('home has', (pathlib.Path.home() / 'saved.txt').read_text())"
+    assert cli("up", "--cluster", str(small_cluster), state_dir=state_dir).returncode == 0
+    try:
+        await _run_to_completion(state_dir, _hub_user_pod("write", write))
+        stopped = cli("down", "--keep-files", state_dir=state_dir)
+        assert stopped.returncode == 0, stopped.stderr
+        assert (state_dir / "homes" / "default" / "ann" / "saved.txt").read_text() == "kept"
+        assert not (state_dir / "etcd-data").exists()
+
+        again = cli("up", "--cluster", str(small_cluster), state_dir=state_dir)
+        assert again.returncode == 0, again.stderr
+        assert "home has kept" in await _run_to_completion(state_dir, _hub_user_pod("read", read))
+
+        # A testbed killed without `down` (a crash, a reboot) leaves state.json behind.
+        killed = TestbedState.load(state_dir).processes
+        for record in killed:
+            os.kill(record.pid, signal.SIGKILL)
+        for _ in range(200):  # SIGKILL takes effect a moment later
+            if not any(is_alive(record) for record in killed):
+                break
+            await asyncio.sleep(0.05)
+        after_crash = cli("up", "--cluster", str(small_cluster), state_dir=state_dir)
+        assert after_crash.returncode == 0, after_crash.stderr
+        assert "stopped without `down`" in after_crash.stderr
+        assert "home has kept" in await _run_to_completion(state_dir, _hub_user_pod("read", read))
+    finally:
+        cli("down", state_dir=state_dir)
+    # A plain `down` removes everything, homes in the state dir included (the dir itself stays
+    # once a later `up` found it already there).
+    assert list(state_dir.iterdir()) == []
+
+
+def test_up_refuses_while_a_testbed_runs_and_says_how_to_stop_it(tmp_path):
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    running = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        record = ProcessRecord("etcd", running.pid, start_ticks_of(running.pid), "")
+        TestbedState(directory=state_dir, cluster="x", ports={"apiserver": 1}, processes=[record]).save()
+        result = cli("up", state_dir=state_dir)
+        assert result.returncode == 1
+        assert f"a testbed is running in {state_dir}: etcd (pid {running.pid})" in result.stderr
+        assert f"fracnb-testbed down --state-dir {state_dir}" in result.stderr
+        assert running.poll() is None
+    finally:
+        running.kill()
+        running.wait()
 
 
 def test_status_and_down_without_a_testbed_explain(tmp_path):

@@ -1,5 +1,7 @@
 """The runner's pure pod handling: argv/env as a kubelet builds them, on the pod's own IP."""
 
+from pathlib import PurePosixPath
+
 import pytest
 
 from fracnb_testbed.podspec import (
@@ -9,6 +11,8 @@ from fracnb_testbed.podspec import (
     container_env,
     exit_code_of,
     finished_phase,
+    path_safe,
+    persistent_home,
     running_status,
 )
 
@@ -98,3 +102,34 @@ def test_running_status_satisfies_kubespawner_readiness():
     assert all(s["ready"] for s in status["containerStatuses"])
     ready = {c["type"]: c["status"] for c in status["conditions"]}
     assert ready["Ready"] == ready["ContainersReady"] == "True"
+
+
+def _hub_pod(namespace: str, annotations: dict[str, str]) -> dict:
+    return {"metadata": {"name": "jupyter-x", "namespace": namespace, "uid": "u-2", "annotations": annotations}}
+
+
+def test_a_hub_users_server_has_one_home_per_namespace_user_and_server():
+    assert persistent_home(_hub_pod("hub", {"hub.jupyter.org/username": "ada"})) == PurePosixPath("hub/ada")
+    named = {"hub.jupyter.org/username": "ada", "hub.jupyter.org/servername": "gpu-run"}
+    assert persistent_home(_hub_pod("hub", named)) == PurePosixPath("hub/ada__gpu-run")
+    assert persistent_home(_hub_pod("other", named)) == PurePosixPath("other/ada__gpu-run")
+    # Pods KubeSpawner did not make get a fresh home each.
+    assert persistent_home(POD) is None
+    assert persistent_home(_hub_pod("hub", {"hub.jupyter.org/username": ""})) is None
+
+
+def test_any_user_name_becomes_one_harmless_path_component():
+    assert path_safe("ada.lovelace-1") == "ada.lovelace-1"
+    assert path_safe("..") == "_2e."
+    assert path_safe(".profile") == "_2eprofile"
+    assert path_safe("../../etc") == "_2e._2f.._2fetc"
+    assert path_safe("a/b") == "a_2fb"
+    assert path_safe("a_b") == "a_5fb"
+    assert path_safe("zoë") == "zo_c3_ab"
+    # Distinct (user, server) pairs never share a home, even when names contain '_'.
+    pairs = [("a", "b"), ("a__b", ""), ("a_", "_b"), ("a", "_b"), ("a_", "b")]
+    homes = {
+        persistent_home(_hub_pod("hub", {"hub.jupyter.org/username": u, "hub.jupyter.org/servername": s}))
+        for u, s in pairs
+    }
+    assert len(homes) == len(pairs)

@@ -100,3 +100,27 @@ def test_the_testbed_fixture_fails_rather_than_skips_without_binaries(tmp_path):
     assert "skipped" not in result.stdout
     assert "the testbed cluster could not start" in result.stdout
     assert "testbed/go/build.sh" in result.stdout
+
+
+def test_a_demo_that_cannot_start_says_why_and_how_to_recover(tmp_path):
+    bin_dir = fake_bin_dir(tmp_path / "bin", "echo 'etcd: no space left on device' >&2\nexit 1\n")
+    state_dir = tmp_path / "demo"
+    saved = state_dir / "homes" / "fracnb-demo" / "ann" / "work.ipynb"
+    saved.parent.mkdir(parents=True)
+    saved.write_text("{}")
+    result = subprocess.run(
+        [sys.executable, "-m", "fracnb_testbed.demo", "--state-dir", str(state_dir), "--port", "1"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "FRACNB_TESTBED_BIN": str(bin_dir)},
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "[demo] error: etcd exited while waiting for etcd /health" in result.stderr
+    assert "etcd: no space left on device" in result.stderr
+    assert f"logs: {state_dir / 'jupyterhub.log'} and {state_dir / 'testbed' / 'logs'}/" in result.stderr
+    assert "Running the demo again stops whatever an earlier run left behind" in result.stderr
+    assert f"delete {state_dir / 'testbed'} (only the cluster" in result.stderr
+    assert saved.read_text() == "{}"  # a failed start never touches the users' homes
+    assert not (state_dir / "testbed" / "state.json").exists()

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import os
 from typing import Any
 from urllib.parse import urlparse
 
 from jupyterhub.services.auth import HubAuth
-from traitlets import Float, Integer, Unicode, default
-from traitlets.config import Application
+from traitlets import Bool, Float, Integer, Unicode, default
+from traitlets.config import Application, Config
 
 from fracnb_spawner.culling import CullPolicy
+from fracnb_spawner.kube import DEFAULT_COMPONENT, singleuser_selector
+from fracnb_spawner.logsafe import EscapeControlCharacters
 from fracnb_spawner.quota import FracnbQuotas
 from fracnb_spawner.service import core
 from fracnb_spawner.service.handlers import make_app
@@ -34,6 +37,14 @@ def bind_address(host: str | None) -> str:
     except ValueError:
         return ""
     return host
+
+
+def spawner_setting(config: Config, name: str, *, default: Any) -> Any:
+    """A spawner trait as the hub's config sets it (FractionalSpawner's section wins over KubeSpawner's)."""
+    for section in ("FractionalSpawner", "KubeSpawner"):
+        if section in config and name in config[section]:
+            return config[section][name]
+    return default
 
 
 class ServiceState:
@@ -99,7 +110,7 @@ class FracnbService(Application):
         help="""
         A config file to load, usually the hub's own jupyterhub_config.py, so that
         c.FracnbQuotas and c.FracnbService are set in one place. It must only set c.*
-        values the service can import. Default: none.
+        values the service can import. Default: "" (none).
 
         Example: python -m fracnb_spawner.service --config /etc/jupyterhub/jupyterhub_config.py
         """,
@@ -140,9 +151,9 @@ class FracnbService(Application):
     ip = Unicode(
         "",
         help="""
-        Address the HTTP API listens on. Empty (the default): the host of
-        $JUPYTERHUB_SERVICE_URL when it is an IP address or localhost, else all interfaces
-        (as on z2jh, where the URL names the hub's Kubernetes Service).
+        Address the HTTP API listens on. Empty: the host of $JUPYTERHUB_SERVICE_URL when it
+        is an IP address or localhost, else all interfaces (as on z2jh, where the URL names
+        the hub's Kubernetes Service). Default: "".
 
         Example: c.FracnbService.ip = "0.0.0.0"
         """,
@@ -151,8 +162,8 @@ class FracnbService(Application):
     kubeconfig = Unicode(
         "",
         help="""
-        Kubeconfig file for reading pods. Empty (the default): the in-cluster service
-        account, else the default kubeconfig ($KUBECONFIG or ~/.kube/config).
+        Kubeconfig file for reading pods. Empty: the in-cluster service account, else the
+        default kubeconfig ($KUBECONFIG or ~/.kube/config). Default: "".
 
         Example: c.FracnbService.kubeconfig = "/etc/jupyterhub/kubeconfig"
         """,
@@ -160,10 +171,24 @@ class FracnbService(Application):
 
     namespace = Unicode(
         help="""
-        Namespace of the singleuser pods (the service only lists pods there).
-        Default: $POD_NAMESPACE, else "default".
+        Namespace of the singleuser pods (the service only lists pods there, unless
+        `all_namespaces` is on). Default: $POD_NAMESPACE, else "default".
 
         Example: c.FracnbService.namespace = "jhub"
+        """,
+    ).tag(config=True)
+
+    all_namespaces = Bool(
+        help="""
+        List singleuser pods in every namespace (selected by their component label) rather
+        than in `namespace` only: for hubs whose spawner puts each user's pods in a namespace
+        of their own (KubeSpawner.enable_user_namespaces), or whose profiles move pods to
+        other namespaces (a `namespace` in kubespawner_override). Needs list on pods
+        cluster-wide (helm-values/rbac.yaml). Default: the hub's enable_user_namespaces, read
+        from the config file given with --config (c.FractionalSpawner or c.KubeSpawner),
+        else False.
+
+        Example: c.FracnbService.all_namespaces = True
         """,
     ).tag(config=True)
 
@@ -181,6 +206,29 @@ class FracnbService(Application):
     @default("namespace")
     def _default_namespace(self) -> str:
         return os.environ.get("POD_NAMESPACE", "default")
+
+    @default("all_namespaces")
+    def _default_all_namespaces(self) -> bool:
+        return bool(spawner_setting(self.config, "enable_user_namespaces", default=False))
+
+    def get_default_logging_config(self) -> dict[str, Any]:
+        """The app's stderr handler for tornado's and fracnb's loggers too, escaping control characters.
+
+        Request paths and user names reach these lines; escaped, they cannot start a forged one
+        (see :mod:`fracnb_spawner.logsafe`). Successful requests are logged at the DEBUG level only:
+        every notebook asks for its status every few minutes.
+        """
+        config = super().get_default_logging_config()
+        if "handlers" not in config:  # pythonw: traitlets logs nowhere
+            return config
+        config.setdefault("filters", {})["escape_controls"] = {"()": EscapeControlCharacters}
+        for handler in config["handlers"].values():
+            handler.setdefault("filters", []).append("escape_controls")
+        level = logging.getLevelName(self.log_level)
+        access = "DEBUG" if self.log_level <= logging.DEBUG else "WARNING"
+        for name, logger_level in (("tornado", level), ("tornado.access", access), ("fracnb", level)):
+            config["loggers"][name] = {"level": logger_level, "handlers": ["console"], "propagate": False}
+        return config
 
     def initialize(self, argv: Any = None) -> None:
         super().initialize(argv)
@@ -200,9 +248,14 @@ class FracnbService(Application):
 
     def build_state(self) -> ServiceState:
         hub_auth = HubAuth(parent=self)
+        component = spawner_setting(self.config, "component_label", default=DEFAULT_COMPONENT)
         return ServiceState(
             hub=HubAPI(hub_auth.api_url, hub_auth.api_token),
-            pods=KubernetesPods(namespace=self.namespace, kubeconfig=self.kubeconfig),
+            pods=KubernetesPods(
+                namespace=None if self.all_namespaces else self.namespace,
+                kubeconfig=self.kubeconfig,
+                selector=singleuser_selector(component),
+            ),
             quotas=FracnbQuotas(parent=self),
             settings=self.settings(),
             hub_auth=hub_auth,

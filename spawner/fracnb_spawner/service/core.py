@@ -120,7 +120,7 @@ async def _stop(
     try:
         code = await hub.stop_server(verdict.user, verdict.server)
     except Exception:
-        log.exception("Failed to stop server %r of %s", verdict.server, verdict.user)
+        log.exception("Failed to stop server %r of %r", verdict.server, verdict.user)
         metrics.cull_failures.inc()
         report.failed += 1
         return
@@ -128,7 +128,7 @@ async def _stop(
         return  # already stopped or stopping by other means: nothing reclaimed by us
     activity = server_activity(model)
     idle_since = activity.last_activity or activity.started or clock()
-    log.info("Culled server %r of %s (%s, HTTP %s)", verdict.server, verdict.user, reason, code)
+    log.info("Culled server %r of %r (%s, HTTP %s)", verdict.server, verdict.user, reason, code)
     metrics.record_cull(
         reason=reason,
         profile=pod.profile if pod else (model.get("user_options") or {}).get("profile", ""),

@@ -8,6 +8,7 @@ from typing import Any
 from jupyterhub.services.auth import HubAuthenticated
 from tornado import web
 
+from fracnb_spawner.logsafe import shown
 from fracnb_spawner.service.metrics import CONTENT_TYPE
 
 
@@ -20,9 +21,15 @@ class ServiceHandler(HubAuthenticated, web.RequestHandler):
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         error = kwargs.get("exc_info", (None, None))[1]
-        message = getattr(error, "log_message", None) or self._reason
+        message = self._reason
+        if isinstance(error, web.HTTPError) and error.log_message:
+            message = error.log_message % error.args  # without args, tornado has doubled each "%"
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps({"status": status_code, "message": message}))
+
+    def _request_summary(self) -> str:
+        # Tornado's access and error log lines start with this; the method and URI are the client's text.
+        return f"{shown(self.request.method)} {shown(self.request.uri, 500)} ({self.request.remote_ip})"
 
     def caller(self) -> str:
         model = self.current_user
@@ -38,7 +45,8 @@ class UserStatusHandler(ServiceHandler):
     async def get(self, name: str | None = None) -> None:
         caller = self.caller()
         if name is not None and name != caller:
-            raise web.HTTPError(403, f"{caller} may not read the status of {name}")
+            # Names go in as arguments, shown escaped: a "%" in them is not a format, a newline not a new line.
+            raise web.HTTPError(403, "%s may not read the status of %s", shown(caller), shown(name))
         report = await self.state.user_report(caller)
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(report))
@@ -51,6 +59,13 @@ class MetricsHandler(ServiceHandler):
         self.finish(self.state.metrics.exposition())
 
 
+class NotFoundHandler(ServiceHandler):
+    """Unknown paths: a JSON 404, logged through :meth:`ServiceHandler._request_summary`."""
+
+    def prepare(self) -> None:
+        raise web.HTTPError(404)
+
+
 def make_app(state: Any, prefix: str) -> web.Application:
     prefix = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
     handlers: list[Any] = [
@@ -58,4 +73,4 @@ def make_app(state: Any, prefix: str) -> web.Application:
         (rf"{prefix}api/users/([^/]+)", UserStatusHandler, {"state": state}),
         (rf"{prefix}metrics", MetricsHandler, {"state": state}),
     ]
-    return web.Application(handlers)
+    return web.Application(handlers, default_handler_class=NotFoundHandler, default_handler_args={"state": state})

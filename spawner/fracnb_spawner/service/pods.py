@@ -1,11 +1,13 @@
-"""Where the service reads singleuser pods from: one namespaced LIST, nothing else."""
+"""Where the service reads singleuser pods from: one LIST, in one namespace or in all of them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-SINGLEUSER_SELECTOR = "component=singleuser-server"
+from fracnb_spawner.kube import list_pods, singleuser_selector
+
+SINGLEUSER_SELECTOR = singleuser_selector()
 
 
 class PodSource(Protocol):
@@ -15,12 +17,12 @@ class PodSource(Protocol):
 
 
 class KubernetesPods:
-    """Lists pods in one namespace with kubernetes_asyncio.
+    """Lists pods with kubernetes_asyncio, in ``namespace`` or (``None``) in every namespace.
 
     ``kubeconfig`` empty: in-cluster service account first, then the default kubeconfig.
     """
 
-    def __init__(self, *, namespace: str, kubeconfig: str = "", selector: str = SINGLEUSER_SELECTOR) -> None:
+    def __init__(self, *, namespace: str | None, kubeconfig: str = "", selector: str = SINGLEUSER_SELECTOR) -> None:
         self.namespace = namespace
         self.kubeconfig = kubeconfig
         self.selector = selector
@@ -42,12 +44,7 @@ class KubernetesPods:
         return self._api
 
     async def list_pods(self) -> list[Mapping[str, Any]]:
-        api = await self._core_api()
-        # Raw JSON skips building thousands of model objects we would only read two maps from.
-        response = await api.list_namespaced_pod(self.namespace, label_selector=self.selector, _preload_content=False)
-        async with response:
-            data = await response.json()
-        return data.get("items") or []
+        return await list_pods(await self._core_api(), self.namespace, self.selector)
 
     async def close(self) -> None:
         if self._api is not None:

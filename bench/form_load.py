@@ -1,0 +1,178 @@
+"""Spawn-form loads: the hub-wide watch (ours) vs a LIST of nodes and pods per load (before).
+
+Runs against the ``large`` testbed cluster (460 KWOK nodes) with ``--pods`` GPU pods bound to
+its nodes. Each round, ``--users`` users load the form at once, with free counts and a quota
+check on; the variants alternate. Reported: the median time of one form load, the median time
+for the whole round, and the LIST requests the apiserver answered (its own metrics).
+
+    python -m bench.form_load [--rounds 3] [--users 20] [--pods 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import statistics
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from traitlets.config import Config
+
+from fracnb_testbed.binaries import find_bin_dir
+from fracnb_testbed.clusters import load_cluster
+from fracnb_testbed.controlplane import down, up
+from fracnb_testbed.handle import Testbed
+
+PROFILES = [
+    {"display_name": "CPU", "slug": "cpu", "default": True},
+    {"display_name": "Quarter", "slug": "quarter", "gpu": {"fraction": 0.25}},
+    {"display_name": "Eighth", "slug": "eighth", "gpu": {"fraction": "1/8", "backend": "mps"}},
+    {"display_name": "Whole", "slug": "whole", "gpu": {"count": 1}},
+]
+
+
+def config_for(namespace: str) -> Config:
+    config = Config()
+    config.FractionalSpawner.profile_list = PROFILES
+    config.FractionalSpawner.namespace = namespace
+    config.FracnbQuotas.default_user_quota = 2
+    return config
+
+
+def list_requests(testbed: Testbed) -> int:
+    text = testbed.get("/metrics")
+    pattern = r'^apiserver_request_total\{[^}]*resource="(?:pods|nodes)"[^}]*verb="LIST"[^}]*\} (\S+)$'
+    return int(sum(float(count) for count in re.findall(pattern, text, re.MULTILINE)))
+
+
+def make_pods(testbed: Testbed, namespace: str, count: int) -> None:
+    """GPU pods bound straight to time-sliced nodes (as the scheduler would), labelled like a hub's."""
+    nodes = [n["metadata"]["name"] for n in testbed.list_nodes("nvidia.com/gpu.sharing-strategy=time-slicing")]
+    rest = testbed.rest()
+    try:
+        for index in range(count):
+            rest.create(
+                f"/api/v1/namespaces/{namespace}/pods",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": f"load-{index}",
+                        "labels": {"component": "singleuser-server"},
+                        "annotations": {"hub.jupyter.org/username": f"u{index}", "fracnb.io/gpu-fraction": "1/4"},
+                    },
+                    "spec": {
+                        "nodeName": nodes[index % len(nodes)],
+                        "containers": [
+                            {
+                                "name": "notebook",
+                                "image": "example.invalid/notebook",
+                                "resources": {"limits": {"nvidia.com/gpu.shared": "1"}},
+                            }
+                        ],
+                    },
+                },
+            )
+    finally:
+        rest.close()
+
+
+def uncached_class() -> type:
+    """The spawner as it was: a LIST of nodes, of all pods and of the hub's pods on every form load."""
+    from fracnb_spawner.kube import list_pods
+    from fracnb_spawner.quota import Allocation, allocations_from_pods
+    from fracnb_spawner.spawner import FractionalSpawner
+
+    class Uncached(FractionalSpawner):
+        async def _cluster_view(self) -> tuple[list[dict], list[dict]]:
+            serialize = self.api.api_client.sanitize_for_serialization
+            nodes = await self.api.list_node()
+            pods = await self.api.list_pod_for_all_namespaces(
+                field_selector="status.phase!=Succeeded,status.phase!=Failed"
+            )
+            return serialize(nodes)["items"], serialize(pods)["items"]
+
+        async def _allocations_in_cluster(self, *, fresh: bool = True) -> list[Allocation]:
+            return allocations_from_pods(await list_pods(self.api, self.namespace, "component=singleuser-server"))
+
+    return Uncached
+
+
+async def round_of(spawner_class: type, config: Config, users: int, tag: str) -> tuple[list[float], float]:
+    spawners: list[Any] = []
+    for index in range(users):
+        spawner = spawner_class(_mock=True, config=config)
+        spawner.user.name = f"{tag}-{index}"
+        spawner.user.groups = []
+        spawners.append(spawner)
+
+    async def timed(spawner: Any) -> float:
+        started = time.perf_counter()
+        html = await spawner.render_options_form()
+        assert "free now" in html, "the form shows free counts"
+        return time.perf_counter() - started
+
+    started = time.perf_counter()
+    latencies = await asyncio.gather(*(timed(s) for s in spawners))
+    return list(latencies), time.perf_counter() - started
+
+
+async def run(testbed: Testbed, rounds: int, users: int, pods: int) -> None:
+    from kubernetes_asyncio.config import kube_config
+    from kubespawner import KubeSpawner, clients
+
+    from fracnb_spawner.clusterview import stop_shared_views
+    from fracnb_spawner.spawner import FractionalSpawner
+
+    os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(testbed.kubeconfig)
+    clients.load_config.cache_clear()
+    namespace = testbed.create_namespace("bench")
+    print(f"creating {pods} GPU pods ...")
+    make_pods(testbed, namespace, pods)
+    variants = [("ours", FractionalSpawner), ("before", uncached_class())]
+    latencies: dict[str, list[float]] = {name: [] for name, _ in variants}
+    walls: dict[str, list[float]] = {name: [] for name, _ in variants}
+    lists: Counter[str] = Counter()
+    for name, cls in variants:  # warm-up: the watch's first LIST, connection pools
+        await round_of(cls, config_for(namespace), 5, f"warm-{name}")
+    for index in range(rounds):
+        for name, cls in variants[index % 2 :] + variants[: index % 2]:
+            before = list_requests(testbed)
+            samples, wall = await round_of(cls, config_for(namespace), users, f"{name}{index}")
+            lists[name] += list_requests(testbed) - before
+            latencies[name].extend(samples)
+            walls[name].append(wall)
+            print(f"round {index + 1} {name:6}: median load {statistics.median(samples):.3f} s, round {wall:.2f} s")
+    await stop_shared_views()
+    await KubeSpawner._stop_all_reflectors()
+    for name, _ in variants:
+        print(
+            f"{name:6}: median form load {statistics.median(latencies[name]):.3f} s,"
+            f" median round of {users} {statistics.median(walls[name]):.2f} s,"
+            f" LIST requests {lists[name]} for {rounds * users} loads"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--users", type=int, default=20)
+    parser.add_argument("--pods", type=int, default=1000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as directory:
+        print("starting the testbed (large cluster) ...")
+        state = up(load_cluster("large"), Path(directory) / "state", bin_dir=find_bin_dir())
+        try:
+            asyncio.run(run(Testbed(state), args.rounds, args.users, args.pods))
+        finally:
+            down(state.directory)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""Log lines that users cannot forge.
+
+User names, server names, URLs and option values reach log messages. A newline in one of them
+(``%0A`` in a URL path, decoded by the router) would start what looks like a new, hub-written log
+line; a carriage return, an ANSI escape or a bidi override can hide or rewrite text on a terminal.
+Messages therefore show such text with :func:`shown` (its ``repr``), and the service's log handler
+escapes whatever non-printable character still arrives (:class:`EscapeControlCharacters`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+
+def shown(text: object, limit: int = 200) -> str:
+    """``text`` for a log line or an error message: its repr (quoted, escaped), cut to ``limit``."""
+    value = repr(text)
+    return value if len(value) <= limit else value[: limit - 3] + "..."
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every non-printable character (newline, CR, ESC, U+2028, bidi controls) escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+class EscapeControlCharacters(logging.Filter):
+    """A handler filter: each record's message becomes one line of printable text.
+
+    Tracebacks are added by the formatter after filtering, so they keep their lines.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        safe = escape_controls(message)
+        if safe != message:
+            record.msg, record.args = safe, None
+        return True

@@ -1,0 +1,103 @@
+"""Spawn-form loads cost the apiserver a bounded number of LISTs, however many users load it at once."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import Counter
+
+import pytest
+from traitlets.config import Config
+
+pytestmark = pytest.mark.k8s
+
+QUARTER = [{"display_name": "Quarter", "slug": "quarter", "gpu": {"fraction": 0.25}}]
+USERS = 40
+REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.MULTILINE)
+
+
+def list_requests(testbed, verb: str = "LIST") -> Counter[str]:
+    """Requests the apiserver has answered so far, by resource (its own metrics endpoint)."""
+    counts: Counter[str] = Counter()
+    for match in REQUESTS.finditer(testbed.get("/metrics")):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
+        if labels.get("verb") == verb and labels.get("resource") in ("pods", "nodes"):
+            counts[labels["resource"]] += int(float(match["count"]))
+    return counts
+
+
+def form_config() -> Config:
+    config = Config()
+    config.FractionalSpawner.profile_list = QUARTER
+    config.FractionalSpawner.node_selector = {"fracnb.io/runner": "local"}
+    config.FracnbQuotas.default_user_quota = 1  # the form also checks each choice against the quota
+    return config
+
+
+async def test_concurrent_form_loads_share_one_watch(cluster_spawner, testbed) -> None:
+    viewers = [cluster_spawner({}, user=f"viewer{i}", config=form_config()) for i in range(USERS)]
+    for viewer in viewers:
+        viewer.user.groups = []
+    before = list_requests(testbed)
+    first = await asyncio.gather(*(viewer.render_options_form() for viewer in viewers))
+    again = await asyncio.gather(*(viewer.render_options_form() for viewer in viewers))
+    spent = list_requests(testbed) - before
+    assert all("4 free now" in html for html in first + again)
+    # One LIST of nodes and one of pods for the shared view, one of pods for KubeSpawner's pod
+    # reflector, and perhaps one re-LIST of it (it re-lists when a quiet watch times out).
+    # Uncached, each of the 80 loads listed nodes, all pods and the hub's pods: 240 LISTs.
+    assert spent["nodes"] <= 1, spent
+    assert spent["pods"] <= 3, spent
+
+
+async def free_on_form(spawner) -> int:
+    (count,) = re.findall(r"(\d+) free now", await spawner.render_options_form())
+    return int(count)
+
+
+async def until(probe, expected, timeout: float = 15) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while (seen := await probe()) != expected:
+        assert asyncio.get_running_loop().time() < deadline, f"still {seen}, not {expected}"
+        await asyncio.sleep(0.05)
+
+
+async def test_the_view_follows_changes_across_watch_reconnects_without_listing_again(
+    cluster_spawner, testbed, k8s_namespace, monkeypatch
+) -> None:
+    from fracnb_spawner import clusterview
+
+    monkeypatch.setattr(clusterview, "WATCH_SECONDS", 1)  # the server ends each watch after a second
+    config = form_config()
+    config.FracnbQuotas.default_user_quota = None
+    viewer = cluster_spawner({}, user="viewer", config=config)
+    assert await free_on_form(viewer) == 4
+    lists, watches = list_requests(testbed), list_requests(testbed, "WATCH")
+
+    async def watches_ended() -> bool:
+        return (list_requests(testbed, "WATCH") - watches)["nodes"] >= 3
+
+    await until(watches_ended, True)  # the view's node watch has been ended and resumed 3 times
+    testbed.create_pod(
+        k8s_namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "batch-job"},
+            "spec": {
+                "nodeSelector": {"fracnb.io/runner": "local"},
+                "containers": [
+                    {
+                        "name": "job",
+                        "image": "example.invalid/job",
+                        "command": ["python3", "-c", "import time; time.sleep(600)"],
+                        "resources": {"limits": {"nvidia.com/gpu.shared": "2"}},
+                    }
+                ],
+            },
+        },
+    )
+    await until(lambda: free_on_form(viewer), 2)
+    testbed.delete_pod(k8s_namespace, "batch-job", grace_seconds=0)
+    await until(lambda: free_on_form(viewer), 4)
+    assert list_requests(testbed) - lists == Counter(), "resumed from the last resourceVersion, not re-listed"

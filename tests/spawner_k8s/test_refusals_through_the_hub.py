@@ -1,0 +1,117 @@
+"""FractionalSpawner's refusals through a real JupyterHub (the installed version: 6.x, or 5.5 in
+``./dev compat``): the spawn form, /hub/spawn query arguments and the REST API answer with the
+refusal's status and message, before any pod exists, and not as a traceback."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+
+import jupyterhub
+import pytest
+import requests
+
+from fracnb_testbed.demo import DemoSettings, RunningDemo, free_port, running_demo
+
+pytestmark = pytest.mark.k8s
+
+TOKEN = secrets.token_hex(16)
+# JupyterHub 6 does not count refusals toward the limit; 5.x counts every failed REST spawn.
+COUNTS_REFUSALS = int(jupyterhub.__version__.split(".")[0]) < 6
+EXTRA_CONFIG = f"""
+c.JupyterHub.services = [{{"name": "refusal-tester", "api_token": {TOKEN!r}}}]
+c.JupyterHub.load_roles = [{{"name": "admin", "services": ["refusal-tester"]}}]
+c.FracnbQuotas.user_quotas = {{"ann": "1/8"}}
+c.Spawner.consecutive_failure_limit = {0 if COUNTS_REFUSALS else 2}
+"""
+
+
+@pytest.fixture(scope="module")
+def hub(testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDemo]:
+    namespace = testbed.create_namespace()
+    settings = DemoSettings(
+        state_dir=tmp_path_factory.mktemp("refusals-hub"),
+        kubeconfig=testbed.kubeconfig,
+        namespace=namespace,
+        port=free_port(),
+        extra_config=EXTRA_CONFIG,
+    )
+    try:
+        with running_demo(settings, testbed=testbed) as running:
+            yield running
+    finally:
+        testbed.delete_namespace(namespace)
+
+
+def xsrf(session: requests.Session) -> str:
+    return next(cookie.value for cookie in session.cookies if cookie.name == "_xsrf")
+
+
+@pytest.fixture
+def ann(hub: RunningDemo) -> Iterator[requests.Session]:
+    """A browser-like session logged in as ann (quota: 1/8 GPU)."""
+    with requests.Session() as session:
+        session.get(f"{hub.settings.url}/hub/login", timeout=30).raise_for_status()
+        fields = {"username": "ann", "password": hub.settings.password, "_xsrf": xsrf(session)}
+        answer = session.post(f"{hub.settings.url}/hub/login", data=fields, allow_redirects=False, timeout=30)
+        assert answer.status_code == 302, answer.text[-2000:]
+        yield session
+
+
+def submit_form(hub: RunningDemo, session: requests.Session, fields: dict[str, str]) -> requests.Response:
+    session.get(f"{hub.settings.url}/hub/spawn", timeout=30).raise_for_status()
+    data = {**fields, "_xsrf": xsrf(session)}
+    return session.post(f"{hub.settings.url}/hub/spawn", data=data, allow_redirects=False, timeout=60)
+
+
+def assert_no_pod(hub: RunningDemo) -> None:
+    assert hub.testbed is not None
+    assert hub.testbed.list_pods(hub.settings.namespace) == []
+
+
+FORM_REFUSALS = {
+    "no such profile": ({"profile": "nope"}, 400, "Invalid server options: no such profile"),
+    "unknown option": (
+        {"profile": "quarter", "profile-option-quarter--size": "huge"},
+        400,
+        "Invalid server options: unknown option(s)",
+    ),
+    "over quota": ({"profile": "half"}, 403, "Over GPU quota: "),
+}
+
+
+@pytest.mark.parametrize(("fields", "status", "message"), FORM_REFUSALS.values(), ids=FORM_REFUSALS.keys())
+def test_the_form_shows_the_refusal(hub, ann, fields: dict, status: int, message: str) -> None:
+    answer = submit_form(hub, ann, fields)
+    assert answer.status_code == status, answer.text[-2000:]
+    assert message in answer.text.replace("&#39;", "'")
+    assert 'name="profile"' in answer.text, "the form is shown again"
+    assert "Traceback" not in answer.text
+    assert_no_pod(hub)
+
+
+def test_query_arguments_are_refused_on_the_form(hub, ann) -> None:
+    answer = ann.get(f"{hub.settings.url}/hub/spawn?profile=nope", allow_redirects=False, timeout=60)
+    assert answer.status_code == 400, answer.text[-2000:]
+    assert "Invalid server options: no such profile" in answer.text.replace("&#39;", "'")
+    assert_no_pod(hub)
+
+
+def test_the_rest_api_answers_with_the_refusal(hub) -> None:
+    headers = {"Authorization": f"token {TOKEN}"}
+    for _attempt in range(3):  # past the failure limit of 2 on JupyterHub 6
+        answer = requests.post(
+            f"{hub.settings.url}/hub/api/users/bob/server",
+            json={"profile": "quarter", "size": "forged"},
+            headers=headers,
+            timeout=60,
+        )
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["message"].startswith("Invalid server options: unknown option(s) 'size'")
+    assert_no_pod(hub)
+    # JupyterHub schedules its exit the moment the limit is reached; the log says so first.
+    requests.get(f"{hub.settings.url}/hub/health", timeout=30).raise_for_status()
+    log = hub.log_file.read_text(errors="replace")
+    assert "Aborting due to" not in log
+    assert "consecutive spawns failed" not in log
+    assert hub.hub.poll() is None
