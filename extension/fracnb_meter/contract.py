@@ -1,4 +1,5 @@
-"""The notebook side of docs/contract.md: the budget the spawner put into the pod's environment.
+"""The notebook side of docs/contract.md: the budget the spawner put into the pod's environment
+(schemas/pod-environment.schema.json).
 
 Plain JupyterLab on a workstation has no ``FRACNB_*`` variables; every field is then None.
 """
@@ -9,8 +10,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-BACKENDS = ("time-slicing", "mps", "mig", "hami", "kai", "whole", "none")
-ISOLATIONS = ("hard", "enforced", "per-process", "none")
+from .schema import POD_ENVIRONMENT, enum
+
+# The lists live in the schema, which the spawner's tests check its pods against.
+BACKENDS = enum(POD_ENVIRONMENT, "backend")
+ISOLATIONS = enum(POD_ENVIRONMENT, "isolation")
 
 
 class ContractError(ValueError):

@@ -1,50 +1,57 @@
 """The hub's fracnb service, seen from the notebook: the user's GPU quota and this server's cull status.
 
 The service answers ``GET {FRACNB_SERVICE_URL}api/me`` for the server's own token
-(``JUPYTERHUB_API_TOKEN``). Anything going wrong there means "no quota information",
-never an error for the meter.
+(``JUPYTERHUB_API_TOKEN``) with a document of schemas/service-me.schema.json, checked here
+on receipt. Anything going wrong there (no answer, or a shape this version does not know,
+say from a hub running another fracnb version) means "no quota information", never an
+error for the meter and never a half-understood report.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 from urllib.error import URLError
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+from .schema import SERVICE_REPORT, check
+
+log = logging.getLogger(__name__)
 
 Report = tuple[dict[str, Any] | None, dict[str, Any] | None]
 NO_REPORT: Report = (None, None)
 
 
-def _gpus(amount: Mapping[str, Any] | None) -> float | None:
-    return None if not amount else amount.get("gpus")
+def report_from_me(me: object, server_name: str) -> Report:
+    """(quota, cull) in the usage document's shapes, from the service's ``api/me`` answer.
 
-
-def report_from_me(me: Mapping[str, Any], server_name: str) -> Report:
-    """(quota, cull) in the usage document's shapes, from the service's ``api/me`` answer."""
+    Raises :class:`~fracnb_meter.schema.SchemaMismatchError` when ``me`` is not a service report.
+    ``cull`` is None when the service does not know this server (yet).
+    """
+    check(SERVICE_REPORT, me)
+    report = cast(Mapping[str, Any], me)  # the schema says it is an object
     quota = {
-        "user": {"used": _gpus(me.get("used")) or 0.0, "limit": _gpus(me.get("quota"))},
+        "user": {"used": report["used"], "limit": report["quota"]},
         "groups": [
-            {"name": g["name"], "used": _gpus(g.get("used")) or 0.0, "limit": _gpus(g.get("quota"))}
-            for g in me.get("groups") or []
-            if _gpus(g.get("quota")) is not None
+            {"name": group["name"], "used": group["used"], "limit": group["quota"]}
+            for group in report["groups"]
+            if group["quota"]["state"] == "limited"
         ],
     }
-    status = (me.get("culling") or {}).get(server_name)
-    cull = None
-    if status:
-        cull = {
-            "idle_timeout_seconds": status.get("idle_timeout_seconds"),
-            "cull_at": status.get("cull_at"),
-            "seconds_left": status.get("seconds_left"),
-            "warning": bool(status.get("warning")),
-            "reason": status.get("reason"),
-        }
-    return quota, cull
+    return quota, report["culling"].get(server_name)
+
+
+def _parse(body: bytes, server_name: str) -> tuple[Report, str | None]:
+    """The report in an answer's body, or NO_REPORT and why."""
+    try:
+        return report_from_me(json.loads(body), server_name), None
+    except ValueError as error:  # bad JSON, or a SchemaMismatchError
+        return NO_REPORT, str(error)
 
 
 def _request_parts(service_url: str, token: str) -> tuple[str, dict[str, str]] | None:
@@ -61,9 +68,10 @@ def fetch_report_blocking(service_url: str, token: str, server_name: str, timeou
     request = urllib.request.Request(parts[0], headers=parts[1])  # noqa: S310 - http(s) only, checked above
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310
-            return report_from_me(json.load(answer), server_name)
-    except (URLError, OSError, ValueError, KeyError, TypeError):
+            body = answer.read()
+    except (URLError, OSError, ValueError):
         return NO_REPORT
+    return _parse(body, server_name)[0]
 
 
 class ServiceReports:
@@ -77,6 +85,7 @@ class ServiceReports:
         self._clock = clock
         self._fetched_at: float | None = None
         self._report: Report = NO_REPORT
+        self._problem: str | None = None
 
     @property
     def enabled(self) -> bool:
@@ -92,7 +101,11 @@ class ServiceReports:
         url, headers = self._parts
         try:
             answer = await AsyncHTTPClient().fetch(url, headers=headers, request_timeout=3.0)
-            self._report = report_from_me(json.loads(answer.body), self._server_name)
-        except (HTTPClientError, OSError, ValueError, KeyError, TypeError):
+        except (HTTPClientError, OSError, ValueError):
             self._report = NO_REPORT
+            return self._report
+        self._report, problem = _parse(answer.body, self._server_name)
+        if problem and problem != self._problem:  # once per kind of answer, not every poll
+            log.warning("fracnb_meter: ignoring the fracnb service's answer, %s", problem)
+        self._problem = problem
         return self._report

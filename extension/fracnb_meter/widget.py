@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -54,16 +54,24 @@ def _fraction(used: int | None, limit: int | None) -> float:
     return min(1.0, used / limit)
 
 
-def _quota_text(quota: dict[str, Any] | None) -> str | None:
+def _gpus(amount: float) -> str:
+    return f"{amount:g} GPU" if amount == 1 else f"{amount:g} GPUs"
+
+
+def quota_entry_text(used: Mapping[str, Any], limit: Mapping[str, Any]) -> str:
+    """``0.25 of 1 GPU``, ``0.25 GPUs, unlimited`` or ``0.25 GPUs, no quota`` (usage.schema.json)."""
+    if limit["state"] == "limited":
+        return f"{used['gpus']:g} of {_gpus(limit['gpus'])}"
+    return f"{_gpus(used['gpus'])}, {'unlimited' if limit['state'] == 'unlimited' else 'no quota'}"
+
+
+def _quota_text(quota: Mapping[str, Any] | None) -> str | None:
     if not quota:
         return None
-    parts = []
-    user = quota.get("user")
-    if user:
-        limit = "no limit" if user.get("limit") is None else f"of {user['limit']:g} GPUs"
-        parts.append(f"you: {user['used']:g} {limit}")
-    parts += [f"{g['name']}: {g['used']:g} of {g['limit']:g} GPUs" for g in quota.get("groups", [])]
-    return "GPU quota across servers — " + ", ".join(parts) if parts else None
+    user = quota["user"]
+    parts = [f"you: {quota_entry_text(user['used'], user['limit'])}"]
+    parts += [f"{g['name']}: {quota_entry_text(g['used'], g['limit'])}" for g in quota["groups"]]
+    return "GPU quota across servers \N{EM DASH} " + ", ".join(parts)
 
 
 def view_of(document: dict[str, Any]) -> MeterView:

@@ -49,17 +49,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
 
     if (settingRegistry) {
-      void settingRegistry.load(PLUGIN_ID).then(settings => {
-        const apply = () => {
-          model.setRefreshInterval(settings.get('refreshRate').composite as number);
-          notifier.enabled = settings.get('notify').composite as boolean;
-        };
-        apply();
-        settings.changed.connect(apply);
-      }, reason => {
-        // The defaults (1 s, notifications on) stay in force.
-        console.warn('@fracnb/meter: settings could not be loaded', reason);
-      });
+      void settingRegistry.load(PLUGIN_ID).then(
+        settings => {
+          const apply = () => {
+            model.setRefreshInterval(settings.get('refreshRate').composite as number);
+            notifier.enabled = settings.get('notify').composite as boolean;
+          };
+          apply();
+          settings.changed.connect(apply);
+        },
+        reason => {
+          // The defaults (1 s, notifications on) stay in force.
+          console.warn('@fracnb/meter: settings could not be loaded', reason);
+        }
+      );
     }
   }
 };

@@ -4,7 +4,8 @@
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { fetchUsage, IUsage } from './request';
+import { fetchUsage } from './request';
+import type { IUsage } from './usage';
 
 /** Poll interval when the settings say nothing, in milliseconds. */
 export const DEFAULT_REFRESH_MS = 1000;

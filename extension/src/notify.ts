@@ -1,6 +1,7 @@
 /**
  * JupyterLab notifications: a kernel or the server passing 95 % of the GPU memory
- * budget (once per crossing), and the idle-culling warning (once per shutdown time).
+ * budget (once per crossing), and the culling warning (once per deadline, withdrawn when it
+ * no longer holds).
  */
 import { Notification } from '@jupyterlab/apputils';
 
@@ -20,7 +21,8 @@ export class BudgetNotifier {
     this._enabled = value;
     if (!value) {
       this._alerted = new Set();
-      this._cullNotified = null;
+      this._cullKey = null;
+      this._dismissCullToast();
     }
   }
 
@@ -40,15 +42,38 @@ export class BudgetNotifier {
         actions: [{ label: 'Show GPU usage', callback: this.openPanel }]
       });
     }
-    const cull = state.usage.cull;
+    const deadline = state.usage.cull?.deadline ?? null;
     const message = cullMessage(state.usage);
-    if (message !== null && cull !== null && cull.cull_at !== this._cullNotified) {
-      this._cullNotified = cull.cull_at;
-      Notification.warning(message, { autoClose: false });
+    // A new time or a new reason is a new deadline.
+    const key =
+      message === null || deadline === null ? null : `${deadline.reason} ${deadline.cull_at}`;
+    this._warnOfCulling(key, message);
+  }
+
+  /**
+   * One toast per deadline in warning. It goes when the deadline moves (the user was
+   * active) or the warning ends: it would announce a shutdown that is no longer due.
+   */
+  private _warnOfCulling(key: string | null, message: string | null): void {
+    if (key === this._cullKey) {
+      return;
+    }
+    this._dismissCullToast();
+    this._cullKey = key;
+    if (message !== null) {
+      this._cullToast = Notification.warning(message, { autoClose: false });
+    }
+  }
+
+  private _dismissCullToast(): void {
+    if (this._cullToast !== null) {
+      Notification.dismiss(this._cullToast);
+      this._cullToast = null;
     }
   }
 
   private _enabled = true;
   private _alerted: Set<string> = new Set();
-  private _cullNotified: string | null = null;
+  private _cullKey: string | null = null;
+  private _cullToast: string | null = null;
 }

@@ -6,16 +6,19 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { IUsageState, UsageModel } from './model';
-import { IBudget, ICull, IGpu, IKernelUsage, IQuota, IUsage } from './request';
 import {
   budgetBytes,
+  cullRows,
   formatBytes,
+  formatFraction,
   formatGiB,
   kernelLabel,
   levelOf,
+  quotaRows,
   sortKernels,
   summarizeState
 } from './summary';
+import type { IBudget, ICullStatus, IGpu, IKernelUsage, IQuota, IUsage, Isolation } from './usage';
 
 const GPU_SVG =
   '<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">' +
@@ -24,7 +27,7 @@ const GPU_SVG =
 
 export const gpuIcon = new LabIcon({ name: '@fracnb/meter:gpu', svgstr: GPU_SVG });
 
-const ISOLATION_NOTES: Record<string, string> = {
+const ISOLATION_NOTES: Record<Isolation, string> = {
   hard: 'hard: the GPU partition enforces the budget',
   enforced: 'enforced: allocations beyond the budget fail',
   'per-process': 'per process: each process is capped, not the server as a whole',
@@ -56,7 +59,12 @@ function meterBar(used: number, limit: number): HTMLElement {
 }
 
 function section(title: string, ...children: Child[]): HTMLElement {
-  return el('section', 'fracnb-meter-section', el('h3', 'fracnb-meter-heading', title), ...children);
+  return el(
+    'section',
+    'fracnb-meter-section',
+    el('h3', 'fracnb-meter-heading', title),
+    ...children
+  );
 }
 
 function facts(rows: Array<[string, string | null]>): HTMLElement {
@@ -67,15 +75,6 @@ function facts(rows: Array<[string, string | null]>): HTMLElement {
     }
   }
   return list;
-}
-
-/** 0.25 -> "1/4 GPU", 2 -> "2 GPUs", 0.3 -> "0.3 GPU". */
-export function formatFraction(fraction: number): string {
-  if (fraction >= 1) {
-    return Number.isInteger(fraction) && fraction > 1 ? `${fraction} GPUs` : `${fraction} GPU`;
-  }
-  const denominator = Math.round(1 / fraction);
-  return Math.abs(1 / denominator - fraction) < 1e-9 ? `1/${denominator} GPU` : `${fraction} GPU`;
 }
 
 function totalView(usage: IUsage): HTMLElement {
@@ -158,7 +157,8 @@ function kernelsView(usage: IUsage, openPath: PathOpener | null): HTMLElement {
 function deviceRow(gpu: IGpu, simulated: boolean): HTMLElement {
   const badge = simulated ? el('span', 'fracnb-meter-badge', 'simulated') : null;
   const mig = gpu.mig === null ? null : `MIG instance ${gpu.mig.gpu_instance_id}`;
-  const utilization = gpu.utilization_percent === null ? null : `${gpu.utilization_percent}\u00a0% busy`;
+  const utilization =
+    gpu.utilization_percent === null ? null : `${gpu.utilization_percent}\u00a0% busy`;
   const detail = [
     `${formatGiB(gpu.memory_used_bytes)} / ${formatGiB(gpu.memory_total_bytes)} GiB in use by all processes`,
     utilization,
@@ -185,39 +185,22 @@ function budgetView(budget: IBudget): HTMLElement {
     ['Memory', budget.memory_bytes === null ? null : formatBytes(budget.memory_bytes)],
     ['Profile', budget.profile],
     ['Sharing', budget.backend],
-    ['Isolation', isolation === null ? null : (ISOLATION_NOTES[isolation] ?? isolation)]
+    ['Isolation', isolation === null ? null : ISOLATION_NOTES[isolation]]
   ]);
 }
 
 function quotaView(quota: IQuota): HTMLElement {
-  const rows: Array<[string, string | null]> = [];
-  if (quota.user !== null) {
-    rows.push(['You', `${quota.user.used} of ${quota.user.limit} GPUs`]);
-  }
-  for (const group of quota.groups) {
-    rows.push([group.name, `${group.used} of ${group.limit} GPUs`]);
-  }
-  return section('Quota', facts(rows));
+  return section('Quota', facts(quotaRows(quota)));
 }
 
-function cullView(cull: ICull): HTMLElement {
-  const minutes = Math.max(0, Math.ceil(cull.seconds_left / 60));
-  const view = section(
-    'Idle shutdown',
-    facts([
-      ['After', `${Math.round(cull.idle_timeout_seconds / 60)} min without activity`],
-      ['Stops in', `${minutes} min unless used`]
-    ])
-  );
-  view.classList.toggle('fracnb-meter-cull-warning', cull.warning);
+function cullView(cull: ICullStatus): HTMLElement {
+  const view = section('Automatic shutdown', facts(cullRows(cull)));
+  view.classList.toggle('fracnb-meter-cull-warning', cull.deadline?.warning ?? false);
   return view;
 }
 
 /** The whole panel body for one poller state. */
-export function renderUsage(
-  state: IUsageState,
-  openPath: PathOpener | null = null
-): HTMLElement {
+export function renderUsage(state: IUsageState, openPath: PathOpener | null = null): HTMLElement {
   const usage = state.usage;
   const summary = summarizeState(state);
   if (usage === null || state.error !== null || !usage.available) {

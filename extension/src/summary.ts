@@ -2,7 +2,18 @@
  * Pure functions from a usage sample to what the UI shows. No DOM, no I/O.
  */
 import type { IUsageState } from './model';
-import type { IBudget, IGpu, IKernelUsage, IUsage } from './request';
+import type {
+  IBudget,
+  ICullStatus,
+  IDeadline,
+  IGPUAmount,
+  IGpu,
+  IKernelUsage,
+  ILimited,
+  IQuota,
+  IUsage,
+  UserLimit
+} from './usage';
 
 const GIB = 1024 ** 3;
 
@@ -216,13 +227,108 @@ export function crossingMessage(user: IOverBudget): string {
   );
 }
 
-/** The idle-culling warning, or null when no warning is due. */
+/** 0.25 -> "1/4 GPU", 2 -> "2 GPUs", 0.3 -> "0.3 GPU", 0 -> "no GPU". */
+export function formatFraction(fraction: number): string {
+  if (fraction <= 0) {
+    return 'no GPU';
+  }
+  if (fraction >= 1) {
+    return Number.isInteger(fraction) && fraction > 1 ? `${fraction} GPUs` : `${fraction} GPU`;
+  }
+  const denominator = Math.round(1 / fraction);
+  return Math.abs(1 / denominator - fraction) < 1e-9 ? `1/${denominator} GPU` : `${fraction} GPU`;
+}
+
+/** An amount of GPUs, at most three decimals: "0.75", "5.75", "0.333", "2". */
+export function formatAmount(gpus: number): string {
+  return String(Math.round(gpus * 1000) / 1000);
+}
+
+function gpusUnit(gpus: number): string {
+  return gpus === 1 ? 'GPU' : 'GPUs';
+}
+
+/** One quota line: "0.25 of 1 GPU", "0.25 GPUs, unlimited" or "0.25 GPUs, no quota". */
+export function quotaText(used: IGPUAmount, limit: UserLimit | ILimited): string {
+  switch (limit.state) {
+    case 'limited':
+      return `${formatAmount(used.gpus)} of ${formatAmount(limit.gpus)} ${gpusUnit(limit.gpus)}`;
+    case 'unlimited':
+      return `${formatAmount(used.gpus)} ${gpusUnit(used.gpus)}, unlimited`;
+    case 'none':
+      return `${formatAmount(used.gpus)} ${gpusUnit(used.gpus)}, no quota`;
+  }
+}
+
+/** The quota section's rows: the user, then each group that has a quota. */
+export function quotaRows(quota: IQuota): Array<[string, string]> {
+  return [
+    ['You', quotaText(quota.user.used, quota.user.limit)],
+    ...quota.groups.map((group): [string, string] => [
+      group.name,
+      quotaText(group.used, group.limit)
+    ])
+  ];
+}
+
+/** Whole minutes as "45 min", "2 h" or "1 h 30 min". */
+export function formatMinutes(minutes: number): string {
+  if (minutes < 60) {
+    return `${minutes} min`;
+  }
+  const hours = Math.floor(minutes / 60);
+  const rest = minutes % 60;
+  return rest === 0 ? `${hours} h` : `${hours} h ${rest} min`;
+}
+
+/** A configured duration: "30 s", "30 min", "8 h". */
+export function formatDuration(seconds: number): string {
+  return seconds < 60 ? `${Math.round(seconds)} s` : formatMinutes(Math.round(seconds / 60));
+}
+
+/**
+ * Whole minutes until a deadline, rounded up and at least 1: the server stops at the
+ * first culling pass after the deadline, never before it.
+ */
+export function minutesLeft(deadline: IDeadline): number {
+  return Math.max(1, Math.ceil(deadline.seconds_left / 60));
+}
+
+/** The automatic shutdown section's rows, for every state of the hub's culling status. */
+export function cullRows(cull: ICullStatus): Array<[string, string]> {
+  const idle = cull.idle_timeout_seconds;
+  const maxAge = cull.max_age_seconds;
+  const rows: Array<[string, string]> = [
+    [
+      'When idle',
+      idle > 0 ? `stops after ${formatDuration(idle)} without activity` : 'never stopped'
+    ],
+    ['Maximum age', maxAge > 0 ? `${formatDuration(maxAge)} after start` : 'none']
+  ];
+  const deadline = cull.deadline;
+  if (deadline === null) {
+    rows.push(['Next stop', 'none scheduled']);
+  } else if (deadline.reason === 'idle') {
+    rows.push(['Stops in', `${formatMinutes(minutesLeft(deadline))} unless used`]);
+  } else {
+    rows.push([
+      'Stops in',
+      `${formatMinutes(minutesLeft(deadline))} at its maximum age, even if used`
+    ]);
+  }
+  return rows;
+}
+
+/** The culling warning for a notification, or null when none is due. */
 export function cullMessage(usage: IUsage): string | null {
-  const cull = usage.cull;
-  if (cull === null || !cull.warning) {
+  const deadline = usage.cull?.deadline ?? null;
+  if (deadline === null || !deadline.warning) {
     return null;
   }
-  const minutes = Math.max(1, Math.ceil(cull.seconds_left / 60));
-  const unit = minutes === 1 ? 'minute' : 'minutes';
-  return `Idle: this server will be stopped in ${minutes} ${unit} unless you use it.`;
+  const minutes = minutesLeft(deadline);
+  const when = `in ${minutes} ${minutes === 1 ? 'minute' : 'minutes'}`;
+  if (deadline.reason === 'idle') {
+    return `Idle: this server will be stopped ${when} unless you use it.`;
+  }
+  return `This server reaches its maximum age and will be stopped ${when}, even if in use. Save your work.`;
 }

@@ -128,12 +128,14 @@ def isoformat(moment: datetime | None) -> str | None:
 
 
 def server_status(decision: CullDecision, policy: CullPolicy) -> dict[str, Any]:
-    """The per-server culling status ``GET api/me`` returns, JSON-ready."""
-    return {
-        "idle_timeout_seconds": policy.idle_timeout,
-        "max_age_seconds": policy.max_age,
-        "cull_at": isoformat(decision.cull_at),
-        "seconds_left": decision.seconds_left,
-        "reason": decision.reason.value if decision.reason else None,
-        "warning": decision.action is not Action.KEEP,
-    }
+    """The per-server culling status ``GET api/me`` returns (``cullStatus`` in
+    schemas/service-me.schema.json): the policy, and the deadline or None when none is set."""
+    deadline = None
+    if decision.reason is not None and decision.cull_at is not None and decision.seconds_left is not None:
+        deadline = {
+            "reason": decision.reason.value,
+            "cull_at": isoformat(decision.cull_at),
+            "seconds_left": decision.seconds_left,
+            "warning": decision.action is not Action.KEEP,
+        }
+    return {"idle_timeout_seconds": policy.idle_timeout, "max_age_seconds": policy.max_age, "deadline": deadline}

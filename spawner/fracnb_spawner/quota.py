@@ -181,10 +181,15 @@ def check_request(
     return QuotaDecision(True, "within quota", fraction, user_used, user_limit, group_uses)
 
 
-def _amount(amount: Fraction | None) -> dict[str, Any]:
-    if amount is None:
-        return {"gpus": None, "exact": None}
+def _amount(amount: Fraction) -> dict[str, Any]:
     return {"gpus": float(amount), "exact": format_fraction(amount)}
+
+
+def _limit(amount: Fraction | None, *, unlimited: bool = False) -> dict[str, Any]:
+    """A limit in one of the states of schemas/service-me.schema.json: limited, unlimited or none."""
+    if amount is not None:
+        return {"state": "limited", **_amount(amount)}
+    return {"state": "unlimited" if unlimited else "none"}
 
 
 def usage_report(
@@ -196,9 +201,11 @@ def usage_report(
 ) -> dict[str, Any]:
     """What ``user`` and their groups hold and may hold, JSON-ready.
 
-    Amounts are ``{"gpus": <float for display>, "exact": "<ratio>"}``; a missing limit is
-    ``{"gpus": null, "exact": null}`` (unlimited). ``available`` is what one more server
-    could still take, the tightest of the user's and the groups' headroom.
+    The shape is schemas/service-me.schema.json. Amounts are ``{"gpus": <float for
+    display>, "exact": "<ratio>"}``; limits add a ``state``: ``limited`` (with the amount),
+    ``unlimited`` (the user is mapped to None in ``user_quotas``) or ``none`` (no quota
+    configured). ``available`` is what one more server could still take, the tightest of
+    the user's and the groups' headroom (``unlimited`` when nothing limits it).
     """
     allocations = list(allocations)
     mine = [a for a in allocations if a.user == user]
@@ -211,7 +218,7 @@ def usage_report(
         used = _used_by(allocations, members)
         if limit is not None:
             headrooms.append(max(limit - used, Fraction(0)))
-        group_reports.append({"name": name, "used": _amount(used), "quota": _amount(limit)})
+        group_reports.append({"name": name, "used": _amount(used), "quota": _limit(limit)})
     return {
         "user": user,
         "servers": [
@@ -219,9 +226,9 @@ def usage_report(
             for a in sorted(mine, key=lambda a: a.server)
         ],
         "used": _amount(user_used),
-        "quota": _amount(user_limit),
+        "quota": _limit(user_limit, unlimited=user in policy.users),
         "groups": group_reports,
-        "available": _amount(min(headrooms) if headrooms else None),
+        "available": _limit(min(headrooms) if headrooms else None, unlimited=True),
     }
 
 

@@ -2,8 +2,11 @@
 
 - ``fake_gpu``: the fake libnvidia-ml.so.1, compiled once, and a ``FakeGpu`` whose
   ``set_kernel_memory(pid, bytes)`` rewrites the state file the library reads.
+- ``service``: the hub's fracnb service as notebooks see it (``tests/service_reports.py``):
+  ``service.scenario = ...`` picks the ``api/me`` report, made by the service's own code.
 - ``lab_server``: a ``jupyter lab`` subprocess (token auth, fracnb_meter enabled, the
-  fake library on ``LD_LIBRARY_PATH``, a 1/4-GPU budget of 20 GiB in FRACNB_* variables).
+  fake library on ``LD_LIBRARY_PATH``, a 1/4-GPU budget of 20 GiB in FRACNB_* variables,
+  ``FRACNB_SERVICE_URL`` pointing at ``service``).
   The freshly built ``@fracnb/meter`` labextension is put first on ``JUPYTER_PATH``.
 - ``browser``: headless Debian Chromium through Playwright (never a downloaded browser).
 - ``artifacts``: ``test-artifacts/browser/`` for screenshots.
@@ -33,6 +36,7 @@ from meter_lab import (
 
 from fracnb_meter.testing import fakenvml
 from fracnb_meter.testing.chromium import CHROMIUM, CHROMIUM_ARGS
+from tests.service_reports import ReportServer
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +56,18 @@ def fake_gpu(tmp_path_factory: pytest.TempPathFactory) -> FakeGpu:
 
 
 @pytest.fixture(scope="session")
-def lab_server(tmp_path_factory: pytest.TempPathFactory, fake_gpu: FakeGpu, artifacts: Path) -> Iterator[LabServer]:
+def service() -> Iterator[ReportServer]:
+    """The hub's fracnb service as the notebook sees it: set ``service.scenario`` to choose
+    the report (made by the service's own code); None (the default) answers 503."""
+    service = ReportServer.start()
+    yield service
+    service.stop()
+
+
+@pytest.fixture(scope="session")
+def lab_server(
+    tmp_path_factory: pytest.TempPathFactory, fake_gpu: FakeGpu, service: ReportServer, artifacts: Path
+) -> Iterator[LabServer]:
     tmp = tmp_path_factory.mktemp("lab")
     root, config = tmp / "root", tmp / "config"
     root.mkdir()
@@ -61,8 +76,9 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory, fake_gpu: FakeGpu, arti
         json.dumps(
             {
                 "ServerApp": {"jpserver_extensions": {"fracnb_meter": True}},
-                # Test latency, not production advice: re-read NVML at most every 0.2 s.
-                "FracnbMeter": {"sample_interval_floor": 0.2},
+                # Test latency, not production advice: re-read NVML at most every 0.2 s,
+                # and ask the hub's service on every sample.
+                "FracnbMeter": {"sample_interval_floor": 0.2, "service_interval": 0.0},
             }
         )
     )
@@ -75,6 +91,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory, fake_gpu: FakeGpu, arti
     env = {
         **os.environ,
         **BUDGET_ENV,
+        **service.environment(),
         "LD_LIBRARY_PATH": str(fake_gpu.library_dir),
         "FAKE_NVML_STATE": str(fake_gpu.state_path),
         "JUPYTER_CONFIG_DIR": str(config),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fracnb_meter.schema import USAGE, problems
 from fracnb_meter.testing import fakenvml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,8 +98,10 @@ class LabServer:
         return json.loads(text) if text else None
 
     def usage(self) -> dict:
+        """GET fracnb/api/usage, checked against usage.schema.json."""
         document = self.api("GET", "fracnb/api/usage")
         assert isinstance(document, dict)
+        assert problems(USAGE, document, check_formats=True) == []
         return document
 
     def start_notebook(self, path: str) -> dict:

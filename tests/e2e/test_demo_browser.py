@@ -7,6 +7,7 @@ import re
 
 from playwright.sync_api import Browser, Page, expect
 
+from fracnb_meter.schema import USAGE, problems
 from fracnb_testbed.demo import RunningDemo
 
 from .pages import log_in, profile_row, run_cell, shot, start_profile
@@ -49,8 +50,14 @@ def test_quarter_gpu_notebook_meters_simulated_memory(demo: RunningDemo, page: P
 
     # The notebook's server asks the hub's fracnb service for the user's quota with its own token.
     usage = page.request.get(f"{demo.settings.url}/user/ann/fracnb/api/usage").json()
+    assert problems(USAGE, usage, check_formats=True) == []
     assert usage["budget"]["memory_bytes"] == 20 << 30
-    assert {"name": "team-a", "used": 0.25, "limit": 0.5} in usage["quota"]["groups"]
+    team = {
+        "name": "team-a",
+        "used": {"gpus": 0.25, "exact": "1/4"},
+        "limit": {"state": "limited", "gpus": 0.5, "exact": "1/2"},
+    }
+    assert team in usage["quota"]["groups"]
     assert usage["cull"]["idle_timeout_seconds"] == demo.settings.idle_timeout
 
     # The quota widget in the notebook: this kernel's memory and the group's quota, live.

@@ -5,48 +5,69 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from fracnb_meter.hubservice import NO_REPORT, ServiceReports, fetch_report_blocking, report_from_me
+from fracnb_meter.schema import SERVICE_REPORT, USAGE, SchemaMismatchError, problems
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
 from fracnb_meter.testing.server import StateFile, start_server
-
-ME = {
-    "user": "ann",
-    "servers": [{"server": "", "profile": "quarter", "fraction": {"gpus": 0.25, "exact": "1/4"}}],
-    "used": {"gpus": 0.25, "exact": "1/4"},
-    "quota": {"gpus": 1.0, "exact": "1"},
-    "groups": [
-        {"name": "team-a", "used": {"gpus": 5.75, "exact": "23/4"}, "quota": {"gpus": 6.0, "exact": "6"}},
-        {"name": "no-quota", "used": {"gpus": 0.25, "exact": "1/4"}, "quota": None},
-    ],
-    "available": {"gpus": 0.25, "exact": "1/4"},
-    "culling": {
-        "": {"idle_timeout_seconds": 1800, "max_age_seconds": 0, "cull_at": "2026-03-01T12:30:00Z",
-             "seconds_left": 300.0, "reason": "idle", "warning": True},
-    },
-    "warning_lead_seconds": 900,
-}  # fmt: skip
+from tests.service_reports import IDLE_WARNING, SCENARIOS, ReportServer, report
 
 
-def test_report_from_me_maps_to_the_usage_shapes() -> None:
-    quota, cull = report_from_me(ME, "")
+async def test_report_from_me_maps_the_service_report_to_the_usage_shapes() -> None:
+    me = await report(IDLE_WARNING)
+    quota, cull = report_from_me(me, "")
     assert quota == {
-        "user": {"used": 0.25, "limit": 1.0},
-        "groups": [{"name": "team-a", "used": 5.75, "limit": 6.0}],
+        "user": {"used": {"gpus": 0.25, "exact": "1/4"}, "limit": {"state": "limited", "gpus": 1.0, "exact": "1"}},
+        "groups": [
+            {
+                "name": "team-a",
+                "used": {"gpus": 5.75, "exact": "23/4"},
+                "limit": {"state": "limited", "gpus": 6.0, "exact": "6"},
+            }
+        ],
     }
-    assert cull == {
-        "idle_timeout_seconds": 1800,
-        "cull_at": "2026-03-01T12:30:00Z",
-        "seconds_left": 300.0,
-        "warning": True,
-        "reason": "idle",
-    }
-    assert report_from_me(ME, "other-server")[1] is None
+    assert cull == me["culling"][""]
+    assert report_from_me(me, "other-server")[1] is None
 
 
-def test_unlimited_user_quota_is_null() -> None:
-    quota, _ = report_from_me({**ME, "quota": None}, "")
-    assert quota is not None
-    assert quota["user"]["limit"] is None
+@pytest.mark.parametrize("name", list(SCENARIOS))
+async def test_every_service_report_becomes_usage_fields_of_the_schema(name: str) -> None:
+    me = await report(SCENARIOS[name])
+    assert problems(SERVICE_REPORT, me, check_formats=True) == []
+    quota, cull = report_from_me(me, "")
+    assert problems(USAGE, quota, "/properties/quota") == []
+    assert problems(USAGE, cull, "/properties/cull", check_formats=True) == []
+
+
+def test_groups_without_quota_are_left_out() -> None:
+    me = {
+        "user": "ann",
+        "servers": [],
+        "used": {"gpus": 0.0, "exact": "0"},
+        "quota": {"state": "none"},
+        "groups": [{"name": "misc", "used": {"gpus": 0.5, "exact": "1/2"}, "quota": {"state": "none"}}],
+        "available": {"state": "unlimited"},
+        "culling": {},
+        "warning_lead_seconds": 900,
+    }
+    assert report_from_me(me, "") == ({"user": {"used": me["used"], "limit": {"state": "none"}}, "groups": []}, None)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # The shape before the limit states: an unlimited quota was {"gpus": null}.
+        {"user": "ann", "servers": [], "used": {"gpus": 0.25, "exact": "1/4"}, "quota": {"gpus": None, "exact": None},
+         "groups": [], "available": {"gpus": None, "exact": None}, "culling": {}, "warning_lead_seconds": 900},
+        [],
+        "teapot",
+    ],
+    ids=["older-service", "list", "string"],
+)  # fmt: skip
+def test_an_answer_that_is_not_a_report_is_refused(answer: object) -> None:
+    with pytest.raises(SchemaMismatchError, match=r"not a service-me\.schema\.json document"):
+        report_from_me(answer, "")
 
 
 async def test_unreachable_or_unconfigured_service_means_no_report() -> None:
@@ -57,6 +78,25 @@ async def test_unreachable_or_unconfigured_service_means_no_report() -> None:
     assert await ServiceReports("http://127.0.0.1:1/services/fracnb/", "t", "", 1.0).latest() == NO_REPORT
     assert fetch_report_blocking("http://127.0.0.1:1/services/fracnb/", "t", "") == NO_REPORT
     assert time.monotonic() - started < 10
+
+
+async def test_reports_over_http_and_answers_from_another_version() -> None:
+    service = ReportServer.start()
+    try:
+        reports = ServiceReports(service.url, service.token, "", 0.0)
+        assert await reports.latest() == NO_REPORT  # 503: no scenario yet
+        service.scenario = IDLE_WARNING
+        quota, cull = await reports.latest()
+        assert quota is not None
+        assert cull is not None
+        assert cull["deadline"]["warning"] is True
+        assert fetch_report_blocking(service.url, service.token, "") == (quota, cull)
+        service.raw = b'{"user": "ann", "quota": {"gpus": null}}'
+        assert await reports.latest() == NO_REPORT
+        assert fetch_report_blocking(service.url, service.token, "") == NO_REPORT
+        assert await ServiceReports(service.url, "wrong-token", "", 0.0).latest() == NO_REPORT
+    finally:
+        service.stop()
 
 
 def test_idle_kernels_are_culled_and_busy_ones_kept(tmp_path: Path) -> None:

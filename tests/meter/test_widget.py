@@ -10,7 +10,7 @@ from meter_helpers import GIB, Kernel, wait_for_execution_state
 
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
 from fracnb_meter.testing.server import MeterServer
-from fracnb_meter.widget import QuotaMeter, view_of
+from fracnb_meter.widget import QuotaMeter, quota_entry_text, view_of
 
 
 def document(kernel: int | None, server: int | None, budget: int | None = 20 * GIB) -> dict:
@@ -49,13 +49,26 @@ def test_view_when_unavailable_and_with_quota() -> None:
     assert view_of(unavailable).text == "GPU \N{EN DASH}: No GPU is visible to this server."
     with_quota = document(0, 0) | {
         "quota": {
-            "user": {"used": 0.75, "limit": 2},
-            "groups": [{"name": "a", "used": 5.75, "limit": 6}],
+            "user": {"used": {"gpus": 0.75, "exact": "3/4"}, "limit": {"state": "limited", "gpus": 2, "exact": "2"}},
+            "groups": [
+                {
+                    "name": "a",
+                    "used": {"gpus": 5.75, "exact": "23/4"},
+                    "limit": {"state": "limited", "gpus": 6, "exact": "6"},
+                }
+            ],
         }
     }
     assert view_of(with_quota).quota_text == (
         "GPU quota across servers \N{EM DASH} you: 0.75 of 2 GPUs, a: 5.75 of 6 GPUs"
     )
+
+
+def test_quota_text_for_every_limit_state() -> None:
+    quarter = {"gpus": 0.25, "exact": "1/4"}
+    assert quota_entry_text(quarter, {"state": "limited", "gpus": 1, "exact": "1"}) == "0.25 of 1 GPU"
+    assert quota_entry_text(quarter, {"state": "unlimited"}) == "0.25 GPUs, unlimited"
+    assert quota_entry_text(quarter, {"state": "none"}) == "0.25 GPUs, no quota"
 
 
 def test_meter_refreshes_from_a_thread() -> None:

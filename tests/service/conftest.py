@@ -32,6 +32,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+# The one user whose quota is None (unlimited) in the hub's config; everyone else has 1 GPU.
+UNLIMITED_USER = "quota-free"
 
 HUB_CONFIG = """
 import sys
@@ -75,6 +77,7 @@ c.JupyterHub.load_roles = [
     {{"name": "user", "scopes": ["self", "access:services!service=fracnb"]}},
 ]
 c.FracnbQuotas.default_user_quota = 1
+c.FracnbQuotas.user_quotas = {{{unlimited_user!r}: None}}
 c.FracnbQuotas.group_quotas = {{"team-a": 2}}
 c.FracnbService.cull_every = 3600
 c.FracnbService.default_idle_timeout = 3600
@@ -193,7 +196,7 @@ def make_pod(testbed, hub_namespace):
     """Create the pod KubeSpawner + FractionalSpawner would make for a server (annotations only;
     it is bound to a node that does not exist, so it is stored but never runs)."""
 
-    def create(user, server="", *, fraction="1/4", profile="quarter", idle_timeout=None, namespace=None):
+    def create(user, server="", *, fraction="1/4", profile="quarter", idle_timeout=None, max_age=None, namespace=None):
         annotations = {
             "hub.jupyter.org/username": user,
             "hub.jupyter.org/servername": server,
@@ -201,6 +204,8 @@ def make_pod(testbed, hub_namespace):
         }
         if idle_timeout is not None:
             annotations["fracnb.io/idle-timeout"] = str(idle_timeout)
+        if max_age is not None:
+            annotations["fracnb.io/max-age"] = str(max_age)
         name = f"jupyter-{user}{'--' + server if server else ''}"
         testbed.create_pod(
             namespace or hub_namespace,
@@ -247,6 +252,7 @@ def running_hub(workdir: Path, service_env: dict[str, str], extra: str = "") -> 
             admin_token=admin_token,
             service_token=service_token,
             service_env=service_env,
+            unlimited_user=UNLIMITED_USER,
             extra=extra,
         )
     )
@@ -304,3 +310,11 @@ def new_user(hub):
         return name
 
     return create
+
+
+@pytest.fixture
+def unlimited_user(hub):
+    """The user the hub's config maps to an unlimited quota (created on first use)."""
+    status, _ = hub.api("POST", f"users/{UNLIMITED_USER}")
+    assert status in (201, 409), status
+    return UNLIMITED_USER

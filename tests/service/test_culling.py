@@ -4,6 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from fracnb_meter.schema import SERVICE_REPORT, problems
 from fracnb_spawner.culling import (
     Action,
     CullPolicy,
@@ -93,8 +94,51 @@ def test_server_model_and_status():
     assert status == {
         "idle_timeout_seconds": 1800,
         "max_age_seconds": 0,
-        "cull_at": "2026-03-01T12:30:00Z",
-        "seconds_left": 300.0,
+        "deadline": {"reason": "idle", "cull_at": "2026-03-01T12:30:00Z", "seconds_left": 300.0, "warning": True},
+    }
+
+
+def status_at(policy: CullPolicy, now: datetime, **model_times: float) -> dict:
+    activity = server(**model_times)
+    status = server_status(decide(activity, policy, now=now, warning_lead=600), policy)
+    assert problems(SERVICE_REPORT, status, "/$defs/cullStatus", check_formats=True) == []
+    return status
+
+
+def test_status_never_culled_has_no_deadline():
+    status = status_at(CullPolicy(0, 0), at(10**6), started=0, last_activity=0)
+    assert status == {"idle_timeout_seconds": 0, "max_age_seconds": 0, "deadline": None}
+
+
+def test_status_of_a_starting_server_has_no_deadline_yet():
+    activity = server(pending="spawn", ready=False)
+    status = server_status(decide(activity, HOUR, now=at(10**7), warning_lead=600), HOUR)
+    assert problems(SERVICE_REPORT, status, "/$defs/cullStatus", check_formats=True) == []
+    assert status["deadline"] is None
+
+
+def test_status_idle_deadline_before_the_warning():
+    status = status_at(CullPolicy(1800, 0), at(600), started=0, last_activity=0)
+    assert status["deadline"] == {
         "reason": "idle",
+        "cull_at": "2026-03-01T12:30:00Z",
+        "seconds_left": 1200.0,
+        "warning": False,
+    }
+
+
+def test_status_max_age_deadline_in_the_warning():
+    # Busy a minute ago, so idleness is far off; the maximum age is 4 minutes away.
+    status = status_at(CullPolicy(3600, 8 * 3600), at(8 * 3600 - 240), started=0, last_activity=8 * 3600 - 300)
+    assert status["deadline"] == {
+        "reason": "max-age",
+        "cull_at": "2026-03-01T20:00:00Z",
+        "seconds_left": 240.0,
         "warning": True,
     }
+
+
+def test_status_past_the_deadline_says_zero_seconds_left():
+    status = status_at(CullPolicy(1800, 0), at(4000), started=0, last_activity=0)
+    assert status["deadline"] is not None
+    assert (status["deadline"]["seconds_left"], status["deadline"]["warning"]) == (0.0, True)

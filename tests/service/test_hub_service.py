@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from fracnb_meter.schema import SERVICE_REPORT, problems
 from fracnb_spawner.culling import CullPolicy, parse_timestamp
 from fracnb_spawner.quota import QuotaPolicy
 from fracnb_spawner.service.core import CullSettings, cull_pass, user_report, utcnow
@@ -112,13 +113,15 @@ async def test_warning_before_deadline(hub, two_servers, make_pod, pod_source):
         before = await user_report(
             api, pods, QuotaPolicy(), settings(), user, clock=lambda: last + timedelta(minutes=10)
         )
-        status = before["culling"][""]
-        assert status["warning"] is True
-        assert status["seconds_left"] == 300
-        assert parse_timestamp(status["cull_at"]) == last + timedelta(seconds=900)
+        assert problems(SERVICE_REPORT, before, check_formats=True) == []
+        deadline = before["culling"][""]["deadline"]
+        assert (deadline["reason"], deadline["warning"], deadline["seconds_left"]) == ("idle", True, 300)
+        assert parse_timestamp(deadline["cull_at"]) == last + timedelta(seconds=900)
         assert before["servers"] == [{"server": "", "profile": "quarter", "fraction": {"gpus": 0.25, "exact": "1/4"}}]
+        # Nobody configured a quota in this policy.
+        assert (before["quota"], before["available"]) == ({"state": "none"}, {"state": "unlimited"})
         early = await user_report(api, pods, QuotaPolicy(), settings(), user, clock=lambda: last + timedelta(minutes=4))
-        assert early["culling"][""]["warning"] is False
+        assert early["culling"][""]["deadline"]["warning"] is False
         report = await cull_pass(api, pods, settings(), CullMetrics(), clock=lambda: last + timedelta(minutes=14))
         assert all(u != user for u, _, _ in report.culled)
         assert hub.server_running(user)
@@ -136,22 +139,54 @@ def test_api_me_with_own_token(hub, new_user, make_pod):
     make_pod(bob, fraction="3/2", profile="one-and-a-half")
     status, body = hub.http("GET", hub.service_url + "api/me", token=user_token(hub, ann))
     assert status == 200, body
+    assert problems(SERVICE_REPORT, body, check_formats=True) == []
     assert body["user"] == ann
     assert body["servers"] == [{"server": "", "profile": "eighth", "fraction": {"gpus": 0.125, "exact": "1/8"}}]
-    assert body["quota"] == {"gpus": 1.0, "exact": "1"}
+    assert body["quota"] == {"state": "limited", "gpus": 1.0, "exact": "1"}
     assert body["groups"] == [
         {
             "name": "team-a",
             "used": {"gpus": 1.625, "exact": "13/8"},
-            "quota": {"gpus": 2.0, "exact": "2"},
+            "quota": {"state": "limited", "gpus": 2.0, "exact": "2"},
         }
     ]
     # The group's headroom (3/8) is tighter than the user's (7/8).
-    assert body["available"] == {"gpus": 0.375, "exact": "3/8"}
+    assert body["available"] == {"state": "limited", "gpus": 0.375, "exact": "3/8"}
     culling = body["culling"][""]
-    assert culling["idle_timeout_seconds"] == 1800
-    assert culling["warning"] is False
-    assert 1700 < culling["seconds_left"] <= 1800
+    assert (culling["idle_timeout_seconds"], culling["max_age_seconds"]) == (1800, 0)
+    assert (culling["deadline"]["reason"], culling["deadline"]["warning"]) == ("idle", False)
+    assert 1700 < culling["deadline"]["seconds_left"] <= 1800
+
+
+def test_api_me_of_an_unlimited_user_never_culled(hub, unlimited_user, make_pod):
+    """The hub's config maps this user to None; their pod has neither idle timeout nor max age."""
+    hub.start_server(unlimited_user)
+    make_pod(unlimited_user, fraction="1/4", idle_timeout=0, max_age=0)
+    status, body = hub.http("GET", hub.service_url + "api/me", token=user_token(hub, unlimited_user))
+    assert status == 200, body
+    assert problems(SERVICE_REPORT, body, check_formats=True) == []
+    assert body["used"] == {"gpus": 0.25, "exact": "1/4"}
+    assert (body["quota"], body["available"]) == ({"state": "unlimited"}, {"state": "unlimited"})
+    assert body["culling"][""] == {"idle_timeout_seconds": 0, "max_age_seconds": 0, "deadline": None}
+
+
+async def test_max_age_deadline(hub, new_user, make_pod, pod_source):
+    user = new_user("old")
+    hub.start_server(user)
+    _, model = hub.api("GET", f"users/{user}")
+    started = parse_timestamp(model["servers"][""]["started"])
+    make_pod(user, idle_timeout=0, max_age=8 * 3600)
+    api = HubAPI(hub.api_url, hub.service_token)
+    try:
+        report = await user_report(
+            api, pod_source, QuotaPolicy(), settings(), user, clock=lambda: started + timedelta(hours=8, minutes=-4)
+        )
+    finally:
+        api.close()
+    assert problems(SERVICE_REPORT, report, check_formats=True) == []
+    deadline = report["culling"][""]["deadline"]
+    assert (deadline["reason"], deadline["warning"], deadline["seconds_left"]) == ("max-age", True, 240)
+    assert parse_timestamp(deadline["cull_at"]) == started + timedelta(hours=8)
 
 
 def forged_lines(log_file) -> list[str]:

@@ -6,6 +6,7 @@ import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
+from fracnb_meter.schema import SERVICE_REPORT, problems
 from fracnb_spawner.quota import (
     Allocation,
     FracnbQuotas,
@@ -118,26 +119,45 @@ def test_usage_report_is_json_ready_with_exact_strings():
         Allocation("bob", "", Fraction(5), "five"),
     ]
     report = usage_report(policy, allocations, user="ann", groups={"team-a": ["ann", "bob"], "misc": ["ann"]})
+    assert problems(SERVICE_REPORT, report | {"culling": {}, "warning_lead_seconds": 900}) == []
     assert report["used"] == {"gpus": 0.375, "exact": "3/8"}
-    assert report["quota"] == {"gpus": 1.0, "exact": "1"}
+    assert report["quota"] == {"state": "limited", "gpus": 1.0, "exact": "1"}
     assert report["servers"] == [
         {"server": "", "profile": "shared", "fraction": {"gpus": 0.125, "exact": "1/8"}},
         {"server": "gpu", "profile": "quarter", "fraction": {"gpus": 0.25, "exact": "1/4"}},
     ]
     assert report["groups"] == [
-        {
-            "name": "misc",
-            "used": {"gpus": 0.375, "exact": "3/8"},
-            "quota": {"gpus": None, "exact": None},
-        },
+        {"name": "misc", "used": {"gpus": 0.375, "exact": "3/8"}, "quota": {"state": "none"}},
         {
             "name": "team-a",
             "used": {"gpus": 5.375, "exact": "43/8"},
-            "quota": {"gpus": 6.0, "exact": "6"},
+            "quota": {"state": "limited", "gpus": 6.0, "exact": "6"},
         },
     ]
     # The tightest headroom: 5/8 for the user, 5/8 for team-a.
-    assert report["available"] == {"gpus": 0.625, "exact": "5/8"}
+    assert report["available"] == {"state": "limited", "gpus": 0.625, "exact": "5/8"}
+
+
+@pytest.mark.parametrize(
+    ("policy", "quota", "available"),
+    [
+        # Nobody configured a quota: nothing limits anyone.
+        (QuotaPolicy(), {"state": "none"}, {"state": "unlimited"}),
+        # The admin is mapped to None: unlimited, though everyone else has 1 GPU.
+        (QuotaPolicy(default_user=Fraction(1), users={"ann": None}), {"state": "unlimited"}, {"state": "unlimited"}),
+        # An explicit entry wins over the default.
+        (
+            QuotaPolicy(default_user=None, users={"ann": Fraction(1, 2)}),
+            {"state": "limited", "gpus": 0.5, "exact": "1/2"},
+            {"state": "limited", "gpus": 0.25, "exact": "1/4"},
+        ),
+    ],
+    ids=["no-quota", "unlimited", "limited"],
+)
+def test_usage_report_says_which_kind_of_limit(policy, quota, available):
+    report = usage_report(policy, [Allocation("ann", "", Fraction(1, 4))], user="ann", groups={})
+    assert problems(SERVICE_REPORT, report | {"culling": {}, "warning_lead_seconds": 900}) == []
+    assert (report["quota"], report["available"]) == (quota, available)
 
 
 def test_format_gpus():

@@ -2,7 +2,7 @@
 
 server = start_server(workdir, library=build(workdir / "lib"), state=StateFile(path),
                       meter_config={"sample_interval_floor": 0.0})
-server.usage()     # GET fracnb/api/usage with the server's token
+server.usage()     # GET fracnb/api/usage with the server's token, checked against its schema
 server.stop()
 """
 
@@ -23,6 +23,7 @@ from typing import Any
 
 from jupyter_client.blocking import BlockingKernelClient
 
+from ..schema import USAGE, check
 from .fakenvml import FakeState, write_state
 
 
@@ -70,9 +71,11 @@ class MeterServer:
             return status, raw.decode(errors="replace")
 
     def usage(self) -> dict[str, Any]:
+        """GET fracnb/api/usage, checked against usage.schema.json (SchemaMismatchError if it departs)."""
         status, document = self.request("fracnb/api/usage")
         if status != 200:
             raise RuntimeError(f"GET fracnb/api/usage answered {status}: {document}")
+        check(USAGE, document, check_formats=True)
         return document
 
     def start_session(self, notebook: str) -> str:

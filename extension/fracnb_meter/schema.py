@@ -1,0 +1,81 @@
+"""The JSON Schemas of docs/contract.md, and checking documents against them.
+
+One file per JSON shape that crosses between fracnb's parts, in ``schemas/`` beside this
+module (shipped in the wheel):
+
+- ``usage.schema.json``: ``GET {base_url}fracnb/api/usage``, which this package produces and
+  the JupyterLab extension reads (its TypeScript types are generated from the file);
+- ``service-me.schema.json``: ``GET api/me`` of the hub's fracnb service, which
+  ``fracnb_spawner.service`` produces and :mod:`.hubservice` checks on receipt;
+- ``pod-environment.schema.json``: the ``FRACNB_*`` variables the spawner sets, with the
+  lists of backends and isolation levels both sides must agree on.
+
+The schemas refer to one another by file name. jsonschema is in the notebook extra (jupyter_server
+needs it too).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+from referencing import Registry, Resource
+
+USAGE = "usage.schema.json"
+SERVICE_REPORT = "service-me.schema.json"
+POD_ENVIRONMENT = "pod-environment.schema.json"
+NAMES = (USAGE, SERVICE_REPORT, POD_ENVIRONMENT)
+
+
+class SchemaMismatchError(ValueError):
+    """A document that does not have the shape its schema describes."""
+
+
+def load(name: str) -> dict[str, Any]:
+    """One schema, parsed, by file name (one of :data:`NAMES`)."""
+    text = (resources.files(__package__) / "schemas" / name).read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+@cache
+def registry() -> Registry:
+    """Every schema, by file name, so that references between them resolve."""
+    return Registry().with_resources((name, Resource.from_contents(load(name))) for name in NAMES)
+
+
+@cache
+def validator(name: str, at: str = "", *, check_formats: bool = False) -> Draft202012Validator:
+    """A validator for schema ``name``, or for the part of it at JSON pointer ``at``
+    (``/$defs/cullStatus``); ``check_formats`` also checks ``date-time`` strings (the meter
+    does not: format checkers are optional extras of jsonschema)."""
+    schema = load(name) if not at else {"$ref": f"{name}#{at}"}
+    format_checker = Draft202012Validator.FORMAT_CHECKER if check_formats else None
+    return Draft202012Validator(schema, registry=registry(), format_checker=format_checker)
+
+
+def problems(name: str, document: object, at: str = "", *, check_formats: bool = False) -> list[str]:
+    """Every way ``document`` departs from schema ``name`` (or its part ``at``), as ``path: message``."""
+    found = []
+    for error in validator(name, at, check_formats=check_formats).iter_errors(document):
+        # Inside a oneOf, the alternative that came closest says more than "not valid under any".
+        closest = best_match([error]) or error
+        found.append(f"{closest.json_path}: {closest.message}")
+    return sorted(found)
+
+
+def check(name: str, document: object, *, check_formats: bool = False) -> None:
+    """Raise :class:`SchemaMismatchError` naming the first problems when ``document`` does not fit ``name``."""
+    found = problems(name, document, check_formats=check_formats)
+    if found:
+        more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+        raise SchemaMismatchError(f"not a {name} document: {'; '.join(found[:3])}{more}")
+
+
+def enum(name: str, definition: str) -> tuple[str, ...]:
+    """The values of an enum under ``$defs`` of schema ``name``, e.g. the backends."""
+    return tuple(load(name)["$defs"][definition]["enum"])

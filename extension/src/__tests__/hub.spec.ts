@@ -1,0 +1,137 @@
+/**
+ * The quota and culling states the hub's fracnb service reports, as the panel and the
+ * notifications put them: never "null", "NaN", "undefined" or a made-up deadline.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+
+import {
+  cullMessage,
+  cullRows,
+  formatAmount,
+  formatDuration,
+  formatMinutes,
+  quotaRows,
+  quotaText
+} from '../summary';
+import type { IGPUAmount } from '../usage';
+import { cull, deadline, QUOTA, usage } from './fixtures';
+
+const QUARTER: IGPUAmount = { gpus: 0.25, exact: '1/4' };
+
+function assertReadable(text: string): void {
+  assert.doesNotMatch(text, /null|NaN|undefined|Infinity/, text);
+}
+
+describe('quota', () => {
+  test('limited, unlimited and no quota', () => {
+    assert.equal(quotaText(QUARTER, { state: 'limited', gpus: 1, exact: '1' }), '0.25 of 1 GPU');
+    assert.equal(quotaText(QUARTER, { state: 'unlimited' }), '0.25 GPUs, unlimited');
+    assert.equal(quotaText(QUARTER, { state: 'none' }), '0.25 GPUs, no quota');
+    assert.equal(quotaText({ gpus: 1, exact: '1' }, { state: 'none' }), '1 GPU, no quota');
+  });
+
+  test('rows for the user and each group with a quota', () => {
+    assert.deepEqual(quotaRows(QUOTA), [
+      ['You', '0.75 of 2 GPUs'],
+      ['team-a', '5.75 of 6 GPUs']
+    ]);
+    const unlimited = quotaRows({
+      user: { used: QUARTER, limit: { state: 'unlimited' } },
+      groups: []
+    });
+    assert.deepEqual(unlimited, [['You', '0.25 GPUs, unlimited']]);
+    unlimited.flat().forEach(assertReadable);
+  });
+
+  test('amounts keep at most three decimals', () => {
+    assert.equal(formatAmount(1 / 3), '0.333');
+    assert.equal(formatAmount(5.75), '5.75');
+    assert.equal(formatAmount(2), '2');
+  });
+});
+
+describe('durations', () => {
+  test('minutes and hours', () => {
+    assert.equal(formatMinutes(45), '45 min');
+    assert.equal(formatMinutes(120), '2 h');
+    assert.equal(formatMinutes(90), '1 h 30 min');
+    assert.equal(formatDuration(1800), '30 min');
+    assert.equal(formatDuration(28800), '8 h');
+    assert.equal(formatDuration(30), '30 s');
+  });
+});
+
+describe('culling status', () => {
+  test('never culled: no deadline is made up', () => {
+    const rows = cullRows(cull({ idle_timeout_seconds: 0, max_age_seconds: 0, deadline: null }));
+    assert.deepEqual(rows, [
+      ['When idle', 'never stopped'],
+      ['Maximum age', 'none'],
+      ['Next stop', 'none scheduled']
+    ]);
+    assert.equal(cullMessage(usage({ cull: cull({ deadline: null }) })), null);
+  });
+
+  test('an idle deadline can be avoided by using the server', () => {
+    const rows = cullRows(cull({ deadline: deadline({ warning: false, seconds_left: 1200 }) }));
+    assert.deepEqual(rows, [
+      ['When idle', 'stops after 30 min without activity'],
+      ['Maximum age', 'none'],
+      ['Stops in', '20 min unless used']
+    ]);
+  });
+
+  test('a max-age deadline is not avoided by using the server', () => {
+    const maxAge = cull({
+      idle_timeout_seconds: 0,
+      max_age_seconds: 28800,
+      deadline: deadline({ reason: 'max-age', seconds_left: 240 })
+    });
+    const rows = cullRows(maxAge);
+    assert.deepEqual(rows[1], ['Maximum age', '8 h after start']);
+    assert.deepEqual(rows[2], ['Stops in', '4 min at its maximum age, even if used']);
+    const message = cullMessage(usage({ cull: maxAge }));
+    assert.equal(
+      message,
+      'This server reaches its maximum age and will be stopped in 4 minutes, even if in use. Save your work.'
+    );
+    assert.doesNotMatch(message ?? '', /unless/);
+  });
+
+  test('the idle warning', () => {
+    assert.equal(
+      cullMessage(usage({ cull: cull() })),
+      'Idle: this server will be stopped in 4 minutes unless you use it.'
+    );
+    assert.equal(
+      cullMessage(usage({ cull: cull({ deadline: deadline({ seconds_left: 30 }) }) })),
+      'Idle: this server will be stopped in 1 minute unless you use it.'
+    );
+  });
+
+  test('a passed deadline still reads as a minute away, never 0', () => {
+    const rows = cullRows(cull({ deadline: deadline({ seconds_left: 0 }) }));
+    assert.deepEqual(rows[2], ['Stops in', '1 min unless used']);
+  });
+
+  test('no warning, no notification; no service, nothing', () => {
+    assert.equal(
+      cullMessage(usage({ cull: cull({ deadline: deadline({ warning: false }) }) })),
+      null
+    );
+    assert.equal(cullMessage(usage()), null);
+  });
+
+  test('every message fits a toast and reads as text', () => {
+    for (const reason of ['idle', 'max-age'] as const) {
+      for (const seconds of [0, 59, 60, 61, 899]) {
+        const message = cullMessage(
+          usage({ cull: cull({ deadline: deadline({ reason, seconds_left: seconds }) }) })
+        );
+        assert.ok(message !== null && message.length <= 140, message ?? '');
+        assertReadable(message);
+      }
+    }
+  });
+});

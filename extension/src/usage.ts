@@ -1,0 +1,203 @@
+/**
+ * The usage API's reply, GET {base_url}fracnb/api/usage.
+ *
+ * Generated from fracnb_meter/schemas/usage.schema.json (and the schemas it refers to)
+ * by `jlpm build:types`: edit the schema, not this file. docs/contract.md explains it.
+ */
+
+export type Bytes = number;
+/**
+ * Who enforces the memory budget: hard (MIG, whole GPUs), enforced (HAMi), per-process (MPS), none (time-slicing, KAI, CPU-only).
+ */
+export type Isolation = 'hard' | 'enforced' | 'per-process' | 'none';
+/**
+ * The GPU-sharing mechanism of the server: time-slicing, mps, mig, hami, kai, whole (whole GPUs) or none (CPU-only). Every backend the spawner emits must be listed here and understood by the meter.
+ */
+export type Backend = 'time-slicing' | 'mps' | 'mig' | 'hami' | 'kai' | 'whole' | 'none';
+export type UserLimit = ILimited | IUnlimited | INoQuota;
+
+/**
+ * GET {base_url}fracnb/api/usage of the fracnb_meter server extension (and the in-kernel widget's document): GPU memory of this server's kernels against the budget, and the hub's quota and culling status. Produced by fracnb_meter (usage.build_usage, hubservice.report_from_me); read by @fracnb/meter, whose types are generated from this file.
+ */
+export interface IUsage {
+  /**
+   * Whether NVML could be read; false: reason says why and gpus is empty.
+   */
+  available: boolean;
+  /**
+   * Why figures are missing or partial, as sentences; null when nothing is missing.
+   */
+  reason: string | null;
+  /**
+   * Whether the GPU is the fake NVML library (tests, demo).
+   */
+  simulated: boolean;
+  /**
+   * Whether the driver attributes memory to processes; false: per-kernel figures are null.
+   */
+  per_process_memory: boolean;
+  gpus: IGpu[];
+  kernels: IKernelUsage[];
+  server: IMemory;
+  other_tenants: IMemory;
+  budget: IBudget;
+  /**
+   * The user's GPU quotas from the hub's fracnb service; null: no service is configured, or it did not answer.
+   */
+  quota: null | IQuota;
+  /**
+   * This server's culling status from the hub's fracnb service; null: no service is configured, or it did not answer.
+   */
+  cull: null | ICullStatus;
+  /**
+   * When the figures were read, ISO 8601 with time zone.
+   */
+  sampled_at: string;
+}
+/**
+ * A leaf device this server can use: a whole GPU or a MIG instance.
+ */
+export interface IGpu {
+  index: number;
+  name: string;
+  uuid: string;
+  memory_total_bytes: Bytes;
+  /**
+   * In use by all processes on the device, other users' included.
+   */
+  memory_used_bytes: number;
+  /**
+   * Null for MIG instances, which NVML does not report.
+   */
+  utilization_percent: null | number;
+  mig: null | IMigHandle;
+}
+export interface IMigHandle {
+  gpu_instance_id: number;
+  parent_uuid: string;
+}
+export interface IKernelUsage {
+  id: string;
+  /**
+   * Kernel spec name, e.g. python3.
+   */
+  name: string;
+  session_name: string | null;
+  /**
+   * The notebook's server-relative path.
+   */
+  path: string | null;
+  execution_state: string | null;
+  /**
+   * Null for kernels that are not local processes.
+   */
+  pid: number | null;
+  /**
+   * Null when the driver cannot attribute memory to processes; never estimated.
+   */
+  gpu_memory_bytes: null | Bytes;
+}
+/**
+ * GPU memory of a group of processes: server (this server's kernels and the server itself) or other_tenants (processes on the same device(s) that are not this server's).
+ */
+export interface IMemory {
+  /**
+   * GPU memory in bytes; null when the driver cannot attribute it (never estimated).
+   */
+  gpu_memory_bytes: null | Bytes;
+}
+/**
+ * The GPU share the spawner granted (FRACNB_* variables, pod-environment.schema.json). All null on a server without them, e.g. a workstation.
+ */
+export interface IBudget {
+  fraction: null | number;
+  /**
+   * The memory budget; 0 for CPU-only servers.
+   */
+  memory_bytes: null | Bytes;
+  isolation: null | Isolation;
+  backend: null | Backend;
+  profile: string | null;
+  /**
+   * Why the FRACNB_* variables could not be read (every other field is then null); null when they could.
+   */
+  error: string | null;
+}
+export interface IQuota {
+  user: IUserQuota;
+  /**
+   * The user's groups that have a quota.
+   */
+  groups: IGroupQuota[];
+}
+export interface IUserQuota {
+  used: IGPUAmount;
+  limit: UserLimit;
+}
+/**
+ * An amount of GPUs: gpus for display, exact as a reduced ratio.
+ */
+export interface IGPUAmount {
+  gpus: number;
+  exact: string;
+}
+/**
+ * A quota applies: at most this many GPUs.
+ */
+export interface ILimited {
+  state: 'limited';
+  gpus: number;
+  exact: string;
+}
+/**
+ * Explicitly unlimited (c.FracnbQuotas.user_quotas maps the user to None); for available: nothing limits one more server.
+ */
+export interface IUnlimited {
+  state: 'unlimited';
+}
+/**
+ * No quota is configured here (no default_user_quota and no user_quotas entry; a group without a group_quotas entry).
+ */
+export interface INoQuota {
+  state: 'none';
+}
+export interface IGroupQuota {
+  name: string;
+  used: IGPUAmount;
+  limit: ILimited;
+}
+/**
+ * When a server will be stopped automatically, and why.
+ */
+export interface ICullStatus {
+  /**
+   * Seconds without activity after which the server is stopped; 0: never for idleness.
+   */
+  idle_timeout_seconds: number;
+  /**
+   * Seconds after its start after which the server is stopped even if in use; 0: no limit.
+   */
+  max_age_seconds: number;
+  /**
+   * The next automatic stop; null: none is scheduled (no idle timeout and no maximum age apply, or the server is not ready yet).
+   */
+  deadline: null | IDeadline;
+}
+export interface IDeadline {
+  /**
+   * idle: activity moves the deadline back. max-age: the server has reached its maximum age; using it does not move the deadline.
+   */
+  reason: 'idle' | 'max-age';
+  /**
+   * When the server is stopped (at the first culling pass after this moment), ISO 8601 in UTC.
+   */
+  cull_at: string;
+  /**
+   * Seconds from the report to cull_at; 0 when it has passed.
+   */
+  seconds_left: number;
+  /**
+   * Whether the deadline is within warning_lead_seconds: the notebook warns its user.
+   */
+  warning: boolean;
+}

@@ -1,0 +1,200 @@
+"""Real fracnb service reports (``GET api/me``) for the notebook-side tests, and a server for them.
+
+A report is made by the service's own code, ``fracnb_spawner.service.core.user_report``,
+with the quota configuration read by ``FracnbQuotas``, from a JupyterHub user model and
+singleuser pods written here: only the hub's REST API and the Kubernetes API are replaced by
+those literals, and the clock is fixed so that deadlines are exact. The service itself,
+against a real hub and apiserver, is tested in tests/service.
+
+    service = ReportServer.start()          # http://127.0.0.1:<port>/services/fracnb/
+    service.scenario = IDLE_WARNING         # what api/me answers from now on (None: 503)
+    ... FRACNB_SERVICE_URL=service.url, JUPYTERHUB_API_TOKEN=service.token ...
+    service.stop()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import threading
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from fracnb_spawner.culling import IDLE_TIMEOUT_ANNOTATION, MAX_AGE_ANNOTATION, CullPolicy, isoformat
+from fracnb_spawner.quota import FRACTION_ANNOTATION, PROFILE_LABEL, FracnbQuotas
+from fracnb_spawner.service.core import CullSettings, user_report
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+USER = "ann"
+SERVICE_PREFIX = "/services/fracnb/"
+
+
+def pod(
+    user: str, fraction: str, *, idle_timeout: int = 1800, max_age: int = 0, profile: str = "quarter"
+) -> dict[str, Any]:
+    """A singleuser pod with the annotations FractionalSpawner writes (docs/contract.md)."""
+    return {
+        "metadata": {
+            "name": f"jupyter-{user}",
+            "labels": {"component": "singleuser-server", PROFILE_LABEL: profile},
+            "annotations": {
+                "hub.jupyter.org/username": user,
+                "hub.jupyter.org/servername": "",
+                FRACTION_ANNOTATION: fraction,
+                IDLE_TIMEOUT_ANNOTATION: str(idle_timeout),
+                MAX_AGE_ANNOTATION: str(max_age),
+            },
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """USER's situation at NOW: quota configuration, groups, pods and their default server's age."""
+
+    quotas: Mapping[str, Any] = field(default_factory=dict)  # c.FracnbQuotas.<key> = value
+    groups: Mapping[str, list[str]] = field(default_factory=dict)
+    pods: tuple[dict[str, Any], ...] = ()
+    started_ago: timedelta = timedelta(hours=1)
+    idle_for: timedelta = timedelta(minutes=10)
+
+    def user_model(self) -> dict[str, Any]:
+        server = {
+            "name": "",
+            "started": isoformat(NOW - self.started_ago),
+            "last_activity": isoformat(NOW - self.idle_for),
+            "pending": None,
+            "ready": True,
+        }
+        return {"name": USER, "kind": "user", "groups": list(self.groups), "servers": {"": server}}
+
+
+class _Hub:
+    """The two hub API calls user_report makes, answered from a scenario."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+
+    async def user(self, name: str) -> dict[str, Any]:
+        assert name == USER, name
+        return self.scenario.user_model()
+
+    async def group_members(self, name: str) -> list[str]:
+        return list(self.scenario.groups[name])
+
+
+class _Pods:
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+
+    async def list_pods(self) -> list[Mapping[str, Any]]:
+        return list(self.scenario.pods)
+
+
+SETTINGS = CullSettings(default_policy=CullPolicy(idle_timeout=3600), warning_lead=900)
+
+
+async def report(scenario: Scenario) -> dict[str, Any]:
+    """What the fracnb service answers USER at NOW in this scenario."""
+    policy = FracnbQuotas(**scenario.quotas).policy()
+    return await user_report(_Hub(scenario), _Pods(scenario), policy, SETTINGS, USER, clock=lambda: NOW)
+
+
+def report_blocking(scenario: Scenario) -> dict[str, Any]:
+    """:func:`report` for callers inside a running event loop (Playwright's sync API)."""
+    with ThreadPoolExecutor(1) as executor:
+        return executor.submit(asyncio.run, report(scenario)).result()
+
+
+TEAM = {"team-a": [USER, "bob"]}
+TEAM_PODS = (pod(USER, "1/4"), pod("bob", "11/2", profile="big"))
+
+# A 1-GPU user quota and a 6-GPU group quota; idle for 26 of 30 minutes: the warning is on.
+IDLE_WARNING = Scenario(
+    quotas={"default_user_quota": 1, "group_quotas": {"team-a": 6}},
+    groups=TEAM,
+    pods=TEAM_PODS,
+    idle_for=timedelta(minutes=26),
+)
+# Nobody configured a quota; idle for 10 of 30 minutes.
+NO_QUOTA = Scenario(pods=(pod(USER, "1/4"),))
+# The admin is mapped to None (everyone else has 1 GPU); no idle timeout, no maximum age.
+UNLIMITED_NEVER_CULLED = Scenario(
+    quotas={"default_user_quota": 1, "user_quotas": {USER: None}},
+    pods=(pod(USER, "1/4", idle_timeout=0, max_age=0),),
+)
+# 8 hours at most, 4 minutes to go, used a minute ago: using the server does not help.
+MAX_AGE_WARNING = Scenario(
+    quotas={"default_user_quota": 1},
+    pods=(pod(USER, "1/4", idle_timeout=3600, max_age=8 * 3600),),
+    started_ago=timedelta(hours=8, minutes=-4),
+    idle_for=timedelta(minutes=1),
+)
+SCENARIOS = {
+    "idle-warning": IDLE_WARNING,
+    "no-quota": NO_QUOTA,
+    "unlimited-never-culled": UNLIMITED_NEVER_CULLED,
+    "max-age-warning": MAX_AGE_WARNING,
+}
+
+
+class ReportServer:
+    """``GET {url}api/me`` for ``token``: the scenario's report, 503 without one, or ``raw`` bytes."""
+
+    def __init__(self, server: ThreadingHTTPServer, token: str) -> None:
+        self._server = server
+        self.token = token
+        self.url = f"http://127.0.0.1:{server.server_address[1]}{SERVICE_PREFIX}"
+        self.scenario: Scenario | None = None
+        self.raw: bytes | None = None  # an answer that is not a report, e.g. from another version
+
+    @classmethod
+    def start(cls) -> ReportServer:
+        token = secrets.token_hex(16)
+        holder: dict[str, ReportServer] = {}
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                holder["service"].answer(self)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        service = holder["service"] = cls(server, token)
+        threading.Thread(target=server.serve_forever, daemon=True, name="fracnb-service-reports").start()
+        return service
+
+    def answer(self, request: BaseHTTPRequestHandler) -> None:
+        if request.path != f"{SERVICE_PREFIX}api/me":
+            self._send(request, 404, b'{"message": "not found"}')
+        elif request.headers.get("Authorization") != f"token {self.token}":
+            self._send(request, 403, b'{"message": "no token"}')
+        elif self.raw is not None:
+            self._send(request, 200, self.raw)
+        elif self.scenario is None:
+            self._send(request, 503, b'{"message": "no scenario"}')
+        else:
+            self._send(request, 200, json.dumps(asyncio.run(report(self.scenario))).encode())
+
+    @staticmethod
+    def _send(request: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+        request.send_response(status)
+        request.send_header("Content-Type", "application/json")
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        request.wfile.write(body)
+
+    def environment(self) -> dict[str, str]:
+        """What the spawner gives a notebook server to reach the service."""
+        return {"FRACNB_SERVICE_URL": self.url, "JUPYTERHUB_API_TOKEN": self.token, "JUPYTERHUB_SERVER_NAME": ""}
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
