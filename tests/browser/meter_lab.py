@@ -158,3 +158,19 @@ def labextension_path(tmp: Path) -> Path:
     target.parent.mkdir(parents=True)
     target.symlink_to(LABEXTENSION, target_is_directory=True)
     return data
+
+
+def wait_for_polls(page: object, count: int) -> None:
+    """Wait until the page has fetched the usage API ``count`` more times (each poll is a chance to act)."""
+    for _ in range(count):
+        with page.expect_response(lambda response: "fracnb/api/usage" in response.url, timeout=30_000):
+            pass
+
+
+def wait_for_animations(page: object) -> None:
+    """Wait until no CSS animation or transition is running (toasts slide in), for a steady screenshot."""
+    # Endless animations (a busy spinner) never finish; only finite ones are waited for.
+    page.wait_for_function(
+        """() => document.getAnimations().every(
+            (a) => a.playState !== 'running' || a.effect?.getTiming().iterations === Infinity)"""
+    )

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from meter_lab import LabServer
+from meter_lab import LabServer, wait_for_polls
 from playwright.sync_api import Browser, Locator, Page, expect
 
 from fracnb_meter.hubservice import report_from_me
@@ -95,7 +95,7 @@ def test_limited_quota_and_the_idle_warning(
     expect(page.locator(PANEL)).not_to_contain_text(NONSENSE)
     page.screenshot(path=artifacts / "lab-cull-warning.png")
     # More polls with the same shutdown time raise no second notification.
-    page.wait_for_timeout(2500)
+    wait_for_polls(page, 3)
     expect(toasts).to_have_count(1)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from meter_lab import BUDGET_BYTES, GIB, ApiError, FakeGpu, LabServer
+from meter_lab import BUDGET_BYTES, GIB, ApiError, FakeGpu, LabServer, wait_for_animations, wait_for_polls
 from playwright.sync_api import Browser, Page, expect
 
 pytestmark = pytest.mark.browser
@@ -56,7 +56,7 @@ def dismiss_toasts(page: Page) -> None:
     toasts = page.locator(TOAST)
     for _ in range(toasts.count()):
         toasts.first.locator(".jp-Notification-Toast-Close").click()
-        page.wait_for_timeout(300)  # the next toast slides into place
+        wait_for_animations(page)  # the next toast slides into place
     expect(page.locator(TOAST)).to_have_count(0)
 
 
@@ -135,11 +135,11 @@ def test_critical_colour_and_one_notification_per_crossing(
     expect(kernel_toasts.last).to_contain_text("98 % of your 20 GiB budget")
     # A kernel crossing says it all: no second toast about the server's total.
     expect(lab.locator(TOAST, has_text="This server uses")).to_have_count(0)
-    lab.wait_for_timeout(800)  # let the toast finish sliding in before the screenshot
+    wait_for_animations(lab)  # the toast has finished sliding in before the screenshot
     lab.screenshot(path=artifacts / "lab-critical-notification.png")
 
     # Several more polls above the threshold raise nothing new ...
-    lab.wait_for_timeout(3000)
+    wait_for_polls(lab, 3)
     expect(kernel_toasts).to_have_count(before + 1)
 
     # ... but falling back and crossing again does.
