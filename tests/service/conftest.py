@@ -56,6 +56,7 @@ c.JupyterHub.services = [
         "url": "http://127.0.0.1:{service_port}",
         "command": [sys.executable, "-m", "fracnb_spawner.service", "--config", __file__],
         "environment": {service_env!r},
+        "oauth_no_confirm": True,  # as setup(c) registers it
     }},
     {{"name": "tester", "api_token": {admin_token!r}}},
     # The culling core run inside the tests, with exactly the fracnb service's scopes.
