@@ -19,6 +19,7 @@ from typing import Any
 
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
 from tornado import web
+from tornado.escape import xhtml_escape
 from tornado.httpclient import HTTPClientError
 
 from fracnb_spawner.culling import CullPolicy, policy_from_annotations
@@ -31,6 +32,7 @@ log = logging.getLogger("fracnb.service")
 
 TEMPLATES = Path(__file__).parent / "templates"
 RECENT_CULLS = 50
+ERROR_PAGE = "<!DOCTYPE html><title>{status}</title><p>{status}: {message}</p>"
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,14 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
 
     def _request_summary(self) -> str:
         return f"{shown(self.request.method)} {shown(self.request.uri, 500)} ({self.request.remote_ip})"
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        error = kwargs.get("exc_info", (None, None))[1]
+        message = self._reason
+        if isinstance(error, web.HTTPError) and error.log_message:
+            message = error.log_message % error.args
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(ERROR_PAGE.format(status=status_code, message=xhtml_escape(message)))
 
     @web.authenticated
     async def get(self) -> None:
