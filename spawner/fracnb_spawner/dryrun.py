@@ -79,8 +79,10 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
     from .spawner import FractionalSpawner  # noqa: PLC0415
 
     results = []
-    config = Config(config)
     check_config(config)  # the checks of setup(c), with their messages (profiles, traits, FracnbQuotas)
+    config = Config(config)
+    # Checked above; the spawner would count quotas against a cluster the dry run has not got.
+    config.pop("FracnbQuotas", None)
     try:
         FractionalSpawner(_mock=True, config=config)  # refuses bad configuration as the hub would
         for slug, choice, options in _rows(FractionalSpawner, config):
