@@ -194,12 +194,16 @@ def make_pod(testbed, hub_namespace):
     """Create the pod KubeSpawner + FractionalSpawner would make for a server (annotations only;
     it is bound to a node that does not exist, so it is stored but never runs)."""
 
-    def create(user, server="", *, fraction="1/4", profile="quarter", idle_timeout=None, namespace=None):
+    def create(
+        user, server="", *, fraction="1/4", profile="quarter", idle_timeout=None, namespace=None, memory_bytes=None
+    ):
         annotations = {
             "hub.jupyter.org/username": user,
             "hub.jupyter.org/servername": server,
             "fracnb.io/gpu-fraction": fraction,
         }
+        if memory_bytes is not None:
+            annotations["fracnb.io/gpu-memory-limit"] = str(memory_bytes)
         if idle_timeout is not None:
             annotations["fracnb.io/idle-timeout"] = str(idle_timeout)
         name = f"jupyter-{user}{'--' + server if server else ''}"

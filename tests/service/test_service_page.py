@@ -200,9 +200,9 @@ async def test_browser_views(hub, new_user, make_pod):
     assert hub.api("PATCH", f"users/{admin}", {"admin": True})[0] == 200
     assert hub.api("POST", f"groups/lab-{researcher}", {"users": [researcher]})[0] == 201
     hub.start_server(researcher)
-    make_pod(researcher, fraction="1/4", profile="quarter", idle_timeout=3600)
+    make_pod(researcher, fraction="1/4", profile="quarter", idle_timeout=3600, memory_bytes=20 * 2**30)
     hub.start_server(researcher, "training")
-    make_pod(researcher, "training", fraction="1/2", profile="half", idle_timeout=600)
+    make_pod(researcher, "training", fraction="1/2", profile="half", idle_timeout=600, memory_bytes=40 * 2**30)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
@@ -223,8 +223,47 @@ async def test_browser_views(hub, new_user, make_pod):
                     assert researcher in await tab.inner_text("section#warnings")
                 else:
                     assert await tab.locator("section#kinds").count() == 0
-                    assert "1/2 GPU" in await tab.inner_text("section#mine")
+                    mine = await tab.inner_text("section#mine")
+                    assert "1/2 GPU" in mine
+                    assert "40 GiB" in mine
                 await tab.screenshot(path=str(ARTIFACTS / shot), full_page=True)
                 await context.close()
         finally:
             await browser.close()
+
+
+async def test_recent_culls_reach_the_admin_view(hub, new_user, make_pod, pod_source):
+    """A culling pass of the service's state records what it stopped; the admin view lists it."""
+    from datetime import timedelta
+
+    from jupyterhub.services.auth import HubAuth
+
+    from fracnb_spawner.culling import CullPolicy
+    from fracnb_spawner.quota import FracnbQuotas
+    from fracnb_spawner.service.app import ServiceState
+    from fracnb_spawner.service.core import CullSettings, utcnow
+    from fracnb_spawner.service.hub import HubAPI
+    from fracnb_spawner.service.web import PageSources, admin_view
+
+    idle = new_user("idle")
+    hub.start_server(idle)
+    make_pod(idle, idle_timeout=60)
+    later = utcnow() + timedelta(minutes=5)
+    api = HubAPI(hub.api_url, hub.service_token)
+    state = ServiceState(
+        hub=api,
+        pods=pod_source,
+        quotas=FracnbQuotas(),
+        settings=CullSettings(default_policy=CullPolicy(3600), warning_lead=30),
+        hub_auth=HubAuth(api_url=hub.api_url, api_token=hub.service_token),
+        clock=lambda: later,
+    )
+    try:
+        report = await state.cull_pass()
+        assert (idle, "", "idle") in report.culled
+        view = await admin_view(PageSources(state, hub_oauth=None, is_gpu=lambda name: "nvidia.com/" in name), later)
+    finally:
+        api.close()
+    (record,) = [c for c in view.culls if c.user == idle]
+    assert (record.name, record.reason, record.when) == ("(default)", "idle", later)
+    assert not hub.server_running(idle)
