@@ -59,6 +59,10 @@ def setup(c: Any, *, config_file: str | None = None, service: bool = True, servi
         "name": service_name,
         "url": service_url,
         "command": [sys.executable, "-m", "fracnb_spawner.service", "--config", config_file],
+        # Its page (Services > fracnb) logs users in through the hub's OAuth; part of the hub, so no
+        # "authorize access" prompt. Its OAuth tokens only identify the user (no scopes of their own).
+        "oauth_no_confirm": True,
+        "oauth_client_allowed_scopes": [],
     })  # fmt: skip
     c.JupyterHub.services = services
     roles = [r for r in c.JupyterHub.get("load_roles", []) if r.get("name") not in (service_name, "user")]

@@ -1,9 +1,11 @@
-"""``fracnb-dry-run``: check a hub configuration before deploying it.
+"""fracnb-dry-run: check a hub configuration before deploying it.
 
-Loads a ``jupyterhub_config.py`` (or a Zero-to-JupyterHub values file), validates the
-profiles exactly as the hub would, and prints for every profile and choice the GPU
-resources, node selection, scheduler, memory budget and isolation; ``--manifest``
-prints the full pod. Nothing connects to a cluster.
+Loads a jupyterhub_config.py (or a Zero-to-JupyterHub values file), validates the
+profiles, the quotas (FracnbQuotas) and the fracnb service's settings (FracnbService)
+exactly as the hub and the service would, and prints for every profile and choice the
+GPU resources, node selection, scheduler, memory budget, isolation and idle policy,
+then a summary of quotas and idle policies; --manifest prints the full pod. Nothing
+connects to a cluster.
 """
 
 from __future__ import annotations
@@ -22,10 +24,14 @@ import yaml
 from traitlets import TraitError
 from traitlets.config import Config, PyFileConfigLoader
 
-from .configure import check_config
+from .backends import KAI_FRACTION_ANNOTATION
+from .configure import check_config, configured_traits
+from .culling import IDLE_TIMEOUT_ANNOTATION, MAX_AGE_ANNOTATION, CullPolicy
 from .overrides import OverrideError
 from .profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
 from .progress import plan_summary
+from .quota import FracnbQuotas, QuotaPolicy
+from .service.page import duration_text, share_text
 
 OFFLINE_KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -73,9 +79,10 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
     from .spawner import FractionalSpawner  # noqa: PLC0415
 
     results = []
+    check_config(config)  # the checks of setup(c), with their messages (profiles, traits, FracnbQuotas)
     config = Config(config)
-    config.pop("FracnbQuotas", None)  # quotas depend on who runs what; the dry run shows pods only
-    check_config(config)  # the checks of setup(c), with their messages
+    # Checked above; the spawner would count quotas against a cluster the dry run has not got.
+    config.pop("FracnbQuotas", None)
     try:
         FractionalSpawner(_mock=True, config=config)  # refuses bad configuration as the hub would
         for slug, choice, options in _rows(FractionalSpawner, config):
@@ -85,6 +92,7 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
             pod = await spawner.get_pod_manifest()
             container = pod.spec.containers[0]
             plan = spawner.fracnb_plan
+            annotations = pod.metadata.annotations or {}
             entry: dict[str, Any] = {
                 "profile": slug,
                 "choice": choice,
@@ -94,6 +102,9 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
                 "memory_budget_bytes": plan.memory_bytes if plan else 0,
                 "isolation": plan.isolation if plan else "none",
                 "summary": plan_summary(plan) if plan else "",
+                "kai_fraction": annotations.get(KAI_FRACTION_ANNOTATION),
+                "idle_timeout_seconds": int(annotations.get(IDLE_TIMEOUT_ANNOTATION, 0)),
+                "max_age_seconds": int(annotations.get(MAX_AGE_ANNOTATION, 0)),
             }
             if manifest:
                 entry["pod"] = spawner.api.api_client.sanitize_for_serialization(pod)
@@ -103,25 +114,86 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
     return results
 
 
+def _gpu_resources_text(row: dict) -> str:
+    resources = ", ".join(f"{k}: {v}" for k, v in row["gpu_resources"].items())
+    if resources:
+        return resources
+    if row.get("kai_fraction"):
+        return (
+            "none requested: the KAI scheduler gives the pod its share by the GPU-fraction annotation"
+            f" ({KAI_FRACTION_ANNOTATION}: {row['kai_fraction']})"
+        )
+    return "none (CPU only)"
+
+
 def _print_table(rows: list[dict]) -> None:
     for row in rows:
         title = row["profile"] + (f" [{row['choice']}]" if row["choice"] else "")
         print(title)
         print(f"  {row['summary']}")
-        resources = ", ".join(f"{k}: {v}" for k, v in row["gpu_resources"].items()) or "none"
         selector = ", ".join(f"{k}={v}" for k, v in row["node_selector"].items()) or "any node"
-        print(f"  GPU resources: {resources}")
+        print(f"  GPU resources: {_gpu_resources_text(row)}")
         print(f"  node selection: {selector}")
         print(f"  scheduler: {row['scheduler']}")
         print(f"  isolation: {row['isolation']}")
+        print(f"  idle policy: {idle_policy_text(row['idle_timeout_seconds'], row['max_age_seconds'])}")
         if "pod" in row:
             print("  pod manifest:")
             print("    " + yaml.safe_dump(row["pod"], sort_keys=False).replace("\n", "\n    ").rstrip())
         print()
 
 
+def idle_policy_text(idle_timeout: float, max_age: float) -> str:
+    """ "stops after 30 min idle, and 8 h after it started"; 0 disables either limit."""
+    idle = f"stops after {duration_text(idle_timeout)} idle" if idle_timeout else "never stopped for idleness"
+    age = f"and {duration_text(max_age)} after it started" if max_age else "no maximum age"
+    return f"{idle}, {age}"
+
+
+def quota_lines(policy: QuotaPolicy) -> list[str]:
+    """The FracnbQuotas part of the summary."""
+    lines = [f"  each user: {share_text(policy.default_user)}" + (", unless named below" if policy.users else "")]
+    if policy.users:
+        lines.append(
+            "  users: " + ", ".join(f"{name} {share_text(limit)}" for name, limit in sorted(policy.users.items()))
+        )
+    if policy.groups:
+        named = ", ".join(f"{name} {share_text(limit)}" for name, limit in sorted(policy.groups.items()))
+        lines.append(f"  groups (all members together): {named}")
+    return lines
+
+
+def service_lines(service: Any) -> list[str]:
+    """The FracnbService part of the summary: culling of servers the profiles say nothing about."""
+    default = CullPolicy(service.default_idle_timeout, service.default_max_age)
+    return [
+        f"  servers without fracnb annotations: {idle_policy_text(default.idle_timeout, default.max_age)}",
+        f"  warning shown in the notebook {duration_text(service.warning_lead)} before a deadline;"
+        f" a culling pass every {duration_text(service.cull_every)}",
+    ]
+
+
+def summary(config: Config) -> list[str]:
+    """Quotas and idle policies as the hub and the fracnb service will apply them."""
+    from .service.app import FracnbService  # noqa: PLC0415 -- the service's imports, only for the summary
+
+    gpu, cpu = configured_traits(config).cull_defaults()
+    lines = ["quotas (FracnbQuotas):", *quota_lines(FracnbQuotas(config=config).policy())]
+    lines += [
+        "idle policies (each choice above shows its own):",
+        f"  GPU servers by default: {idle_policy_text(gpu.idle_timeout, gpu.max_age)}",
+        f"  CPU-only servers by default: {idle_policy_text(cpu.idle_timeout, cpu.max_age)}",
+        *service_lines(FracnbService(config=config)),
+    ]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="fracnb-dry-run", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="fracnb-dry-run",
+        description=__doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("config", type=Path, help="jupyterhub_config.py, or a Zero-to-JupyterHub values .yaml")
     parser.add_argument("--manifest", action="store_true", help="also print the full pod manifest of every choice")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -139,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             config = load_hub_config(args.config)
             rows = asyncio.run(_describe(config, args.manifest))
+            totals = summary(config)  # also refuses what FracnbService would refuse at its start
         except (TraitError, ProfileConfigError, OverrideError) as error:
             print(f"fracnb-dry-run: configuration refused: {error}", file=sys.stderr)
             return 1
@@ -146,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows, indent=2, default=str))
     else:
         _print_table(rows)
+        print("\n".join(totals))
     return 0
 
 

@@ -32,12 +32,18 @@ ISOLATION = {
     "whole": "hard",
     "none": "none",
 }
+WHOLE_GPU_TEXT = "whole GPU: not shared, the whole device's memory"
 ISOLATION_TEXT = {
-    "hard": "hard limit (hardware partition)",
+    "hard": "hard limit (hardware partition)",  # MIG; a whole GPU is "hard" too, see isolation_text
     "enforced": "enforced by HAMi",
     "per-process": "per process (MPS)",
     "none": "not enforced (shared, soft caps only)",
 }
+
+
+def isolation_text(backend: str, isolation: str) -> str:
+    """Who enforces the memory budget, in words; a whole GPU partitions nothing, it is simply not shared."""
+    return WHOLE_GPU_TEXT if backend == "whole" else ISOLATION_TEXT[isolation]
 
 
 class GPUConfigError(ValueError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .gpu import ISOLATION_TEXT, GPUPlan
+from .gpu import GPUPlan, isolation_text
 from .units import format_bytes, format_decimal
 
 
@@ -24,7 +24,8 @@ def plan_summary(plan: GPUPlan) -> str:
     """One line for forms and the dry run: share, memory budget and who enforces it."""
     if plan.backend == "none":
         return "CPU only, no GPU visible"
-    return f"{describe_plan(plan)}, {format_bytes(plan.memory_bytes)} GPU memory, {ISOLATION_TEXT[plan.isolation]}"
+    enforcement = isolation_text(plan.backend, plan.isolation)
+    return f"{describe_plan(plan)}, {format_bytes(plan.memory_bytes)} GPU memory, {enforcement}"
 
 
 def waiting_message(plan: GPUPlan | None, raw_event: Mapping) -> str | None:

@@ -241,7 +241,7 @@ def _checked_amount(where: str, value: object, *, unlimited_ok: bool) -> Fractio
     except QuantityError as error:
         reason = "is negative" if isinstance(error, NegativeAmountError) else "is not a number of GPUs"
         hint = f"{_EXAMPLES}{' or None for unlimited' if unlimited_ok else ''}"
-        raise TraitError(f"{where}: {value!r} {reason}; {hint}") from error
+        raise TraitError(f"FracnbQuotas.{where}: {value!r} {reason}; {hint}") from error
 
 
 def _checked_limit(where: str, value: object) -> Fraction | None:

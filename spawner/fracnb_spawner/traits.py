@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 
-from traitlets import Bool, Dict, Enum, Float, HasTraits, Int, TraitError, Unicode, Union, validate
+from traitlets import Bool, Dict, Float, HasTraits, Int, TraitError, Unicode, Union, validate
 
 from . import mig
 from .backends import BackendSettings
@@ -63,15 +64,27 @@ class FractionalTraits(HasTraits):
             soft_cap_ratio=self.soft_cap_ratio,
         )
 
-    gpu_backend = Enum(
-        BACKENDS,
-        default_value="time-slicing",
+    gpu_backend = Unicode(
+        "time-slicing",
         help="""Sharing mechanism for profiles whose ``gpu`` entry names no ``backend``.
 
         One of time-slicing, mps, mig, hami, kai. Default: time-slicing.
         Example: ``c.FractionalSpawner.gpu_backend = "hami"``
         """,
     ).tag(config=True)
+
+    @validate("gpu_backend")
+    def _check_gpu_backend(self, proposal: dict) -> str:
+        # A plain Enum would answer in traitlets' words ("expected any of [...], not the str ...").
+        value = proposal["value"]
+        if value not in BACKENDS:
+            close = difflib.get_close_matches(str(value), BACKENDS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TraitError(
+                f"FractionalSpawner.gpu_backend: {value!r} is not a sharing method;"
+                f" use one of {', '.join(BACKENDS)}{hint}"
+            )
+        return value
 
     gpu_memory = Union(
         [Int(), Unicode()],

@@ -156,3 +156,38 @@ def test_config_from_values_reads_the_fracnb_sections() -> None:
     assert config.JupyterHub.spawner_class == "fractional"
     assert config.FracnbQuotas.group_quotas == {"team-a": 6, "team-b": 2}
     assert config.FractionalSpawner.fracnb_service_name == "fracnb"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_dry_run_summarises_quotas_and_the_service_page_logs_in(
+    scenario: str, chart: tuple[dict, dict], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    values = values_of(scenario)
+    # Services > fracnb is the service's page, behind the hub's OAuth without an "authorize" prompt.
+    assert values["hub"]["services"]["fracnb"]["oauth_no_confirm"] is True
+    defaults, _schema = chart
+    path = tmp_path / f"{scenario}.yaml"
+    path.write_text(yaml.safe_dump(merged(defaults, values)))
+    offline = tmp_path / "kubeconfig"
+    offline.write_text(dryrun.OFFLINE_KUBECONFIG)
+    monkeypatch.setenv("KUBECONFIG", str(offline))
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(offline))
+    clients.load_config.cache_clear()
+    assert dryrun.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    summary = out[out.index("quotas (FracnbQuotas):") :]
+    quotas = values["hub"]["config"].get("FracnbQuotas", {})
+    for group, gpus in (quotas.get("group_quotas") or {}).items():
+        assert f"{group} {gpus} GPU" in summary
+    service = values["hub"]["config"].get("FracnbService", {})
+    if "warning_lead" in service:
+        assert f"warning shown in the notebook {service['warning_lead'] // 60} min before a deadline" in summary
+
+
+def test_dry_run_refuses_a_bad_quota_in_values(chart: tuple[dict, dict], tmp_path: Path, monkeypatch, capsys) -> None:
+    values = values_of("mixed-cluster")
+    values["hub"]["config"]["FracnbQuotas"]["default_user_quota"] = "lots"
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(merged(chart[0], values)))
+    assert dryrun.main([str(path)]) == 1
+    assert "FracnbQuotas.default_user_quota: 'lots' is not a number of GPUs" in capsys.readouterr().err

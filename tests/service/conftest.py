@@ -58,6 +58,7 @@ c.JupyterHub.services = [
         "url": "http://127.0.0.1:{service_port}",
         "command": [sys.executable, "-m", "fracnb_spawner.service", "--config", __file__],
         "environment": {service_env!r},
+        "oauth_no_confirm": True,  # as setup(c) registers it
     }},
     {{"name": "tester", "api_token": {admin_token!r}}},
     # The culling core run inside the tests, with exactly the fracnb service's scopes.
@@ -196,12 +197,24 @@ def make_pod(testbed, hub_namespace):
     """Create the pod KubeSpawner + FractionalSpawner would make for a server (annotations only;
     it is bound to a node that does not exist, so it is stored but never runs)."""
 
-    def create(user, server="", *, fraction="1/4", profile="quarter", idle_timeout=None, max_age=None, namespace=None):
+    def create(
+        user,
+        server="",
+        *,
+        fraction="1/4",
+        profile="quarter",
+        idle_timeout=None,
+        max_age=None,
+        namespace=None,
+        memory_bytes=None,
+    ):
         annotations = {
             "hub.jupyter.org/username": user,
             "hub.jupyter.org/servername": server,
             "fracnb.io/gpu-fraction": fraction,
         }
+        if memory_bytes is not None:
+            annotations["fracnb.io/gpu-memory-limit"] = str(memory_bytes)
         if idle_timeout is not None:
             annotations["fracnb.io/idle-timeout"] = str(idle_timeout)
         if max_age is not None:

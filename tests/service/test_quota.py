@@ -199,5 +199,5 @@ def test_config_accepts_numbers_and_ratio_strings():
 def test_config_errors_name_the_key_and_the_fix(trait, value, message):
     with pytest.raises(TraitError) as raised:
         FracnbQuotas(**{trait: value})
-    assert str(raised.value).startswith(message)
+    assert str(raised.value).startswith(f"FracnbQuotas.{message}")
     assert "use e.g." in str(raised.value)

@@ -220,7 +220,7 @@ BAD_SETTINGS = [
     ({"time_slicing_resource": "shared gpu"}, "time_slicing_resource: 'shared gpu' is not a valid label key"),
     ({"gpu_idle_timeout": ["30m"]}, "'gpu_idle_timeout' trait"),
     ({"gpu_max_age": "a while"}, "gpu_max_age: 'a while' is not a duration"),
-    ({"gpu_backend": "vgpu"}, "'gpu_backend' trait"),
+    ({"gpu_backend": "vgpu"}, "FractionalSpawner.gpu_backend: 'vgpu' is not a sharing method; use one of time-slicing"),
     ({"extra_resource_limits": {"nvidia.com/gpu": "1"}}, "extra_resource_limits (nvidia.com/gpu) asks for GPUs"),
     (
         {"extra_resource_guarantees": {"nvidia.com/gpu.shared": "1"}},

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from traitlets.config import PyFileConfigLoader
 
+from fracnb_spawner.configure import setup
 from fracnb_spawner.dryrun import main
 
 from .conftest import EXAMPLE_CONFIG
@@ -59,3 +61,100 @@ def test_dry_run_reads_z2jh_values(tmp_path: Path, capsys: pytest.CaptureFixture
 
 def test_dry_run_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["/nonexistent/jupyterhub_config.py"]) == 2
+
+
+def write_config(tmp_path: Path, *lines: str) -> Path:
+    path = tmp_path / "jupyterhub_config.py"
+    profiles = "[{'display_name': 'Quarter', 'slug': 'quarter', 'gpu': {'fraction': 0.25}}]"
+    path.write_text("\n".join(["c = get_config()", f"c.FractionalSpawner.profile_list = {profiles}", *lines]) + "\n")
+    return path
+
+
+def hub_refusal(path: Path) -> str:
+    """What setup(c) says at hub start for the same config file."""
+    config = PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
+    with pytest.raises(SystemExit) as refused:
+        setup(config, service=False)
+    return str(refused.value).removeprefix("fracnb: refusing to start, ")
+
+
+def test_dry_run_refuses_bad_quota_as_the_hub_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    values = {
+        "hub": {"config": {"FracnbQuotas": {"default_user_quota": "lots"}}},
+        "singleuser": {"profileList": [{"display_name": "Half", "slug": "half", "gpu": {"fraction": 0.5}}]},
+    }
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    assert main([str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "FracnbQuotas.default_user_quota: 'lots' is not a number of GPUs" in err
+    # The same words as the hub's refusal at start.
+    hub_says = hub_refusal(write_config(tmp_path, "c.FracnbQuotas.default_user_quota = 'lots'"))
+    assert err.strip() == f"fracnb-dry-run: configuration refused: {hub_says}"
+
+
+def test_dry_run_refuses_what_the_service_would(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(write_config(tmp_path, "c.FracnbService.cull_every = 'soon'"))]) == 1
+    err = capsys.readouterr().err
+    assert "configuration refused" in err
+    assert "'cull_every' trait of a FracnbService" in err
+    assert "'soon'" in err
+
+
+def test_misspelled_sharing_method_names_key_value_and_choices(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_config(tmp_path, "c.FractionalSpawner.gpu_backend = 'time-slice'")
+    assert main([str(path)]) == 1
+    err = capsys.readouterr().err
+    expected = (
+        "FractionalSpawner.gpu_backend: 'time-slice' is not a sharing method;"
+        " use one of time-slicing, mps, mig, hami, kai; did you mean 'time-slicing'?"
+    )
+    assert expected in err
+    assert "expected any of" not in err  # traitlets' own words
+    assert hub_refusal(path) == expected
+
+
+def test_summary_of_quotas_and_idle_policies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_config(
+        tmp_path,
+        "c.FracnbQuotas.default_user_quota = 1",
+        "c.FracnbQuotas.user_quotas = {'alice': '3/2', 'admin': None}",
+        "c.FracnbQuotas.group_quotas = {'team-a': 6}",
+        "c.FractionalSpawner.gpu_idle_timeout = '1h'",
+        "c.FractionalSpawner.gpu_max_age = '8h'",
+        "c.FracnbService.default_idle_timeout = 7200",
+        "c.FracnbService.warning_lead = 600",
+    )
+    assert main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "  idle policy: stops after 1 h idle, and 8 h after it started\n" in out
+    summary = out[out.index("quotas (FracnbQuotas):") :]
+    assert "  each user: 1 GPU, unless named below\n" in summary
+    assert "  users: admin no limit, alice 3/2 GPUs\n" in summary
+    assert "  groups (all members together): team-a 6 GPUs\n" in summary
+    assert "  GPU servers by default: stops after 1 h idle, and 8 h after it started\n" in summary
+    assert "  servers without fracnb annotations: stops after 2 h idle, no maximum age\n" in summary
+    assert "warning shown in the notebook 10 min before a deadline" in summary
+
+
+def test_kai_and_whole_gpu_are_described_plainly(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(EXAMPLE_CONFIG)]) == 0
+    blocks = {block.split("\n", 1)[0]: block for block in capsys.readouterr().out.split("\n\n")}
+    kai = blocks["kai-quarter"]
+    assert "GPU resources: none requested: the KAI scheduler gives the pod its share" in kai
+    assert "(gpu-fraction: 0.25)" in kai
+    full = blocks["full"]
+    assert "whole GPU: not shared, the whole device's memory" in full
+    assert "hardware partition" not in full
+    assert "hard limit (hardware partition)" in blocks["mig-small"]  # a MIG slice is one
+    assert "GPU resources: none (CPU only)" in blocks["cpu"]
+
+
+def test_help_is_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out
+    assert "FracnbQuotas" in out

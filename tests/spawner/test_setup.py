@@ -16,6 +16,9 @@ def test_setup_registers_spawner_service_and_roles() -> None:
     (service,) = c.JupyterHub.services
     assert service["name"] == "fracnb"
     assert service["command"][-2:] == ["--config", "/etc/jupyterhub/jupyterhub_config.py"]
+    # Its page logs users in through the hub's OAuth, without an "authorize" prompt, and gets no scopes.
+    assert service["oauth_no_confirm"] is True
+    assert service["oauth_client_allowed_scopes"] == []
     roles = {r["name"]: r for r in c.JupyterHub.load_roles}
     assert "delete:servers" in roles["fracnb"]["scopes"]
     assert "access:services!service=fracnb" in roles["user"]["scopes"]

@@ -6,13 +6,16 @@ import asyncio
 import ipaddress
 import logging
 import os
+from functools import partial
 from typing import Any
 from urllib.parse import urlparse
 
-from jupyterhub.services.auth import HubAuth
+from jupyterhub.services.auth import HubAuth, HubOAuth
 from traitlets import Bool, Float, Integer, Unicode, default
 from traitlets.config import Application, Config
 
+from fracnb_spawner.backends import is_gpu_resource
+from fracnb_spawner.configure import configured_traits
 from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.kube import DEFAULT_COMPONENT, singleuser_selector
 from fracnb_spawner.logsafe import EscapeControlCharacters
@@ -21,7 +24,9 @@ from fracnb_spawner.service import core
 from fracnb_spawner.service.handlers import make_app
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
+from fracnb_spawner.service.page import CullRecord
 from fracnb_spawner.service.pods import KubernetesPods, PodSource
+from fracnb_spawner.service.web import PageSources, recent_culls
 
 
 def bind_address(host: str | None) -> str:
@@ -64,12 +69,16 @@ class ServiceState:
         self.quota_policy = quotas.policy()
         self.metrics = CullMetrics()
         self.clock = clock
+        self.recent_culls = recent_culls()
 
     async def user_report(self, name: str) -> dict[str, Any]:
         return await core.user_report(self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock)
 
     async def cull_pass(self) -> core.PassReport:
-        return await core.cull_pass(self.hub, self.pods, self.settings, self.metrics, clock=self.clock)
+        report = await core.cull_pass(self.hub, self.pods, self.settings, self.metrics, clock=self.clock)
+        when = self.clock()
+        self.recent_culls.extend(CullRecord(when, user, server, reason) for user, server, reason in report.culled)
+        return report
 
 
 class FracnbService(Application):
@@ -280,7 +289,9 @@ class FracnbService(Application):
         state = self.build_state()
         service_url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
         prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/fracnb/")
-        app = make_app(state, prefix)
+        backend = configured_traits(self.config).backend_settings()
+        pages = PageSources(state, HubOAuth(parent=self), partial(is_gpu_resource, settings=backend))
+        app = make_app(state, prefix, pages)
         app.listen(service_url.port or 80, self.ip or bind_address(service_url.hostname))
         self.log.info("fracnb service on %s%s", service_url.geturl(), prefix)
         await self.cull_forever(state)

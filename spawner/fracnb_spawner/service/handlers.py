@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 from jupyterhub.services.auth import HubAuthenticated
@@ -10,6 +11,7 @@ from tornado import web
 
 from fracnb_spawner.logsafe import shown
 from fracnb_spawner.service.metrics import CONTENT_TYPE
+from fracnb_spawner.service.web import TEMPLATES, PageSources, page_routes
 
 
 class ServiceHandler(HubAuthenticated, web.RequestHandler):
@@ -66,11 +68,19 @@ class NotFoundHandler(ServiceHandler):
         raise web.HTTPError(404)
 
 
-def make_app(state: Any, prefix: str) -> web.Application:
+def make_app(state: Any, prefix: str, pages: PageSources | None = None) -> web.Application:
+    """The API under ``prefix``; with ``pages``, the web page at ``prefix`` itself too."""
     prefix = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
     handlers: list[Any] = [
         (rf"{prefix}api/me", UserStatusHandler, {"state": state}),
         (rf"{prefix}api/users/([^/]+)", UserStatusHandler, {"state": state}),
         (rf"{prefix}metrics", MetricsHandler, {"state": state}),
     ]
-    return web.Application(handlers, default_handler_class=NotFoundHandler, default_handler_args={"state": state})
+    settings: dict[str, Any] = {}
+    if pages is not None:
+        handlers += page_routes(prefix, pages)
+        # The OAuth cookie only needs to outlive this process: after a restart the hub logs users in again.
+        settings = {"template_path": str(TEMPLATES), "cookie_secret": secrets.token_bytes(32)}
+    return web.Application(
+        handlers, default_handler_class=NotFoundHandler, default_handler_args={"state": state}, **settings
+    )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from fracnb_spawner.kube import list_pods, singleuser_selector
 
 SINGLEUSER_SELECTOR = singleuser_selector()
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 class PodSource(Protocol):
@@ -46,7 +48,31 @@ class KubernetesPods:
     async def list_pods(self) -> list[Mapping[str, Any]]:
         return await list_pods(await self._core_api(), self.namespace, self.selector)
 
+    async def gpu_capacity(self) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+        """Nodes, and live pods in every namespace, as plain dicts: one LIST each.
+
+        What the admin page makes GPU kinds of; needs list on nodes and pods cluster-wide
+        (helm-values/rbac.yaml), else raises ``ApiException``.
+        """
+        api = await self._core_api()
+        nodes, pods = await asyncio.gather(
+            _list_items(api.list_node, "nodes"),
+            _list_items(api.list_pod_for_all_namespaces, "pods", field_selector=LIVE_PODS),
+        )
+        return nodes, pods
+
     async def close(self) -> None:
         if self._api is not None:
             await self._api.api_client.close()
             self._api = None
+
+
+async def _list_items(call: Any, what: str, **kwargs: Any) -> list[Mapping[str, Any]]:
+    from kubernetes_asyncio.client.exceptions import ApiException  # noqa: PLC0415 -- hub extra only
+
+    response = await call(_preload_content=False, **kwargs)
+    async with response:
+        if not 200 <= response.status <= 299:
+            raise ApiException(status=response.status, reason=f"listing {what}: {(await response.text())[:200]}")
+        data = await response.json()
+    return data.get("items") or []

@@ -1,0 +1,257 @@
+"""What the service's web page shows, computed from plain values (no I/O).
+
+A user sees their own servers (share, GPU memory budget, idle deadline), their quota and
+their groups' use. An admin also sees every GPU kind of the cluster (allocatable, allocated,
+free), the use per group and per user, the servers in warning and the recent culls. The
+handler in :mod:`.handlers` gathers the inputs and renders ``templates/page.html``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from fractions import Fraction
+from typing import Any
+
+from fracnb_spawner.availability import requested_by_node
+from fracnb_spawner.culling import Action, decide, server_activity
+from fracnb_spawner.quota import Allocation, QuotaPolicy
+from fracnb_spawner.units import format_bytes, format_fraction
+
+MEMORY_ANNOTATION = "fracnb.io/gpu-memory-limit"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+def share_text(amount: Fraction | None) -> str:
+    """ "1/4 GPU", "1 GPU", "3/2 GPUs", "none"; ``None`` (no limit) is "no limit"."""
+    if amount is None:
+        return "no limit"
+    if amount == 0:
+        return "none"
+    return f"{format_fraction(amount)} GPU" + ("s" if amount > 1 else "")
+
+
+def duration_text(seconds: float | None) -> str:
+    """ "45 s", "25 min", "8 h", "1 h 30 min", "2 d"; ``None`` or 0 is "never"."""
+    if not seconds:
+        return "never"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes = whole // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours >= 48 and not minutes:
+        return f"{hours // 24} d" if hours % 24 == 0 else f"{hours} h"
+    return f"{hours} h" + (f" {minutes} min" if minutes else "")
+
+
+@dataclass(frozen=True)
+class ServerRow:
+    user: str
+    server: str  # "" is the default server
+    profile: str
+    share: Fraction
+    budget_bytes: int | None
+    idle_timeout: float
+    cull_at: datetime | None
+    seconds_left: float | None
+    reason: str | None
+    warning: bool
+
+    @property
+    def name(self) -> str:
+        return self.server or "(default)"
+
+    @property
+    def share_text(self) -> str:
+        return share_text(self.share) if self.share else "CPU only"
+
+    @property
+    def budget_text(self) -> str:
+        return format_bytes(self.budget_bytes) if self.budget_bytes else "—"
+
+    @property
+    def deadline_text(self) -> str:
+        if self.cull_at is None or self.seconds_left is None:
+            return "never stopped for idleness" if not self.idle_timeout else "not started yet"
+        why = "max age" if self.reason == "max-age" else "idle"
+        return f"in {duration_text(max(self.seconds_left, 0))} ({why}, at {self.cull_at:%H:%M} UTC)"
+
+
+@dataclass(frozen=True)
+class UseRow:
+    """GPUs held by a user or a group, against its quota (``None``: no limit)."""
+
+    name: str
+    used: Fraction
+    limit: Fraction | None
+    servers: int = 0
+
+    @property
+    def used_text(self) -> str:
+        return share_text(self.used)
+
+    @property
+    def limit_text(self) -> str:
+        return share_text(self.limit)
+
+    @property
+    def over(self) -> bool:
+        return self.limit is not None and self.used > self.limit
+
+
+@dataclass(frozen=True)
+class GpuKind:
+    """One extended GPU resource on nodes of one product: units allocatable, allocated, free."""
+
+    resource: str
+    product: str
+    nodes: int
+    allocatable: int
+    allocated: int
+
+    @property
+    def free(self) -> int:
+        return max(self.allocatable - self.allocated, 0)
+
+
+@dataclass(frozen=True)
+class CullRecord:
+    when: datetime
+    user: str
+    server: str
+    reason: str
+
+    @property
+    def name(self) -> str:
+        return self.server or "(default)"
+
+
+@dataclass
+class UserView:
+    user: str
+    servers: list[ServerRow]
+    mine: UseRow
+    groups: list[UseRow]
+    available: Fraction | None
+
+
+@dataclass
+class AdminView:
+    kinds: list[GpuKind] | None  # None: the nodes could not be read
+    kinds_error: str
+    groups: list[UseRow]
+    users: list[UseRow]
+    warnings: list[ServerRow]
+    culls: list[CullRecord]
+    totals: dict[str, Fraction] = field(default_factory=dict)
+
+
+def _pod_budget(annotations: Mapping[str, str]) -> int | None:
+    raw = annotations.get(MEMORY_ANNOTATION, "")
+    return int(raw) if raw.isdigit() else None
+
+
+def server_rows(
+    users: Iterable[Mapping[str, Any]],
+    pods: Mapping[tuple[str, str], Any],
+    policy_for: Callable[[Any], Any],
+    *,
+    now: datetime,
+    warning_lead: float,
+) -> list[ServerRow]:
+    """A row per server of the user models; ``pods`` is :func:`.core.index_pods`'s index."""
+    rows = []
+    for user in users:
+        for server, model in sorted((user.get("servers") or {}).items()):
+            pod = pods.get((user["name"], server))
+            policy = policy_for(pod)
+            decision = decide(server_activity(model), policy, now=now, warning_lead=warning_lead)
+            rows.append(
+                ServerRow(
+                    user=user["name"],
+                    server=server,
+                    profile=pod.profile if pod else (model.get("user_options") or {}).get("profile", ""),
+                    share=pod.fraction if pod else Fraction(0),
+                    budget_bytes=_pod_budget(pod.annotations) if pod else None,
+                    idle_timeout=policy.idle_timeout,
+                    cull_at=decision.cull_at,
+                    seconds_left=decision.seconds_left,
+                    reason=decision.reason.value if decision.reason else None,
+                    warning=decision.action is not Action.KEEP,
+                )
+            )
+    return rows
+
+
+def _held(allocations: Iterable[Allocation], members: Iterable[str]) -> Fraction:
+    names = set(members)
+    return sum((a.fraction for a in allocations if a.user in names), Fraction(0))
+
+
+def user_view(
+    user: str,
+    rows: list[ServerRow],
+    allocations: list[Allocation],
+    policy: QuotaPolicy,
+    groups: Mapping[str, Iterable[str]],
+) -> UserView:
+    """The user's part of the page; ``groups`` maps each of their groups to its members."""
+    used = _held(allocations, [user])
+    limit = policy.user_limit(user)
+    group_rows = [
+        UseRow(name, _held(allocations, members), policy.groups.get(name)) for name, members in sorted(groups.items())
+    ]
+    headrooms = [r.limit - r.used for r in [UseRow(user, used, limit), *group_rows] if r.limit is not None]
+    available = max(min(headrooms), Fraction(0)) if headrooms else None
+    return UserView(user, rows, UseRow(user, used, limit, len(rows)), group_rows, available)
+
+
+def gpu_kinds(
+    nodes: Iterable[Mapping[str, Any]], pods: list[Mapping[str, Any]], is_gpu: Callable[[str], bool]
+) -> list[GpuKind]:
+    """Every GPU resource the nodes offer, per product, with what live pods bound there request."""
+    totals: dict[tuple[str, str], list[int]] = {}
+    used_cache: dict[str, dict[str, int]] = {}
+    for node in nodes:
+        metadata = node.get("metadata") or {}
+        if (node.get("spec") or {}).get("unschedulable"):
+            continue
+        product = (metadata.get("labels") or {}).get(PRODUCT_LABEL, "unknown product")
+        for resource, amount in ((node.get("status") or {}).get("allocatable") or {}).items():
+            if not is_gpu(resource):
+                continue
+            try:
+                units = int(str(amount))
+            except ValueError:
+                continue
+            if units <= 0:
+                continue
+            if resource not in used_cache:
+                used_cache[resource] = requested_by_node(pods, resource)
+            entry = totals.setdefault((resource, product), [0, 0, 0])
+            entry[0] += 1
+            entry[1] += units
+            entry[2] += used_cache[resource].get(metadata.get("name", ""), 0)
+    return [
+        GpuKind(resource, product, n, total, used) for (resource, product), (n, total, used) in sorted(totals.items())
+    ]
+
+
+def use_rows(
+    allocations: list[Allocation],
+    policy: QuotaPolicy,
+    group_members: Mapping[str, Iterable[str]],
+) -> tuple[list[UseRow], list[UseRow]]:
+    """Use per group (every group with a quota or a member holding GPUs) and per user holding GPUs."""
+    holders = sorted({a.user for a in allocations if a.fraction > 0})
+    users = [
+        UseRow(name, _held(allocations, [name]), policy.user_limit(name), sum(1 for a in allocations if a.user == name))
+        for name in holders
+    ]
+    names = sorted(set(policy.groups) | set(group_members))
+    groups = [UseRow(name, _held(allocations, group_members.get(name, ())), policy.groups.get(name)) for name in names]
+    return groups, users

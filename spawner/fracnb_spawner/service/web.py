@@ -1,0 +1,187 @@
+"""The service's web page (``/services/fracnb/``), logged in through the hub's OAuth.
+
+Anyone with ``access:services!service=fracnb`` (every user, through setup(c)'s ``user`` role)
+sees their own servers and quota; hub admins also see the whole cluster. A browser without a
+session is sent to the hub's login; a request carrying a token the hub does not accept, or one
+for a user without access to the service, is refused with 403.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
+from tornado import web
+from tornado.escape import xhtml_escape
+from tornado.httpclient import HTTPClientError
+
+from fracnb_spawner.culling import CullPolicy, policy_from_annotations
+from fracnb_spawner.logsafe import shown
+from fracnb_spawner.quota import QuotaPolicy, allocations_from_pods
+from fracnb_spawner.service import page
+from fracnb_spawner.service.core import index_pods
+
+log = logging.getLogger("fracnb.service")
+
+TEMPLATES = Path(__file__).parent / "templates"
+RECENT_CULLS = 50
+ERROR_PAGE = "<!DOCTYPE html><title>{status}</title><p>{status}: {message}</p>"
+
+
+@dataclass(frozen=True)
+class PageSources:
+    """What the page reads: the service's shared state (hub API, pods, quotas, cull settings)."""
+
+    state: Any
+    hub_oauth: HubOAuth
+    is_gpu: Callable[[str], bool]
+
+
+def recent_culls() -> deque[page.CullRecord]:
+    return deque(maxlen=RECENT_CULLS)
+
+
+def _policy_for(default: CullPolicy) -> Callable[[Any], CullPolicy]:
+    return lambda pod: policy_from_annotations(pod.annotations if pod else {}, default)
+
+
+async def _members(hub: Any, names: Iterable[str]) -> dict[str, list[str]]:
+    """Members of each group that exists (a quota may name a group nobody created yet)."""
+
+    async def one(name: str) -> list[str] | None:
+        try:
+            return await hub.group_members(name)
+        except HTTPClientError as error:
+            if error.code == 404:
+                return None
+            raise
+
+    names = sorted(set(names))
+    found = await asyncio.gather(*(one(name) for name in names))
+    return {name: members for name, members in zip(names, found, strict=True) if members is not None}
+
+
+async def user_view(state: Any, name: str, now: datetime) -> page.UserView:
+    user, pods = await asyncio.gather(state.hub.user(name), state.pods.list_pods())
+    groups = await _members(state.hub, user.get("groups") or [])
+    rows = page.server_rows(
+        [user],
+        index_pods(pods),
+        _policy_for(state.settings.default_policy),
+        now=now,
+        warning_lead=state.settings.warning_lead,
+    )
+    return page.user_view(name, rows, allocations_from_pods(pods), state.quota_policy, groups)
+
+
+async def _active_users(hub: Any, page_size: int) -> list[Mapping[str, Any]]:
+    users: list[Mapping[str, Any]] = []
+    async for items in hub.iter_users(state="active", page_size=page_size):
+        users.extend(items)
+    return users
+
+
+async def _kinds(sources: PageSources) -> tuple[list[page.GpuKind] | None, str]:
+    try:
+        nodes, pods = await sources.state.pods.gpu_capacity()
+    except Exception as error:
+        log.warning("The admin page could not list nodes and pods: %s", error)
+        return None, "the service may not list nodes and pods cluster-wide (see helm-values/rbac.yaml)"
+    return page.gpu_kinds(nodes, pods, sources.is_gpu), ""
+
+
+async def admin_view(sources: PageSources, now: datetime) -> page.AdminView:
+    state = sources.state
+    users, pods, (kinds, kinds_error) = await asyncio.gather(
+        _active_users(state.hub, state.settings.page_size), state.pods.list_pods(), _kinds(sources)
+    )
+    policy: QuotaPolicy = state.quota_policy
+    group_names = set(policy.groups) | {g for user in users for g in user.get("groups") or []}
+    members = await _members(state.hub, group_names)
+    allocations = allocations_from_pods(pods)
+    groups, holders = page.use_rows(allocations, policy, members)
+    rows = page.server_rows(
+        users,
+        index_pods(pods),
+        _policy_for(state.settings.default_policy),
+        now=now,
+        warning_lead=state.settings.warning_lead,
+    )
+    return page.AdminView(
+        kinds=kinds,
+        kinds_error=kinds_error,
+        groups=groups,
+        users=holders,
+        warnings=[row for row in rows if row.warning],
+        culls=sorted(state.recent_culls, key=lambda c: c.when, reverse=True),
+    )
+
+
+class PageHandler(HubOAuthenticated, web.RequestHandler):
+    """``GET /services/fracnb/``: the user's view, and for hub admins the cluster's too."""
+
+    def initialize(self, sources: PageSources) -> None:
+        self.sources = sources
+        self.hub_auth = sources.hub_oauth
+
+    def get_login_url(self) -> str:
+        # A request that brought a token is an API client, not a browser to send to a login page.
+        if self.hub_auth.get_token(self, in_cookie=False):
+            raise web.HTTPError(403, "the token is not valid for the fracnb service")
+        return super().get_login_url()
+
+    def _request_summary(self) -> str:
+        return f"{shown(self.request.method)} {shown(self.request.uri, 500)} ({self.request.remote_ip})"
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        error = kwargs.get("exc_info", (None, None))[1]
+        message = self._reason
+        if isinstance(error, web.HTTPError) and error.log_message:
+            message = error.log_message % error.args
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(ERROR_PAGE.format(status=status_code, message=xhtml_escape(message)))
+
+    @web.authenticated
+    async def get(self) -> None:
+        model = self.current_user
+        if model.get("kind", "user") != "user":
+            raise web.HTTPError(403, "only users have GPU servers and quotas")
+        state = self.sources.state
+        now = state.clock()
+        admin = bool(model.get("admin"))
+        mine, everything = await asyncio.gather(
+            user_view(state, model["name"], now),
+            admin_view(self.sources, now) if admin else asyncio.sleep(0, None),
+        )
+        self.set_header("Cache-Control", "no-store")
+        self.render(
+            "page.html",
+            me=mine,
+            admin=everything,
+            now=now,
+            hub_home=self.hub_auth.hub_host + self.hub_auth.hub_prefix + "home",
+            settings=state.settings,
+            share_text=page.share_text,
+            duration_text=page.duration_text,
+        )
+
+
+class OAuthCallbackHandler(HubOAuthCallbackHandler):
+    """The hub's OAuth callback, with the service's own HubOAuth (not a second instance)."""
+
+    def initialize(self, hub_oauth: HubOAuth) -> None:
+        self.hub_auth = hub_oauth
+
+
+def page_routes(prefix: str, sources: PageSources) -> list[Any]:
+    return [
+        (prefix, PageHandler, {"sources": sources}),
+        (rf"{prefix}oauth_callback", OAuthCallbackHandler, {"hub_oauth": sources.hub_oauth}),
+    ]
