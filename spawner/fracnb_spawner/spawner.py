@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from fractions import Fraction
 from typing import Any
 
 import aiohttp
@@ -20,7 +21,7 @@ from tornado import web
 from traitlets import TraitError, default, validate
 
 from . import form
-from .availability import free_units
+from .availability import free_units, largest_allocatable
 from .backends import (
     GPU_VISIBILITY_VARIABLES,
     RESERVED_ENV_PREFIX,
@@ -46,8 +47,8 @@ from .profiles import (
     selection_overrides,
     validate_profiles,
 )
-from .progress import describe_plan, waiting_message
-from .quota import Allocation, FracnbQuotas, QuotaPolicy, allocations_from_pods, check_request
+from .progress import no_node_reason, unschedulable_message, waiting_message
+from .quota import Allocation, FracnbQuotas, QuotaDecision, QuotaPolicy, allocations_from_pods, check_request
 from .traits import FractionalTraits
 from .units import format_fraction, parse_duration, parse_fraction
 
@@ -78,6 +79,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         self._fracnb_labels: dict[str, str] = {}
         self._fracnb_annotations: dict[str, str] = {}
         self._pristine: dict[str, Any] = {}
+        self._form_choice: dict = {}  # the last choice submitted on the form, shown again after a refusal
         try:
             check_spawner_traits({name: getattr(self, name) for name in GPU_CARRYING_TRAITS}, self.is_gpu_resource)
         except OverrideError as error:
@@ -135,6 +137,12 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         # The "server" role's scopes, plus calling the fracnb service for quota and cull status.
         return ["users:activity!user", "access:servers!server", f"access:services!service={self.fracnb_service_name}"]
 
+    @default("apply_user_options")
+    def _default_apply_user_options(self) -> Any:
+        # load_user_options validates and applies user_options when the spawn starts; without a
+        # hook JupyterHub logs "Received unhandled user_options" for every spawn.
+        return _applied_by_load_user_options
+
     # ---- the spawn form --------------------------------------------------------------------------------
 
     @default("options_form")
@@ -149,7 +157,22 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         annotate = getattr(self, "annotate_form_rows", None)
         if annotate is not None:
             rows = await annotate(rows)
-        return form.render(profiles, rows, self.user_options or {})
+        quota = await self.form_quota_line()
+        return form.render(profiles, rows, self._form_choice or self.user_options or {}, quota)
+
+    async def form_quota_line(self) -> str | None:
+        """The form's line with the user's quota and their teams' use (None without quotas)."""
+        policy = self.quota_policy()
+        if not policy.has_limits:
+            return None
+        return form.quota_line(await self._quota_decision(Fraction(0), fresh=False))
+
+    async def _quota_decision(self, fraction: Fraction, *, fresh: bool) -> QuotaDecision:
+        allocations = await self._allocations_in_cluster(fresh=fresh)
+        return check_request(
+            self.quota_policy(), LEDGER.allocations(allocations), user=self.user.name,
+            groups=self._group_members(), server=self.name, fraction=fraction,
+        )  # fmt: skip
 
     # options_from_form is KubeSpawner's (synchronous, returns user_options). The checks that need
     # I/O (a callable profile_list, the quota) run in the two hooks JupyterHub awaits before a spawn.
@@ -157,6 +180,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
     async def run_options_from_form(self, form_data: dict) -> dict:
         """The spawn form's user_options, refused on the form itself (no spawn starts) when invalid."""
         options = await maybe_future(super().run_options_from_form(form_data))
+        self._form_choice = dict(options) if isinstance(options, dict) else {}
         await self.check_options(options)
         return options
 
@@ -167,11 +191,14 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         return options
 
     async def check_options(self, options: dict) -> None:
-        """Refuse invalid options (400) or options over quota (403) without applying anything."""
+        """Refuse invalid options (400), choices no node offers (503) or options over quota (403)
+        without applying anything."""
         profiles = await self.resolve_profiles()
         if profiles:
             selection = self.select_options(profiles, options)
-            await self.check_quota(selection, self.plan_for(selection), reserve=False)
+            plan = self.plan_for(selection)
+            await self.check_placeable(plan)
+            await self.check_quota(selection, plan, reserve=False)
 
     # ---- applying a choice -----------------------------------------------------------------------------
 
@@ -187,6 +214,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             return await super().load_user_options()
         selection = self.select_options(profiles, self.user_options)
         plan = self.plan_for(selection)
+        await self.check_placeable(plan)
         await self.check_quota(selection, plan, reserve=True)
         self.user_options = selection.user_options
         try:
@@ -242,7 +270,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 user=self.user.name, groups=self._group_members(), server=self.name, fraction=plan.fraction,
             )  # fmt: skip
             if not decision.allowed:
-                raise InvalidRequestError(403, f"Over GPU quota: {decision.message}", reason="quota")
+                raise InvalidRequestError(403, form.quota_refusal(decision), reason="quota")
             if reserve:
                 LEDGER.reserve(Allocation(self.user.name, self.name, plan.fraction, selection.slug))
 
@@ -301,12 +329,13 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         annotated = {}
         for key, original in rows.items():
             row = original
-            fields = backend_fields(row.plan, self.backend_settings())
-            if nodes and fields.resources and fields.scheduler_name is None:
-                resource = next(iter(fields.resources))
-                selector = {**self.node_selector, **fields.node_selector}
+            placement = self._placement(row.plan)
+            if nodes and placement:
+                resource, selector, units = placement
                 row = row.with_availability(free_units(nodes, pods, resource, selector))
-            if policy.has_limits and row.plan.fraction > 0:
+                if self.refuse_unplaceable_choices and largest_allocatable(nodes, resource, selector) < units:
+                    row = row.refused(no_node_reason(row.plan))
+            if row.allowed and policy.has_limits and row.plan.fraction > 0:
                 decision = check_request(
                     policy, LEDGER.allocations(allocations), user=self.user.name,
                     groups=self._group_members(), server=self.name, fraction=row.plan.fraction,
@@ -315,6 +344,32 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                     row = row.refused(decision.message)
             annotated[key] = row
         return annotated
+
+    def _placement(self, plan: GPUPlan) -> tuple[str, dict[str, str], int] | None:
+        """The extended resource, node selector and units a pod of ``plan`` asks the default scheduler for.
+
+        None when no extended resource is asked for, or another scheduler (HAMi, KAI) places the pod.
+        """
+        fields = backend_fields(plan, self.backend_settings())
+        if not fields.resources or fields.scheduler_name is not None:
+            return None
+        resource, amount = next(iter(fields.resources.items()))
+        return resource, {**self.node_selector, **fields.node_selector}, int(amount)
+
+    async def check_placeable(self, plan: GPUPlan) -> None:
+        """Refuse at once (503) a choice no node of the cluster offers, rather than wait for a timeout.
+
+        Only with ``refuse_unplaceable_choices`` and ``show_availability`` and while the hub-wide
+        view of nodes is readable; otherwise the scheduler decides.
+        """
+        placement = self._placement(plan)
+        if placement is None or not (self.refuse_unplaceable_choices and self.show_availability):
+            return
+        nodes, _pods = await self._cluster_view()
+        resource, selector, units = placement
+        if nodes and largest_allocatable(nodes, resource, selector) < units:
+            message = no_node_reason(plan)
+            raise RefusedSpawnError(503, message[0].upper() + message[1:], reason="unschedulable")
 
     async def _cluster_view(self) -> tuple[list[dict], list[dict]]:
         """Nodes and GPU-holding pods cluster-wide, from the hub-wide watch (no request per form load).
@@ -404,8 +459,9 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             reason = self._scheduling_failure()
             if reason is None:
                 raise
-            share = describe_plan(self.fracnb_plan) if self.fracnb_plan else "this server"
-            message = f"No node could take {share} within {self.start_timeout} s: {reason}"
+            # The scheduler's text is in the spawn's event log and here in the hub log, not in the headline.
+            self.log.warning("fracnb: no node took %s in %s s: %s", self._log_name, self.start_timeout, reason)
+            message = unschedulable_message(self.fracnb_plan, reason, self.start_timeout)
             raise RefusedSpawnError(503, message, reason="unschedulable") from None
         except ApiException as error:
             if error.status not in _INVALID_OBJECT_STATUSES:
@@ -494,6 +550,10 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         for name, value in self._pristine.items():
             setattr(self, name, _copy_plain(value))
         self._fracnb_env, self._fracnb_labels, self._fracnb_annotations = {}, {}, {}
+
+
+def _applied_by_load_user_options(spawner: FractionalSpawner, user_options: dict) -> None:
+    """``apply_user_options``: nothing to do here (see ``FractionalSpawner.load_user_options``)."""
 
 
 def _copy_plain(value: Any) -> Any:
