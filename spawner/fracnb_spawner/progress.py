@@ -46,18 +46,21 @@ def _waits_for_a_slot(scheduler_text: str) -> bool:
 
 
 def waiting_message(plan: GPUPlan | None, raw_event: Mapping) -> str | None:
-    """A plain headline when the scheduler reports every slot for the user's GPU share in use, else None.
+    """A plain headline for a scheduler's "no room" event about the user's GPU share, else None.
 
-    Only for slots that exist: when no node offers the share at all, nothing is waited for.
-    The scheduler's own text stays in the event log (the raw event KubeSpawner reports).
+    "Waiting for a slot" only when slots exist and are all taken; when no node offers the share,
+    it says so. The scheduler's own text stays in the event log (the raw event KubeSpawner reports).
     """
     if plan is None or plan.backend == "none":
         return None
     if raw_event.get("reason") != "FailedScheduling":
         return None
-    if not _waits_for_a_slot(str(raw_event.get("message") or "")):
-        return None
     share = describe_plan(plan)
+    if not _waits_for_a_slot(str(raw_event.get("message") or "")):
+        return (
+            f"No node in this cluster offers {share}{_where(plan)} right now: "
+            "your server starts only if one is added (see the event log)."
+        )
     slot = f"a free {share} slot" if plan.backend not in ("whole",) else f"{share} to be free"
     return (
         f"Waiting for {slot}{_where(plan)}: every matching GPU is in use right now. "

@@ -481,12 +481,15 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
     # ---- progress -------------------------------------------------------------------------------------
 
     async def progress(self) -> Any:
-        told = False
+        """KubeSpawner's events (the event log), each scheduler refusal followed by a plain headline.
+
+        The spawn page shows the latest message as its headline: repeating the plain one after every
+        raw ``FailedScheduling`` event keeps the scheduler's text in the log only.
+        """
         async for event in super().progress():
             yield event
-            message = waiting_message(self.fracnb_plan, event.get("raw_event") or {}) if not told else None
+            message = waiting_message(self.fracnb_plan, event.get("raw_event") or {})
             if message:
-                told = True
                 yield {"progress": event.get("progress", 50), "message": message}
 
     # ---- no leaks between spawns -----------------------------------------------------------------------
