@@ -68,11 +68,19 @@ def waiting_message(plan: GPUPlan | None, raw_event: Mapping) -> str | None:
     )
 
 
-def unschedulable_message(plan: GPUPlan | None, scheduler_text: str, waited_seconds: float) -> str:
-    """The refusal when no node took the pod in time: plain words; the scheduler's text goes to the log."""
+def unschedulable_message(plan: GPUPlan | None, waited_seconds: float, *, slots_exist: bool) -> str:
+    """The refusal when no node took the pod in time: plain words; the scheduler's text goes to the log.
+
+    ``slots_exist``: some node offers the share (all were taken), rather than none at all.
+    """
     share = describe_plan(plan) if plan else "this server"
     headline = f"No node could take {share} within {waited_seconds:g} s"
-    if _waits_for_a_slot(scheduler_text):
+    if slots_exist:
         return f"{headline}: every matching GPU stayed in use. Try again later, or choose a smaller share."
     where = _where(plan) if plan else ""
     return f"{headline}: no node in this cluster offers it{where}. Choose another option, or ask your hub admin."
+
+
+def scheduler_saw_slots(scheduler_text: str) -> bool:
+    """Whether the scheduler's refusal says some node offers the resource (and is full)."""
+    return _waits_for_a_slot(scheduler_text)

@@ -47,7 +47,7 @@ from .profiles import (
     selection_overrides,
     validate_profiles,
 )
-from .progress import no_node_reason, unschedulable_message, waiting_message
+from .progress import no_node_reason, scheduler_saw_slots, unschedulable_message, waiting_message
 from .quota import Allocation, FracnbQuotas, QuotaDecision, QuotaPolicy, allocations_from_pods, check_request
 from .traits import FractionalTraits
 from .units import format_fraction, parse_duration, parse_fraction
@@ -362,14 +362,21 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         Only with ``refuse_unplaceable_choices`` and ``show_availability`` and while the hub-wide
         view of nodes is readable; otherwise the scheduler decides.
         """
-        placement = self._placement(plan)
-        if placement is None or not (self.refuse_unplaceable_choices and self.show_availability):
+        if not self.refuse_unplaceable_choices or await self._slots_exist(plan) is not False:
             return
+        message = no_node_reason(plan)
+        raise RefusedSpawnError(503, message[0].upper() + message[1:], reason="unschedulable")
+
+    async def _slots_exist(self, plan: GPUPlan | None) -> bool | None:
+        """Whether some node offers ``plan``'s GPUs (used or not); None when the hub cannot tell."""
+        placement = self._placement(plan) if plan is not None else None
+        if placement is None or not self.show_availability:
+            return None
         nodes, _pods = await self._cluster_view()
+        if not nodes:
+            return None
         resource, selector, units = placement
-        if nodes and largest_allocatable(nodes, resource, selector) < units:
-            message = no_node_reason(plan)
-            raise RefusedSpawnError(503, message[0].upper() + message[1:], reason="unschedulable")
+        return largest_allocatable(nodes, resource, selector) >= units
 
     async def _cluster_view(self) -> tuple[list[dict], list[dict]]:
         """Nodes and GPU-holding pods cluster-wide, from the hub-wide watch (no request per form load).
@@ -461,7 +468,9 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 raise
             # The scheduler's text is in the spawn's event log and here in the hub log, not in the headline.
             self.log.warning("fracnb: no node took %s in %s s: %s", self._log_name, self.start_timeout, reason)
-            message = unschedulable_message(self.fracnb_plan, reason, self.start_timeout)
+            slots = await self._slots_exist(self.fracnb_plan)
+            slots = scheduler_saw_slots(reason) if slots is None else slots
+            message = unschedulable_message(self.fracnb_plan, self.start_timeout, slots_exist=slots)
             raise RefusedSpawnError(503, message, reason="unschedulable") from None
         except ApiException as error:
             if error.status not in _INVALID_OBJECT_STATUSES:

@@ -15,7 +15,7 @@ from fracnb_spawner import form
 from fracnb_spawner.availability import largest_allocatable
 from fracnb_spawner.errors import HubConfigError, InvalidRequestError, RefusedSpawnError
 from fracnb_spawner.gpu import CPU_ONLY, GPUPlan
-from fracnb_spawner.progress import no_node_reason, unschedulable_message, waiting_message
+from fracnb_spawner.progress import no_node_reason, scheduler_saw_slots, unschedulable_message, waiting_message
 from fracnb_spawner.quota import GroupUse, QuotaDecision
 
 SCHEDULER_FULL = (
@@ -109,12 +109,14 @@ def test_waiting_only_for_slots_that_exist() -> None:
 
 
 def test_unschedulable_refusal_is_a_plain_headline() -> None:
-    busy = unschedulable_message(QUARTER, SCHEDULER_FULL, 180)
+    assert scheduler_saw_slots(SCHEDULER_FULL)
+    assert not scheduler_saw_slots(SCHEDULER_NO_NODE)
+    busy = unschedulable_message(QUARTER, 180, slots_exist=True)
     assert busy == (
         "No node could take 0.25 GPU (time-slicing) within 180 s: every matching GPU stayed in use. "
         "Try again later, or choose a smaller share."
     )
-    absent = unschedulable_message(HALF, SCHEDULER_NO_NODE, 180)
+    absent = unschedulable_message(HALF, 180, slots_exist=False)
     assert "no node in this cluster offers it" in absent
     assert not RAW_TEXT.search(busy + absent)
 
