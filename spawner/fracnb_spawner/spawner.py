@@ -80,6 +80,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         self._fracnb_annotations: dict[str, str] = {}
         self._pristine: dict[str, Any] = {}
         self._form_choice: dict = {}  # the last choice submitted on the form, shown again after a refusal
+        self._spawn_placement: tuple[str, dict[str, str], int] | None = None  # what this spawn's pod asks for
         try:
             check_spawner_traits({name: getattr(self, name) for name in GPU_CARRYING_TRAITS}, self.is_gpu_resource)
         except OverrideError as error:
@@ -197,7 +198,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         if profiles:
             selection = self.select_options(profiles, options)
             plan = self.plan_for(selection)
-            await self.check_placeable(plan)
+            await self.check_placeable(selection, plan)
             await self.check_quota(selection, plan, reserve=False)
 
     # ---- applying a choice -----------------------------------------------------------------------------
@@ -214,7 +215,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             return await super().load_user_options()
         selection = self.select_options(profiles, self.user_options)
         plan = self.plan_for(selection)
-        await self.check_placeable(plan)
+        await self.check_placeable(selection, plan)
         await self.check_quota(selection, plan, reserve=True)
         self.user_options = selection.user_options
         try:
@@ -327,9 +328,10 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         nodes, pods = await self._cluster_view() if self.show_availability else ([], [])
         allocations = await self._allocations_in_cluster(fresh=False) if policy.has_limits else []
         annotated = {}
+        profiles = await self.resolve_profiles()
         for key, original in rows.items():
             row = original
-            placement = self._placement(row.plan)
+            placement = self._row_placement(profiles, key, row.plan)
             if nodes and placement:
                 resource, selector, units = placement
                 row = row.with_availability(free_units(nodes, pods, resource, selector))
@@ -345,31 +347,55 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             annotated[key] = row
         return annotated
 
-    def _placement(self, plan: GPUPlan) -> tuple[str, dict[str, str], int] | None:
-        """The extended resource, node selector and units a pod of ``plan`` asks the default scheduler for.
+    def _placement(self, selection: Selection, plan: GPUPlan) -> tuple[str, dict[str, str], int] | None:
+        """The extended resource, node selector and units a pod of this choice asks the default scheduler for.
 
-        None when no extended resource is asked for, or another scheduler (HAMi, KAI) places the pod.
+        None when no extended resource is asked for, another scheduler (HAMi, KAI) places the pod,
+        or the profile's overrides make the node selector unknowable before the spawn (a callable).
         """
         fields = backend_fields(plan, self.backend_settings())
         if not fields.resources or fields.scheduler_name is not None:
             return None
+        selector = self._selection_node_selector(selection)
+        if selector is None:
+            return None
         resource, amount = next(iter(fields.resources.items()))
-        return resource, {**self.node_selector, **fields.node_selector}, int(amount)
+        return resource, {**selector, **fields.node_selector}, int(amount)
 
-    async def check_placeable(self, plan: GPUPlan) -> None:
+    def _selection_node_selector(self, selection: Selection) -> dict[str, str] | None:
+        """The configured node selector with the choice's overrides merged as KubeSpawner merges them."""
+        selector = dict(self._pristine.get("node_selector", self.node_selector))
+        try:
+            overrides = selection_overrides(selection, self.is_gpu_resource)
+        except InvalidUserOptionsError:
+            return None
+        for override in overrides:
+            value = override.get("node_selector")
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                return None
+            for key, item in value.items():
+                if item is None:
+                    selector.pop(key, None)
+                else:
+                    selector[key] = str(item)
+        return selector
+
+    async def check_placeable(self, selection: Selection, plan: GPUPlan) -> None:
         """Refuse at once (503) a choice no node of the cluster offers, rather than wait for a timeout.
 
         Only with ``refuse_unplaceable_choices`` and ``show_availability`` and while the hub-wide
         view of nodes is readable; otherwise the scheduler decides.
         """
-        if not self.refuse_unplaceable_choices or await self._slots_exist(plan) is not False:
+        placement = self._placement(selection, plan)
+        if not self.refuse_unplaceable_choices or await self._slots_exist(placement) is not False:
             return
         message = no_node_reason(plan)
         raise RefusedSpawnError(503, message[0].upper() + message[1:], reason="unschedulable")
 
-    async def _slots_exist(self, plan: GPUPlan | None) -> bool | None:
-        """Whether some node offers ``plan``'s GPUs (used or not); None when the hub cannot tell."""
-        placement = self._placement(plan) if plan is not None else None
+    async def _slots_exist(self, placement: tuple[str, dict[str, str], int] | None) -> bool | None:
+        """Whether some node offers the GPUs of a ``_placement`` (used or not); None when the hub cannot tell."""
         if placement is None or not self.show_availability:
             return None
         nodes, _pods = await self._cluster_view()
@@ -377,6 +403,14 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             return None
         resource, selector, units = placement
         return largest_allocatable(nodes, resource, selector) >= units
+
+    def _row_placement(self, profiles: list[dict], key: form.RowKey, plan: GPUPlan) -> Any:
+        slug, option, choice = key
+        try:
+            selection = select(profiles, {"profile": slug} if option is None else {"profile": slug, option: choice})
+        except InvalidUserOptionsError:
+            return None
+        return self._placement(selection, plan)
 
     async def _cluster_view(self) -> tuple[list[dict], list[dict]]:
         """Nodes and GPU-holding pods cluster-wide, from the hub-wide watch (no request per form load).
@@ -411,6 +445,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             self._fracnb_env["FRACNB_KERNEL_CULL_IDLE_TIMEOUT"] = str(kernel_timeout)
         self.fracnb_plan = plan
         self.fracnb_selection = {"profile": selection.slug, "choice": selection.choice_text}
+        self._spawn_placement = self._placement(selection, plan)
 
     def get_env(self) -> dict[str, str]:
         """The environment, with GPU-visibility and FRACNB_* variables only as fracnb sets them."""
@@ -468,7 +503,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 raise
             # The scheduler's text is in the spawn's event log and here in the hub log, not in the headline.
             self.log.warning("fracnb: no node took %s in %s s: %s", self._log_name, self.start_timeout, reason)
-            slots = await self._slots_exist(self.fracnb_plan)
+            slots = await self._slots_exist(self._spawn_placement)
             slots = scheduler_saw_slots(reason) if slots is None else slots
             message = unschedulable_message(self.fracnb_plan, self.start_timeout, slots_exist=slots)
             raise RefusedSpawnError(503, message, reason="unschedulable") from None

@@ -220,3 +220,27 @@ async def test_user_options_are_not_reported_unhandled(make_spawner, caplog: pyt
         await spawner._run_apply_user_options({"profile": "cpu", "size": "x"})
     assert "unhandled user_options" not in caplog.text
     assert spawner.user_options == {"profile": "cpu"}  # applied (and checked) by load_user_options
+
+
+async def test_placement_uses_the_choices_node_selector(make_spawner) -> None:
+    from fracnb_spawner.profiles import initialize_profiles, select
+
+    config = Config()
+    config.FractionalSpawner.node_selector = {"pool": "cpu", "zone": "a"}
+    config.FractionalSpawner.profile_list = [
+        {"display_name": "CPU", "slug": "cpu", "default": True},
+        {
+            "display_name": "GPU pool",
+            "slug": "pool",
+            "gpu": {"fraction": "1/4"},
+            "kubespawner_override": {"node_selector": {"pool": "gpu", "zone": None}},
+        },
+    ]
+    spawner = make_spawner(config)
+    selection = select(initialize_profiles(config.FractionalSpawner.profile_list), {"profile": "pool"})
+    resource, selector, units = spawner._placement(selection, spawner.plan_for(selection))
+    # KubeSpawner merges a dict override into the configured value; None removes a key.
+    assert selector["pool"] == "gpu"
+    assert "zone" not in selector
+    assert selector["nvidia.com/gpu.replicas"] == "4"
+    assert (resource, units) == ("nvidia.com/gpu.shared", 1)
