@@ -46,6 +46,21 @@ def free_units(
     return free
 
 
+def largest_allocatable(nodes: Iterable[Mapping[str, Any]], resource: str, selector: Mapping[str, str]) -> int:
+    """The most units of ``resource`` any one node matching ``selector`` offers, used or not.
+
+    Cordoned nodes count: they exist and may take pods again. 0 means no node of the cluster
+    could ever run a pod asking for ``resource`` with this selector.
+    """
+    largest = 0
+    for node in nodes:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        if all(labels.get(k) == v for k, v in selector.items()):
+            allocatable = ((node.get("status") or {}).get("allocatable") or {}).get(resource, 0)
+            largest = max(largest, _quantity(allocatable))
+    return largest
+
+
 def gpu_memory_by_product(nodes: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """GPU memory per product from GFD labels (``nvidia.com/gpu.memory`` is in MiB)."""
     memory: dict[str, int] = {}

@@ -28,19 +28,60 @@ def plan_summary(plan: GPUPlan) -> str:
     return f"{describe_plan(plan)}, {format_bytes(plan.memory_bytes)} GPU memory, {enforcement}"
 
 
+def _where(plan: GPUPlan) -> str:
+    return f" on a {plan.product}" if plan.product else ""
+
+
+def no_node_reason(plan: GPUPlan) -> str:
+    """Why a choice can never start: no node of the cluster offers it (shown on the form and as the refusal)."""
+    return (
+        f"no node in this cluster offers {describe_plan(plan)}{_where(plan)}, so it cannot start; "
+        "choose another option, or ask your hub admin"
+    )
+
+
+def _waits_for_a_slot(scheduler_text: str) -> bool:
+    # "0/10 nodes are available: 2 Insufficient nvidia.com/gpu.shared, 8 node(s) didn't match ...":
+    # some node offers the resource and is full. Without "Insufficient", no node offers it at all.
+    return "Insufficient" in scheduler_text
+
+
 def waiting_message(plan: GPUPlan | None, raw_event: Mapping) -> str | None:
-    """A message for the user when the scheduler reports no room for their GPU share, else None."""
+    """A plain headline for a scheduler's "no room" event about the user's GPU share, else None.
+
+    "Waiting for a slot" only when slots exist and are all taken; when no node offers the share,
+    it says so. The scheduler's own text stays in the event log (the raw event KubeSpawner reports).
+    """
     if plan is None or plan.backend == "none":
         return None
     if raw_event.get("reason") != "FailedScheduling":
         return None
-    text = str(raw_event.get("message") or "")
-    if "Insufficient" not in text and "didn't match" not in text and "affinity/selector" not in text:
-        return None
     share = describe_plan(plan)
+    if not _waits_for_a_slot(str(raw_event.get("message") or "")):
+        return (
+            f"No node in this cluster offers {share}{_where(plan)} right now: "
+            "your server starts only if one is added (see the event log)."
+        )
     slot = f"a free {share} slot" if plan.backend not in ("whole",) else f"{share} to be free"
-    where = f" on a {plan.product}" if plan.product else ""
     return (
-        f"Waiting for {slot}{where}: every matching GPU is in use right now. "
+        f"Waiting for {slot}{_where(plan)}: every matching GPU is in use right now. "
         "Your server starts as soon as one is released."
     )
+
+
+def unschedulable_message(plan: GPUPlan | None, waited_seconds: float, *, slots_exist: bool) -> str:
+    """The refusal when no node took the pod in time: plain words; the scheduler's text goes to the log.
+
+    ``slots_exist``: some node offers the share (all were taken), rather than none at all.
+    """
+    share = describe_plan(plan) if plan else "this server"
+    headline = f"No node could take {share} within {waited_seconds:g} s"
+    if slots_exist:
+        return f"{headline}: every matching GPU stayed in use. Try again later, or choose a smaller share."
+    where = _where(plan) if plan else ""
+    return f"{headline}: no node in this cluster offers it{where}. Choose another option, or ask your hub admin."
+
+
+def scheduler_saw_slots(scheduler_text: str) -> bool:
+    """Whether the scheduler's refusal says some node offers the resource (and is full)."""
+    return _waits_for_a_slot(scheduler_text)

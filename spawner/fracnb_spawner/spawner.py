@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from fractions import Fraction
 from typing import Any
 
 import aiohttp
@@ -20,7 +21,7 @@ from tornado import web
 from traitlets import TraitError, default, validate
 
 from . import form
-from .availability import free_units
+from .availability import free_units, largest_allocatable
 from .backends import (
     GPU_VISIBILITY_VARIABLES,
     RESERVED_ENV_PREFIX,
@@ -46,8 +47,8 @@ from .profiles import (
     selection_overrides,
     validate_profiles,
 )
-from .progress import describe_plan, waiting_message
-from .quota import Allocation, FracnbQuotas, QuotaPolicy, allocations_from_pods, check_request
+from .progress import no_node_reason, scheduler_saw_slots, unschedulable_message, waiting_message
+from .quota import Allocation, FracnbQuotas, QuotaDecision, QuotaPolicy, allocations_from_pods, check_request
 from .traits import FractionalTraits
 from .units import format_fraction, parse_duration, parse_fraction
 
@@ -78,6 +79,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         self._fracnb_labels: dict[str, str] = {}
         self._fracnb_annotations: dict[str, str] = {}
         self._pristine: dict[str, Any] = {}
+        self._form_choice: dict = {}  # the last choice submitted on the form, shown again after a refusal
+        self._spawn_placement: tuple[str, dict[str, str], int] | None = None  # what this spawn's pod asks for
         try:
             check_spawner_traits({name: getattr(self, name) for name in GPU_CARRYING_TRAITS}, self.is_gpu_resource)
         except OverrideError as error:
@@ -135,6 +138,12 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         # The "server" role's scopes, plus calling the fracnb service for quota and cull status.
         return ["users:activity!user", "access:servers!server", f"access:services!service={self.fracnb_service_name}"]
 
+    @default("apply_user_options")
+    def _default_apply_user_options(self) -> Any:
+        # load_user_options validates and applies user_options when the spawn starts; without a
+        # hook JupyterHub logs "Received unhandled user_options" for every spawn.
+        return _applied_by_load_user_options
+
     # ---- the spawn form --------------------------------------------------------------------------------
 
     @default("options_form")
@@ -149,7 +158,22 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         annotate = getattr(self, "annotate_form_rows", None)
         if annotate is not None:
             rows = await annotate(rows)
-        return form.render(profiles, rows, self.user_options or {})
+        quota = await self.form_quota_line()
+        return form.render(profiles, rows, self._form_choice or self.user_options or {}, quota)
+
+    async def form_quota_line(self) -> str | None:
+        """The form's line with the user's quota and their teams' use (None without quotas)."""
+        policy = self.quota_policy()
+        if not policy.has_limits:
+            return None
+        return form.quota_line(await self._quota_decision(Fraction(0), fresh=False))
+
+    async def _quota_decision(self, fraction: Fraction, *, fresh: bool) -> QuotaDecision:
+        allocations = await self._allocations_in_cluster(fresh=fresh)
+        return check_request(
+            self.quota_policy(), LEDGER.allocations(allocations), user=self.user.name,
+            groups=self._group_members(), server=self.name, fraction=fraction,
+        )  # fmt: skip
 
     # options_from_form is KubeSpawner's (synchronous, returns user_options). The checks that need
     # I/O (a callable profile_list, the quota) run in the two hooks JupyterHub awaits before a spawn.
@@ -157,6 +181,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
     async def run_options_from_form(self, form_data: dict) -> dict:
         """The spawn form's user_options, refused on the form itself (no spawn starts) when invalid."""
         options = await maybe_future(super().run_options_from_form(form_data))
+        self._form_choice = dict(options) if isinstance(options, dict) else {}
         await self.check_options(options)
         return options
 
@@ -167,11 +192,14 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         return options
 
     async def check_options(self, options: dict) -> None:
-        """Refuse invalid options (400) or options over quota (403) without applying anything."""
+        """Refuse invalid options (400), choices no node offers (503) or options over quota (403)
+        without applying anything."""
         profiles = await self.resolve_profiles()
         if profiles:
             selection = self.select_options(profiles, options)
-            await self.check_quota(selection, self.plan_for(selection), reserve=False)
+            plan = self.plan_for(selection)
+            await self.check_placeable(selection, plan)
+            await self.check_quota(selection, plan, reserve=False)
 
     # ---- applying a choice -----------------------------------------------------------------------------
 
@@ -187,6 +215,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             return await super().load_user_options()
         selection = self.select_options(profiles, self.user_options)
         plan = self.plan_for(selection)
+        await self.check_placeable(selection, plan)
         await self.check_quota(selection, plan, reserve=True)
         self.user_options = selection.user_options
         try:
@@ -242,7 +271,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 user=self.user.name, groups=self._group_members(), server=self.name, fraction=plan.fraction,
             )  # fmt: skip
             if not decision.allowed:
-                raise InvalidRequestError(403, f"Over GPU quota: {decision.message}", reason="quota")
+                raise InvalidRequestError(403, form.quota_refusal(decision), reason="quota")
             if reserve:
                 LEDGER.reserve(Allocation(self.user.name, self.name, plan.fraction, selection.slug))
 
@@ -299,14 +328,16 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         nodes, pods = await self._cluster_view() if self.show_availability else ([], [])
         allocations = await self._allocations_in_cluster(fresh=False) if policy.has_limits else []
         annotated = {}
+        profiles = await self.resolve_profiles()
         for key, original in rows.items():
             row = original
-            fields = backend_fields(row.plan, self.backend_settings())
-            if nodes and fields.resources and fields.scheduler_name is None:
-                resource = next(iter(fields.resources))
-                selector = {**self.node_selector, **fields.node_selector}
+            placement = self._row_placement(profiles, key, row.plan)
+            if nodes and placement:
+                resource, selector, units = placement
                 row = row.with_availability(free_units(nodes, pods, resource, selector))
-            if policy.has_limits and row.plan.fraction > 0:
+                if self.refuse_unplaceable_choices and largest_allocatable(nodes, resource, selector) < units:
+                    row = row.refused(no_node_reason(row.plan))
+            if row.allowed and policy.has_limits and row.plan.fraction > 0:
                 decision = check_request(
                     policy, LEDGER.allocations(allocations), user=self.user.name,
                     groups=self._group_members(), server=self.name, fraction=row.plan.fraction,
@@ -315,6 +346,71 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                     row = row.refused(decision.message)
             annotated[key] = row
         return annotated
+
+    def _placement(self, selection: Selection, plan: GPUPlan) -> tuple[str, dict[str, str], int] | None:
+        """The extended resource, node selector and units a pod of this choice asks the default scheduler for.
+
+        None when no extended resource is asked for, another scheduler (HAMi, KAI) places the pod,
+        or the profile's overrides make the node selector unknowable before the spawn (a callable).
+        """
+        fields = backend_fields(plan, self.backend_settings())
+        if not fields.resources or fields.scheduler_name is not None:
+            return None
+        selector = self._selection_node_selector(selection)
+        if selector is None:
+            return None
+        resource, amount = next(iter(fields.resources.items()))
+        return resource, {**selector, **fields.node_selector}, int(amount)
+
+    def _selection_node_selector(self, selection: Selection) -> dict[str, str] | None:
+        """The configured node selector with the choice's overrides merged as KubeSpawner merges them."""
+        selector = dict(self._pristine.get("node_selector", self.node_selector))
+        try:
+            overrides = selection_overrides(selection, self.is_gpu_resource)
+        except InvalidUserOptionsError:
+            return None
+        for override in overrides:
+            value = override.get("node_selector")
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                return None
+            for key, item in value.items():
+                if item is None:
+                    selector.pop(key, None)
+                else:
+                    selector[key] = str(item)
+        return selector
+
+    async def check_placeable(self, selection: Selection, plan: GPUPlan) -> None:
+        """Refuse at once (503) a choice no node of the cluster offers, rather than wait for a timeout.
+
+        Only with ``refuse_unplaceable_choices`` and ``show_availability`` and while the hub-wide
+        view of nodes is readable; otherwise the scheduler decides.
+        """
+        placement = self._placement(selection, plan)
+        if not self.refuse_unplaceable_choices or await self._slots_exist(placement) is not False:
+            return
+        message = no_node_reason(plan)
+        raise RefusedSpawnError(503, message[0].upper() + message[1:], reason="unschedulable")
+
+    async def _slots_exist(self, placement: tuple[str, dict[str, str], int] | None) -> bool | None:
+        """Whether some node offers the GPUs of a ``_placement`` (used or not); None when the hub cannot tell."""
+        if placement is None or not self.show_availability:
+            return None
+        nodes, _pods = await self._cluster_view()
+        if not nodes:
+            return None
+        resource, selector, units = placement
+        return largest_allocatable(nodes, resource, selector) >= units
+
+    def _row_placement(self, profiles: list[dict], key: form.RowKey, plan: GPUPlan) -> Any:
+        slug, option, choice = key
+        try:
+            selection = select(profiles, {"profile": slug} if option is None else {"profile": slug, option: choice})
+        except InvalidUserOptionsError:
+            return None
+        return self._placement(selection, plan)
 
     async def _cluster_view(self) -> tuple[list[dict], list[dict]]:
         """Nodes and GPU-holding pods cluster-wide, from the hub-wide watch (no request per form load).
@@ -349,6 +445,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             self._fracnb_env["FRACNB_KERNEL_CULL_IDLE_TIMEOUT"] = str(kernel_timeout)
         self.fracnb_plan = plan
         self.fracnb_selection = {"profile": selection.slug, "choice": selection.choice_text}
+        self._spawn_placement = self._placement(selection, plan)
 
     def get_env(self) -> dict[str, str]:
         """The environment, with GPU-visibility and FRACNB_* variables only as fracnb sets them."""
@@ -404,8 +501,11 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             reason = self._scheduling_failure()
             if reason is None:
                 raise
-            share = describe_plan(self.fracnb_plan) if self.fracnb_plan else "this server"
-            message = f"No node could take {share} within {self.start_timeout} s: {reason}"
+            # The scheduler's text is in the spawn's event log and here in the hub log, not in the headline.
+            self.log.warning("fracnb: no node took %s in %s s: %s", self._log_name, self.start_timeout, reason)
+            slots = await self._slots_exist(self._spawn_placement)
+            slots = scheduler_saw_slots(reason) if slots is None else slots
+            message = unschedulable_message(self.fracnb_plan, self.start_timeout, slots_exist=slots)
             raise RefusedSpawnError(503, message, reason="unschedulable") from None
         except ApiException as error:
             if error.status not in _INVALID_OBJECT_STATUSES:
@@ -425,12 +525,15 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
     # ---- progress -------------------------------------------------------------------------------------
 
     async def progress(self) -> Any:
-        told = False
+        """KubeSpawner's events (the event log), each scheduler refusal followed by a plain headline.
+
+        The spawn page shows the latest message as its headline: repeating the plain one after every
+        raw ``FailedScheduling`` event keeps the scheduler's text in the log only.
+        """
         async for event in super().progress():
             yield event
-            message = waiting_message(self.fracnb_plan, event.get("raw_event") or {}) if not told else None
+            message = waiting_message(self.fracnb_plan, event.get("raw_event") or {})
             if message:
-                told = True
                 yield {"progress": event.get("progress", 50), "message": message}
 
     # ---- no leaks between spawns -----------------------------------------------------------------------
@@ -494,6 +597,10 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         for name, value in self._pristine.items():
             setattr(self, name, _copy_plain(value))
         self._fracnb_env, self._fracnb_labels, self._fracnb_annotations = {}, {}, {}
+
+
+def _applied_by_load_user_options(spawner: FractionalSpawner, user_options: dict) -> None:
+    """``apply_user_options``: nothing to do here (see ``FractionalSpawner.load_user_options``)."""
 
 
 def _copy_plain(value: Any) -> Any:

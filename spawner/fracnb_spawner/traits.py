@@ -258,6 +258,18 @@ class FractionalTraits(HasTraits):
         """,
     ).tag(config=True)
 
+    refuse_unplaceable_choices = Bool(
+        True,
+        help="""Grey out on the spawn form, and refuse at once when submitted, a choice that no
+        node of the cluster offers (no node with its GPU resource and labels, used or not),
+        instead of letting its pod wait for a node until ``start_timeout``. Read from the same
+        watch as ``show_availability`` (and only while that is on and the watch can read nodes).
+        Turn it off when a node autoscaler adds GPU nodes on demand (node pools that scale from
+        zero), where a missing node is not a permanent answer. Default: True.
+        Example: ``c.FractionalSpawner.refuse_unplaceable_choices = False``
+        """,
+    ).tag(config=True)
+
     gpu_memory_by_product = Dict(
         key_trait=Unicode(),
         value_trait=Union([Int(), Unicode()]),

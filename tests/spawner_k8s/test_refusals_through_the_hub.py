@@ -4,7 +4,9 @@ refusal's status and message, before any pod exists, and not as a traceback."""
 
 from __future__ import annotations
 
+import re
 import secrets
+import time
 from collections.abc import Iterator
 
 import jupyterhub
@@ -76,8 +78,21 @@ FORM_REFUSALS = {
         400,
         "Invalid server options: unknown option(s)",
     ),
-    "over quota": ({"profile": "half"}, 403, "Over GPU quota: "),
+    "over quota": (
+        {"profile": "quarter"},
+        403,
+        "Over GPU quota: you use 0 of your 0.125 GPUs; this choice needs 0.25. "
+        "Choose a share of at most 0.125 GPUs, or stop one of your other servers first.",
+    ),
+    # The demo's "1/2 GPU" needs a 2-way time-sliced node; its cluster has none.
+    "no node offers it": (
+        {"profile": "half"},
+        503,
+        "No node in this cluster offers 0.5 GPU (time-slicing), so it cannot start; "
+        "choose another option, or ask your hub admin",
+    ),
 }
+RAW = ("SpawnException", "HTTP 4", "HTTP 5", "(reason=", "Traceback", "nodes are available")
 
 
 @pytest.mark.parametrize(("fields", "status", "message"), FORM_REFUSALS.values(), ids=FORM_REFUSALS.keys())
@@ -86,7 +101,9 @@ def test_the_form_shows_the_refusal(hub, ann, fields: dict, status: int, message
     assert answer.status_code == status, answer.text[-2000:]
     assert message in answer.text.replace("&#39;", "'")
     assert 'name="profile"' in answer.text, "the form is shown again"
-    assert "Traceback" not in answer.text
+    assert not [raw for raw in RAW if raw in answer.text]
+    if fields["profile"] != "nope":
+        assert re.search(rf'value="{fields["profile"]}"\s+checked', answer.text), "the choice is kept"
     assert_no_pod(hub)
 
 
@@ -114,4 +131,17 @@ def test_the_rest_api_answers_with_the_refusal(hub) -> None:
     log = hub.log_file.read_text(errors="replace")
     assert "Aborting due to" not in log
     assert "consecutive spawns failed" not in log
+    assert "Received unhandled user_options" not in log
     assert hub.hub.poll() is None
+
+
+def test_the_rest_api_refuses_a_choice_no_node_offers_at_once(hub) -> None:
+    headers = {"Authorization": f"token {TOKEN}"}
+    started = time.monotonic()
+    answer = requests.post(
+        f"{hub.settings.url}/hub/api/users/carol/server", json={"profile": "half"}, headers=headers, timeout=60
+    )
+    assert time.monotonic() - started < 30, "refused at once, not after the start timeout"
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["message"].startswith("No node in this cluster offers 0.5 GPU (time-slicing)")
+    assert_no_pod(hub)

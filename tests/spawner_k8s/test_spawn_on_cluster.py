@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from tornado import web
@@ -77,16 +78,34 @@ async def test_four_quarters_share_a_gpu_and_the_fifth_waits(cluster_spawner, te
         await spawner.stop()
 
 
-async def test_unschedulable_spawn_fails_clearly_before_the_hub_timeout(cluster_spawner) -> None:
+async def test_choice_no_node_offers_is_refused_at_once(cluster_spawner, testbed, k8s_namespace) -> None:
+    spawner = cluster_spawner({"profile": "huge"})
+    started = time.monotonic()
+    with pytest.raises(web.HTTPError) as caught:
+        await asyncio.wait_for(spawner.start(), timeout=15)
+    assert time.monotonic() - started < 15
+    assert caught.value.status_code == 503
+    assert caught.value.jupyterhub_message == (
+        "No node in this cluster offers 64 GPUs, so it cannot start; choose another option, or ask your hub admin"
+    )
+    assert testbed.list_pods(k8s_namespace) == []
+    await spawner.stop()
+
+
+async def test_unschedulable_spawn_fails_plainly_before_the_hub_timeout(cluster_spawner, caplog) -> None:
     config = Config()
     config.FractionalSpawner.start_timeout = 10
+    config.FractionalSpawner.refuse_unplaceable_choices = False  # e.g. an autoscaler could add the node
     spawner = cluster_spawner({"profile": "huge"}, config=config)
     with pytest.raises(web.HTTPError) as caught:
         await asyncio.wait_for(spawner.start(), timeout=10)
     assert caught.value.status_code == 503
-    message = getattr(caught.value, "message", "") or caught.value.log_message
-    assert "No node could take 64 GPUs within 10 s" in message
-    assert "Insufficient nvidia.com/gpu" in message or "didn't match" in message
+    assert caught.value.jupyterhub_message == (
+        "No node could take 64 GPUs within 10 s: no node in this cluster offers it. "
+        "Choose another option, or ask your hub admin."
+    )
+    # The scheduler's own text is for admins: the hub log (and the spawn's event log), not the headline.
+    assert "nodes are available" in caplog.text
     await spawner.stop()
 
 
