@@ -62,7 +62,7 @@ PROFILES = [
         "slug": "half",
         "description": (
             "Half an A100 by time-slicing: 40 GiB of GPU memory, compute shared. Runs on 2-way "
-            "time-sliced nodes; the demo's local A100 is sliced 4 ways, so here it waits or is refused."
+            "time-sliced nodes; the demo's local A100 is sliced 4 ways, so the form greys it out."
         ),
         "gpu": {"fraction": "1/2"},
     },
