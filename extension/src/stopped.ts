@@ -1,0 +1,75 @@
+/**
+ * What to tell the user when the server stops answering: why it stopped (idle, maximum
+ * age, or unknown), what was kept and what was lost, and where to start it again. Pure.
+ */
+import { formatDuration } from './summary';
+import type { IUsage } from './usage';
+
+/**
+ * JupyterHub answers 424 (Failed Dependency) for a request to a user's server that is not
+ * running, e.g. after the idle culler stopped it.
+ */
+export const SERVER_NOT_RUNNING = 424;
+
+export type StopCause = 'idle' | 'max-age' | 'unknown';
+
+export interface IStopNotice {
+  cause: StopCause;
+  /** One line for the status bar's tooltip and the toast. */
+  headline: string;
+  /** What was kept and what was lost. */
+  consequences: string;
+}
+
+/** Saved files live on the home volume; kernels and their memory die with the server. */
+const CONSEQUENCES =
+  'Your saved files are kept. Running kernels were shut down: their variables and ' +
+  'anything not saved are lost.';
+
+/**
+ * Why the server stopped, judged from the last sample before it did: a shutdown the hub
+ * had announced (the warning was on screen) is the one that happened.
+ */
+export function stopCause(last: IUsage | null): StopCause {
+  const deadline = last?.cull?.deadline ?? null;
+  if (deadline === null || !deadline.warning) {
+    return 'unknown';
+  }
+  return deadline.reason;
+}
+
+export function stopNotice(last: IUsage | null): IStopNotice {
+  const cause = stopCause(last);
+  const cull = last?.cull ?? null;
+  let headline = 'This server was stopped.';
+  if (cause === 'idle' && cull !== null && cull.idle_timeout_seconds > 0) {
+    headline = `This server was stopped for being idle for ${formatDuration(cull.idle_timeout_seconds)}.`;
+  } else if (cause === 'idle') {
+    headline = 'This server was stopped for being idle.';
+  } else if (cause === 'max-age' && cull !== null && cull.max_age_seconds > 0) {
+    headline = `This server was stopped at its maximum age of ${formatDuration(cull.max_age_seconds)}.`;
+  } else if (cause === 'max-age') {
+    headline = 'This server was stopped at its maximum age.';
+  }
+  return { cause, headline, consequences: CONSEQUENCES };
+}
+
+/**
+ * The hub's home page, where the user starts the server again, or null outside JupyterHub.
+ * ``hubPrefix`` and ``hubHost`` are the page options JupyterHub's single-user server sets.
+ */
+export function hubHomeUrl(hubPrefix: string, hubHost: string): string | null {
+  if (hubPrefix === '') {
+    return null;
+  }
+  const prefix = hubPrefix.endsWith('/') ? hubPrefix : `${hubPrefix}/`;
+  return `${hubHost}${prefix}home`;
+}
+
+/** The request failure as the user may read it: no class names, no raw status lines. */
+export function failureText(status: number | null): string {
+  if (status === null) {
+    return 'GPU usage cannot be read: the server does not answer. It may be restarting or stopped.';
+  }
+  return `GPU usage cannot be read right now (the server answered with HTTP status ${status}).`;
+}
