@@ -66,23 +66,16 @@ export class BudgetNotifier {
     this._warnOfCulling(key, message);
   }
 
-  /** One toast per alerted user: shown, changed in place when its level changes, withdrawn. */
+  /**
+   * One toast per alerted user, withdrawn when the alert ends. A change of level replaces
+   * the toast (a new one, in the new level's colours) rather than editing it in place.
+   */
   private _showAlerts(alerts: IAlert[]): void {
     const wanted = new Map(alerts.map(alert => [alert.user.key, alert]));
     for (const [key, shown] of this._alertToasts) {
-      const alert = wanted.get(key);
-      if (alert === undefined) {
+      if (wanted.get(key)?.level !== shown.level) {
         this._dismiss(shown.id);
         this._alertToasts.delete(key);
-      } else if (alert.level !== shown.level) {
-        Notification.update({
-          id: shown.id,
-          message: alert.message,
-          type: toastType(alert.level),
-          autoClose: false,
-          actions: this._panelAction()
-        });
-        this._alertToasts.set(key, { id: shown.id, level: alert.level });
       }
     }
     for (const [key, alert] of wanted) {
@@ -116,7 +109,7 @@ export class BudgetNotifier {
               callback: () => window.location.assign(hubHome)
             }
           ];
-    this._stopToast = Notification.info(`${notice.headline} ${notice.consequences}`, {
+    this._stopToast = Notification.info(notice.toast, {
       autoClose: false,
       actions
     });

@@ -19,6 +19,8 @@ export interface IStopNotice {
   headline: string;
   /** What was kept and what was lost. */
   consequences: string;
+  /** Headline and consequences, short enough for a toast (140 characters). */
+  toast: string;
 }
 
 /** Saved files live on the home volume; kernels and their memory die with the server. */
@@ -51,7 +53,12 @@ export function stopNotice(last: IUsage | null): IStopNotice {
   } else if (cause === 'max-age') {
     headline = 'This server was stopped at its maximum age.';
   }
-  return { cause, headline, consequences: CONSEQUENCES };
+  return {
+    cause,
+    headline,
+    consequences: CONSEQUENCES,
+    toast: `${headline} Saved files are kept; running kernels and unsaved changes are lost.`
+  };
 }
 
 /**

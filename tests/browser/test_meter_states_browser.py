@@ -165,7 +165,7 @@ def test_after_an_idle_shutdown_the_page_says_why_and_where_to_go(
         stopped = page.locator(TOAST, has_text="This server was stopped")
         expect(stopped).to_have_count(1)
         expect(stopped).to_contain_text("stopped for being idle for 30 min")
-        expect(stopped).to_contain_text("saved files are kept")
+        expect(stopped).to_contain_text("Saved files are kept; running kernels and unsaved changes are lost.")
         expect(stopped.get_by_role("button", name="Start it again")).to_be_visible()
 
         status.click()
@@ -176,6 +176,10 @@ def test_after_an_idle_shutdown_the_page_says_why_and_where_to_go(
         expect(panel).to_contain_text("Your saved files are kept. Running kernels were shut down")
         link = panel.locator("a.fracnb-meter-hub-link")
         expect(link).to_have_attribute("href", f"{HUB_PREFIX}home")
+        brand = page.evaluate("getComputedStyle(document.body).getPropertyValue('--jp-brand-color1').trim()")
+        assert link.evaluate("e => getComputedStyle(e).color") != page.locator(".fracnb-meter-note").first.evaluate(
+            "e => getComputedStyle(e).color"
+        ), f"the link reads like plain text (brand colour {brand})"
         for where in (page.locator("body"), status):
             expect(where).not_to_contain_text(re.compile(r"UsageRequestError|424|Failed Dependency"))
         assert not re.search(r"UsageRequestError|424", status.get_attribute("title") or "")

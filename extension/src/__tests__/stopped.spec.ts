@@ -12,6 +12,21 @@ describe('why the server stopped', () => {
     assert.equal(notice.headline, 'This server was stopped for being idle for 30 min.');
     assert.match(notice.consequences, /saved files are kept/);
     assert.match(notice.consequences, /Running kernels were shut down/);
+    assert.match(
+      notice.toast,
+      /^This server was stopped for being idle for 30 min\. Saved files are kept;/
+    );
+  });
+
+  test('every toast fits, whatever the durations', () => {
+    const last = usage({
+      cull: cull({ idle_timeout_seconds: 86399, max_age_seconds: 86399 * 7 })
+    });
+    assert.ok(stopNotice(last).toast.length <= 140, stopNotice(last).toast);
+    const maxAge = usage({
+      cull: cull({ max_age_seconds: 86399 * 7, deadline: deadline({ reason: 'max-age' }) })
+    });
+    assert.ok(stopNotice(maxAge).toast.length <= 140, stopNotice(maxAge).toast);
   });
 
   test('a maximum-age shutdown reads its age readably', () => {
