@@ -8,7 +8,7 @@ import { Notification } from '@jupyterlab/apputils';
 
 import { AlertLevel, budgetAlerts, IAlert } from './alerts';
 import { IUsageState, UsageModel } from './model';
-import { SERVER_NOT_RUNNING, stopNotice } from './stopped';
+import { SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
 import { cullMessage } from './summary';
 
 export class BudgetNotifier {
@@ -97,7 +97,7 @@ export class BudgetNotifier {
     if (this._stopToast !== null) {
       return;
     }
-    const notice = stopNotice(state.usage);
+    const notice = stopNoticeOf(state);
     const hubHome = this.hubHome;
     const actions: Notification.IAction[] =
       hubHome === null

@@ -6,7 +6,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { IUsageState, UsageModel } from './model';
-import { SERVER_NOT_RUNNING, stopNotice } from './stopped';
+import { SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
 import { deviceName, softCapText } from './wording';
 import {
   budgetBytes,
@@ -223,7 +223,7 @@ function cullView(cull: ICullStatus): HTMLElement {
 
 /** The server stopped (the hub answers for it): why, what was kept and lost, where to go. */
 function stoppedView(state: IUsageState, hubHome: string | null): HTMLElement {
-  const notice = stopNotice(state.usage);
+  const notice = stopNoticeOf(state);
   const link = hubHome === null ? null : document.createElement('a');
   if (link !== null && hubHome !== null) {
     link.className = 'fracnb-meter-hub-link';

@@ -2,6 +2,7 @@
  * What to tell the user when the server stops answering: why it stopped (idle, maximum
  * age, or unknown), what was kept and what was lost, and where to start it again. Pure.
  */
+import type { IUsageState } from './model';
 import { formatDuration } from './summary';
 import type { IUsage } from './usage';
 
@@ -29,19 +30,36 @@ const CONSEQUENCES =
   'anything not saved are lost.';
 
 /**
- * Why the server stopped, judged from the last sample before it did: a shutdown the hub
- * had announced (the warning was on screen) is the one that happened.
+ * Slack between the announced deadline and the moment the page noticed the stop: the
+ * poll interval, and the clocks of the hub and this browser.
  */
-export function stopCause(last: IUsage | null): StopCause {
+export const DEADLINE_SLACK_S = 30;
+
+/**
+ * Why the server stopped, judged from the last sample before it did: a shutdown the hub
+ * had announced (the warning was on screen) and that was due when the server stopped
+ * answering is the one that happened. ``secondsUntilStop`` is the time from that sample
+ * to the first failed request; a stop well before the deadline (the user's own "Stop My
+ * Server", say) has no known cause.
+ */
+export function stopCause(last: IUsage | null, secondsUntilStop: number): StopCause {
   const deadline = last?.cull?.deadline ?? null;
   if (deadline === null || !deadline.warning) {
     return 'unknown';
   }
-  return deadline.reason;
+  return secondsUntilStop + DEADLINE_SLACK_S >= deadline.seconds_left ? deadline.reason : 'unknown';
 }
 
-export function stopNotice(last: IUsage | null): IStopNotice {
-  const cause = stopCause(last);
+/** The notice for a poller state whose requests fail because the server is not running. */
+export function stopNoticeOf(state: IUsageState): IStopNotice {
+  const { receivedAt, failingSince } = state;
+  const elapsed =
+    receivedAt === null || failingSince === null ? 0 : (failingSince - receivedAt) / 1000;
+  return stopNotice(state.usage, elapsed);
+}
+
+export function stopNotice(last: IUsage | null, secondsUntilStop: number): IStopNotice {
+  const cause = stopCause(last, secondsUntilStop);
   const cull = last?.cull ?? null;
   let headline = 'This server was stopped.';
   if (cause === 'idle' && cull !== null && cull.idle_timeout_seconds > 0) {

@@ -2,7 +2,7 @@
  * Pure functions from a usage sample to what the UI shows. No DOM, no I/O.
  */
 import type { IUsageState } from './model';
-import { failureText, SERVER_NOT_RUNNING, stopNotice } from './stopped';
+import { failureText, SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
 import type {
   IBudget,
   ICullStatus,
@@ -150,7 +150,7 @@ export function overBudgetNote(budget: IBudget): string {
 export function summarizeState(state: IUsageState): IMeterSummary {
   if (state.error !== null) {
     if (state.errorStatus === SERVER_NOT_RUNNING) {
-      const notice = stopNotice(state.usage);
+      const notice = stopNoticeOf(state);
       return {
         text: 'Server stopped',
         title: `${notice.headline} ${notice.consequences}`,

@@ -11,6 +11,8 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,8 @@ TOAST = ".Toastify__toast"
 UPDATE_TIMEOUT_MS = 20_000
 OVER_COLOUR = (0x6A, 0x1B, 0x9A)  # --fracnb-meter-over-color
 HUB_PREFIX = "/hub/"
+# Idle for 29 min 50 s of 30: the culler's deadline is 10 s away, and the warning is on.
+IDLE_DUE = replace(IDLE_WARNING, idle_for=timedelta(minutes=29, seconds=50))
 
 
 @pytest.fixture
@@ -138,9 +142,9 @@ def with_hub_page_options(route: Route) -> None:
 def test_after_an_idle_shutdown_the_page_says_why_and_where_to_go(
     page: Page, lab_server: LabServer, service: ReportServer, artifacts: Path
 ) -> None:
-    service.scenario = IDLE_WARNING
+    service.scenario = IDLE_DUE
     try:
-        expected = report_from_me(report_blocking(IDLE_WARNING), "")
+        expected = report_from_me(report_blocking(IDLE_DUE), "")
         deadline = time.monotonic() + UPDATE_TIMEOUT_MS / 1000
         while (lab_server.usage()["quota"], lab_server.usage()["cull"]) != expected:
             assert time.monotonic() < deadline, "the usage document never carried the idle warning"
@@ -150,7 +154,7 @@ def test_after_an_idle_shutdown_the_page_says_why_and_where_to_go(
         warning = page.locator(TOAST, has_text="Idle: this server will be stopped")
         expect(warning).to_have_count(1, timeout=60_000)
 
-        # The culler stops the server: JupyterHub answers 424 for it from now on.
+        # The culler stops the server at the deadline: JupyterHub answers 424 for it from now on.
         page.route(
             re.compile(r"/fracnb/api/usage"),
             lambda route: route.fulfill(
@@ -161,7 +165,7 @@ def test_after_an_idle_shutdown_the_page_says_why_and_where_to_go(
         )
         status = page.locator(STATUS)
         expect(status).to_have_text("Server stopped", timeout=UPDATE_TIMEOUT_MS)
-        expect(warning).to_have_count(0)  # the stale "stops in 4 minutes" is withdrawn
+        expect(warning).to_have_count(0)  # the stale "stops in 1 minute" is withdrawn
         stopped = page.locator(TOAST, has_text="This server was stopped")
         expect(stopped).to_have_count(1)
         expect(stopped).to_contain_text("stopped for being idle for 30 min")

@@ -122,12 +122,20 @@ describe('summarize', () => {
   });
 
   test('poller states', () => {
-    const idle = { usage: null, error: null, errorStatus: null };
+    const idle = {
+      usage: null,
+      error: null,
+      errorStatus: null,
+      receivedAt: null,
+      failingSince: null
+    };
     assert.equal(summarizeState(idle).text, 'GPU …');
     const failed = summarizeState({
       usage: usage(),
       error: 'UsageRequestError: the usage API answered 500 Internal Server Error',
-      errorStatus: 500
+      errorStatus: 500,
+      receivedAt: 0,
+      failingSince: 1000
     });
     assert.equal(failed.level, 'unavailable');
     assert.match(failed.title, /HTTP status 500/);
@@ -138,7 +146,9 @@ describe('summarize', () => {
     const stopped = summarizeState({
       usage: usage({ cull: cull() }),
       error: 'UsageRequestError: the usage API answered 424 Failed Dependency',
-      errorStatus: 424
+      errorStatus: 424,
+      receivedAt: 0,
+      failingSince: 239_000
     });
     assert.equal(stopped.text, 'Server stopped');
     assert.match(stopped.title, /^This server was stopped for being idle for 30 min\./);
