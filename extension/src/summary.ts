@@ -319,7 +319,11 @@ export function cullMessage(usage: IUsage): string | null {
     return null;
   }
   const minutes = minutesLeft(deadline);
-  const when = `in ${minutes} ${minutes === 1 ? 'minute' : 'minutes'}`;
+  // "in 4 minutes", but "in 8 h" rather than "in 480 minutes".
+  const when =
+    minutes < 60
+      ? `in ${minutes} ${minutes === 1 ? 'minute' : 'minutes'}`
+      : `in ${formatMinutes(minutes)}`;
   if (deadline.reason === 'idle') {
     return `Idle: this server will be stopped ${when} unless you use it.`;
   }
