@@ -335,6 +335,15 @@ def test_dark_theme_colours_the_panel(
         dark_text = [colour for colour in texts if sum(_rgb(colour)) < 3 * 90]
         assert not dark_text, f"dark text on the dark panel: {dark_text}"
         page.screenshot(path=artifacts / "lab-dark-panel.png")
+
+        # Notebook 7 shares the theme setting and the panel.
+        page.goto(f"{lab_server.url}notebooks/{NOTEBOOK}?token={lab_server.token}")
+        expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false", timeout=60_000)
+        expect(page.locator(STATUS)).to_have_text("GPU 17 / 20 GiB", timeout=60_000)
+        open_panel(page)
+        layout = page.evaluate("getComputedStyle(document.body).getPropertyValue('--jp-layout-color1').trim()")
+        assert _rgb(panel.evaluate("e => getComputedStyle(e).backgroundColor")) == _rgb(layout)
+        page.screenshot(path=artifacts / "notebook7-dark-panel.png")
     finally:
         context.close()
         lab_server.api("PUT", themes, {"raw": "{}"})
