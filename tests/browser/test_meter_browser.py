@@ -309,7 +309,7 @@ def test_dark_theme_colours_the_panel(
     page = context.new_page()
     try:
         page.goto(f"{lab_server.url}lab?reset&token={lab_server.token}")
-        expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false")
+        expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false", timeout=60_000)
         status = page.locator(STATUS)
         expect(status).to_have_text("GPU 17 / 20 GiB", timeout=60_000)
         open_panel(page)
