@@ -30,9 +30,27 @@ class Budget:
     isolation: str | None = None
     backend: str | None = None
     profile: str | None = None
+    profile_display_name: str | None = None
+    soft_cap_bytes: int | None = None
 
     def as_json(self) -> dict[str, object]:
         return asdict(self)
+
+
+# NVIDIA's container runtime exposes no GPU for these values of NVIDIA_VISIBLE_DEVICES.
+NO_DEVICE_VALUES = ("void", "none")
+NO_GPU_REASON = "No GPU for this server: it was started with a CPU-only profile."
+
+
+def gpu_withheld(budget: Budget, env: Mapping[str, str]) -> str | None:
+    """Why this server must not read any GPU, or None when it may.
+
+    A CPU-only pod (``FRACNB_GPU_BACKEND=none``, ``NVIDIA_VISIBLE_DEVICES=void``) may still
+    see a node's driver library; what NVML would report there is somebody else's GPU.
+    """
+    if budget.backend == "none" or env.get("NVIDIA_VISIBLE_DEVICES", "").strip() in NO_DEVICE_VALUES:
+        return NO_GPU_REASON
+    return None
 
 
 def _fraction(text: str) -> float:
@@ -59,6 +77,12 @@ def _choice(name: str, text: str, allowed: tuple[str, ...]) -> str:
     return text
 
 
+def _soft_cap(text: str) -> int:
+    if not text.isdigit():
+        raise ContractError(f"FRACNB_SOFT_CAP_BYTES={text!r} is not a whole number of bytes such as 20401094656")
+    return int(text)
+
+
 def read_budget(env: Mapping[str, str]) -> Budget:
     """Parse the contract variables; raise ContractError naming the bad variable."""
 
@@ -68,10 +92,13 @@ def read_budget(env: Mapping[str, str]) -> Budget:
 
     fraction, memory = get("FRACNB_GPU_FRACTION"), get("FRACNB_GPU_MEMORY_LIMIT")
     isolation, backend = get("FRACNB_ISOLATION"), get("FRACNB_GPU_BACKEND")
+    soft_cap = get("FRACNB_SOFT_CAP_BYTES")
     return Budget(
         fraction=None if fraction is None else _fraction(fraction),
         memory_bytes=None if memory is None else _memory(memory),
         isolation=None if isolation is None else _choice("FRACNB_ISOLATION", isolation, ISOLATIONS),
         backend=None if backend is None else _choice("FRACNB_GPU_BACKEND", backend, BACKENDS),
         profile=get("FRACNB_PROFILE"),
+        profile_display_name=get("FRACNB_PROFILE_DISPLAY_NAME"),
+        soft_cap_bytes=None if soft_cap is None else _soft_cap(soft_cap),
     )

@@ -20,8 +20,9 @@ from tornado import web
 from tornado.ioloop import PeriodicCallback
 from traitlets import Bool, Float
 
-from .contract import Budget, ContractError, read_budget
+from .contract import Budget, ContractError, gpu_withheld, read_budget
 from .hubservice import ServiceReports
+from .nvml import GpuReading, unavailable
 from .processes import looks_like_container, parent_pid
 from .sampler import Sampler
 from .usage import KernelInfo, build_usage
@@ -89,6 +90,7 @@ class FracnbMeter(ExtensionApp):
         self.clock: Callable[[], float] = time.monotonic
         self.wall_clock: Callable[[], datetime] = utcnow
         self.budget, self.budget_error = self._read_budget()
+        self.no_gpu_reason = gpu_withheld(self.budget, os.environ)
         self._cached: tuple[float, str] | None = None
         self._sampling = asyncio.Lock()
         self._activity: PeriodicCallback | None = None
@@ -169,7 +171,7 @@ class FracnbMeter(ExtensionApp):
         if in_container is None:
             in_container = looks_like_container(os.environ, os.path.exists)
         document = build_usage(
-            reading=self.sampler.read(),
+            reading=self.read_gpus(),
             kernels=kernels,
             server_pid=os.getpid(),
             parent_of=parent_pid,
@@ -180,6 +182,12 @@ class FracnbMeter(ExtensionApp):
         )
         document["quota"], document["cull"] = await self.service.latest()
         return document
+
+    def read_gpus(self) -> GpuReading:
+        """NVML's reading, except on a server without a GPU, which never opens NVML."""
+        if self.no_gpu_reason is not None:
+            return unavailable(self.no_gpu_reason)
+        return self.sampler.read()
 
     async def _kernels(self) -> list[KernelInfo]:
         manager = self._web_settings["kernel_manager"]

@@ -20,10 +20,30 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .contract import Budget, ContractError, gpu_withheld, read_budget
 from .testing.fakenvml import FakeProcess, FakeState, read_state, write_state
+from .wording import format_bytes
 
 UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}
 UNITS |= {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+
+
+class Allocation(int):
+    """This process's simulated total in bytes, shown in a notebook as a sentence, not a raw count."""
+
+    device: int
+    mig: int | None
+
+    def __new__(cls, total: int, device: int = 0, mig: int | None = None) -> Allocation:
+        allocation = super().__new__(cls, total)
+        allocation.device, allocation.mig = device, mig
+        return allocation
+
+    def __repr__(self) -> str:
+        where = f"GPU {self.device}" + ("" if self.mig is None else f", MIG instance {self.mig}")
+        return f"this kernel now uses {format_bytes(int(self))} of simulated GPU memory on {where}"
+
+    __str__ = __repr__
 
 
 class SimulationError(RuntimeError):
@@ -47,7 +67,15 @@ def parse_size(size: str | int) -> int:
 
 
 def state_path() -> Path:
-    """The fake's state file; refuses unless the fake library is what NVML would load."""
+    """The fake's state file; refuses on a server without a GPU, and unless the fake library is
+    what NVML would load."""
+    try:
+        budget = read_budget(os.environ)
+    except ContractError:
+        budget = Budget()  # the meter reports the bad variable; only the GPU's presence matters here
+    reason = gpu_withheld(budget, os.environ)
+    if reason is not None:
+        raise SimulationError(f"{reason} Simulated GPU memory needs a server started with a GPU profile.")
     path = os.environ.get("FAKE_NVML_STATE")
     if not path or not Path(path).is_file():
         raise SimulationError(
@@ -83,8 +111,9 @@ def _capacity(state: FakeState, device: int, mig: int | None) -> int:
     return gpu.migs[mig].memory_total
 
 
-def allocate(size: str | int, device: int = 0, mig: int | None = None) -> int:
-    """Add ``size`` to this process's simulated memory on a device; returns its new total."""
+def allocate(size: str | int, device: int = 0, mig: int | None = None) -> Allocation:
+    """Add ``size`` to this process's simulated memory on a device; returns its new total
+    (an int of bytes that a notebook shows as a sentence)."""
     wanted = parse_size(size)
     pid = os.getpid()
     with _locked_state() as (path, state):
@@ -92,14 +121,16 @@ def allocate(size: str | int, device: int = 0, mig: int | None = None) -> int:
         used = sum(p.memory or 0 for p in same_place)
         free = _capacity(state, device, mig) - used
         if wanted > free:
-            raise SimulationError(f"out of simulated GPU memory: {wanted} bytes wanted, {free} bytes free")
+            raise SimulationError(
+                f"out of simulated GPU memory: {format_bytes(wanted)} wanted, {format_bytes(free)} free"
+            )
         mine = next((p for p in same_place if p.pid == pid), None)
         if mine is None:
             mine = FakeProcess(device=device, pid=pid, memory=0, mig=mig)
             state.processes.append(mine)
         mine.memory = (mine.memory or 0) + wanted
         write_state(path, state)
-        return mine.memory
+        return Allocation(mine.memory, device, mig)
 
 
 def release() -> None:

@@ -10,6 +10,7 @@ messages, which flow during execution, unlike asyncio tasks or front-end callbac
 
 from __future__ import annotations
 
+import html
 import os
 import threading
 import time
@@ -21,20 +22,39 @@ from typing import Any
 import ipywidgets as widgets
 from IPython.display import display
 
-from .contract import Budget, ContractError, read_budget
+from .contract import Budget, ContractError, gpu_withheld, read_budget
 from .hubservice import NO_REPORT, Report, fetch_report_blocking
+from .nvml import unavailable
 from .processes import looks_like_container, parent_pid
 from .sampler import Sampler
 from .usage import KernelInfo, build_usage
+from .wording import format_bytes, format_share
 
 UsageSource = Callable[[], dict[str, Any]]
-WARNING_AT, DANGER_AT = 0.80, 0.95
+# The panel's thresholds (extension/src/summary.ts): amber, red, and over the budget.
+WARNING_AT, CRITICAL_AT, OVER_AT = 0.80, 0.95, 1.0
+# The panel's colours (extension/style/base.css), so both bars read like the server bar there.
+LEVEL_COLOURS = {
+    "normal": "var(--jp-brand-color1, #1976d2)",
+    "warning": "var(--jp-warn-color1, #f57c00)",
+    "critical": "var(--jp-error-color1, #d32f2f)",
+    "over": "var(--fracnb-meter-over-color, #6a1b9a)",
+}
+OVER_BUDGET_NOTE = "over budget: on a shared GPU you are now using your neighbours' memory"
 
 
-def format_bytes(value: int | None) -> str:
-    if value is None:
-        return "unknown"
-    return f"{value / (1 << 30):.1f} GiB"
+def readable(value: int | None) -> str:
+    return "unknown" if value is None else format_bytes(value)
+
+
+def level_of(used: int | None, limit: int | None) -> str:
+    """'normal', 'warning', 'critical' or 'over': the same levels as the panel's bars."""
+    if used is None or not limit:
+        return "normal"
+    share = used / limit
+    if share > OVER_AT:
+        return "over"
+    return "critical" if share >= CRITICAL_AT else "warning" if share >= WARNING_AT else "normal"
 
 
 @dataclass(frozen=True)
@@ -43,9 +63,11 @@ class MeterView:
 
     kernel_fraction: float  # of the limit, 0..1 (0 when unknown)
     server_fraction: float
-    bar_style: str  # 'success', 'warning' or 'danger' (by the server's share of the limit)
+    kernel_level: str  # 'normal', 'warning', 'critical' or 'over' (LEVEL_COLOURS)
+    server_level: str
     text: str
     quota_text: str | None
+    show_bars: bool = True
 
 
 def _fraction(used: int | None, limit: int | None) -> float:
@@ -55,13 +77,13 @@ def _fraction(used: int | None, limit: int | None) -> float:
 
 
 def _gpus(amount: float) -> str:
-    return f"{amount:g} GPU" if amount == 1 else f"{amount:g} GPUs"
+    return f"{round(amount, 3):g} GPU" if amount == 1 else f"{round(amount, 3):g} GPUs"
 
 
 def quota_entry_text(used: Mapping[str, Any], limit: Mapping[str, Any]) -> str:
     """``0.25 of 1 GPU``, ``0.25 GPUs, unlimited`` or ``0.25 GPUs, no quota`` (usage.schema.json)."""
     if limit["state"] == "limited":
-        return f"{used['gpus']:g} of {_gpus(limit['gpus'])}"
+        return f"{round(used['gpus'], 3):g} of {_gpus(limit['gpus'])}"
     return f"{_gpus(used['gpus'])}, {'unlimited' if limit['state'] == 'unlimited' else 'no quota'}"
 
 
@@ -76,26 +98,40 @@ def _quota_text(quota: Mapping[str, Any] | None) -> str | None:
 
 def view_of(document: dict[str, Any]) -> MeterView:
     """Pure: the meter's bars and text for one usage document."""
+    budget_terms = document.get("budget") or {}
+    quota = _quota_text(document.get("quota"))
     if not document.get("available"):
         reason = document.get("reason") or "no GPU visible"
-        return MeterView(0.0, 0.0, "", f"GPU \N{EN DASH}: {reason}", _quota_text(document.get("quota")))
-    budget = (document.get("budget") or {}).get("memory_bytes")
+        if budget_terms.get("backend") == "none":  # a CPU-only server: nothing to measure
+            return MeterView(0.0, 0.0, "normal", "normal", reason, quota, show_bars=False)
+        return MeterView(0.0, 0.0, "normal", "normal", f"GPU \N{EN DASH}: {reason}", quota)
+    budget = budget_terms.get("memory_bytes")
     device_total = sum(g["memory_total_bytes"] for g in document.get("gpus", []))
     limit, limit_name = (budget, "budget") if budget else (device_total, "device total")
     kernel = (document.get("kernels") or [{}])[0].get("gpu_memory_bytes")
     server = document.get("server", {}).get("gpu_memory_bytes")
-    server_share = _fraction(server, limit)
-    style = "danger" if server_share >= DANGER_AT else "warning" if server_share >= WARNING_AT else "success"
+    fraction = budget_terms.get("fraction")
+    share = f" of your {format_share(fraction)}" if fraction else ""
     simulated = " (simulated GPU)" if document.get("simulated") else ""
     text = (
-        f"GPU memory{simulated}: this kernel {format_bytes(kernel)}, this server "
-        f"{format_bytes(server)} of {format_bytes(limit)} {limit_name}"
+        f"GPU memory{share}{simulated}: this kernel {readable(kernel)}, this server "
+        f"{readable(server)} of {readable(limit)} {limit_name}"
     )
     if server is not None and limit:
         text += f" ({100 * server / limit:.0f} %)"
+    server_level = level_of(server, limit) if budget else "normal"
+    if server_level == "over":
+        text += f" \N{EM DASH} {OVER_BUDGET_NOTE}"
     if document.get("reason"):
-        text += f" — {document['reason']}"
-    return MeterView(_fraction(kernel, limit), server_share, style, text, _quota_text(document.get("quota")))
+        text += f" \N{EM DASH} {document['reason']}"
+    return MeterView(
+        _fraction(kernel, limit),
+        _fraction(server, limit),
+        level_of(kernel, limit) if budget else "normal",
+        server_level,
+        text,
+        quota,
+    )
 
 
 def server_pid() -> int:
@@ -116,6 +152,7 @@ class LocalUsage:
             self.budget, self.budget_error = read_budget(os.environ), None
         except ContractError as error:
             self.budget, self.budget_error = Budget(), str(error)
+        self.no_gpu_reason = gpu_withheld(self.budget, os.environ)
 
     def __call__(self) -> dict[str, Any]:
         me = KernelInfo(
@@ -127,7 +164,7 @@ class LocalUsage:
             pid=os.getpid(),
         )
         document = build_usage(
-            reading=self.sampler.read(),
+            reading=self.sampler.read() if self.no_gpu_reason is None else unavailable(self.no_gpu_reason),
             kernels=[me],
             server_pid=server_pid(),
             parent_of=parent_pid,
@@ -167,10 +204,14 @@ class QuotaMeter:
 
     def refresh(self) -> MeterView:
         view = view_of(self.source())
-        self.kernel_bar.value = view.kernel_fraction
-        self.server_bar.value = view.server_fraction
-        self.server_bar.bar_style = view.bar_style
-        self.label.value = view.text
+        for bar, value, level in (
+            (self.kernel_bar, view.kernel_fraction, view.kernel_level),
+            (self.server_bar, view.server_fraction, view.server_level),
+        ):
+            bar.value = value
+            bar.style.bar_color = LEVEL_COLOURS[level]
+            bar.layout.display = "" if view.show_bars else "none"
+        self.label.value = html.escape(view.text)
         self.quota.value = view.quota_text or ""
         self.quota.layout.display = "" if view.quota_text else "none"
         return view

@@ -3,6 +3,7 @@
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
+import { PageConfig } from '@jupyterlab/coreutils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 
@@ -10,6 +11,7 @@ import { DEFAULT_REFRESH_MS, UsageModel } from './model';
 import { BudgetNotifier } from './notify';
 import { MeterPanel } from './panel';
 import { MeterStatusItem } from './statusbar';
+import { hubHomeUrl } from './stopped';
 
 const PLUGIN_ID = '@fracnb/meter:plugin';
 const OPEN_COMMAND = 'fracnb-meter:open-panel';
@@ -27,7 +29,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
   ): void => {
     const model = new UsageModel(DEFAULT_REFRESH_MS);
     const openPath = (path: string) => void app.commands.execute('docmanager:open', { path });
-    const panel = new MeterPanel(model, openPath);
+    // Under JupyterHub, where a stopped server is started again.
+    const hubHome = hubHomeUrl(PageConfig.getOption('hubPrefix'), PageConfig.getOption('hubHost'));
+    const panel = new MeterPanel(model, openPath, hubHome);
     app.shell.add(panel, 'right', { rank: 900 });
 
     app.commands.addCommand(OPEN_COMMAND, {
@@ -37,7 +41,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     palette?.addItem({ command: OPEN_COMMAND, category: 'GPU' });
     const openPanel = () => void app.commands.execute(OPEN_COMMAND);
-    const notifier = new BudgetNotifier(model, openPanel);
+    const notifier = new BudgetNotifier(model, openPanel, hubHome);
 
     const item = new MeterStatusItem(model, openPanel);
     if (statusBar) {

@@ -4,7 +4,7 @@
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { fetchUsage } from './request';
+import { fetchUsage, UsageRequestError } from './request';
 import type { IUsage } from './usage';
 
 /** Poll interval when the settings say nothing, in milliseconds. */
@@ -17,12 +17,19 @@ export interface IUsageState {
   usage: IUsage | null;
   /** Why the latest request failed, or null when it succeeded. */
   error: string | null;
+  /** The HTTP status of the failed request; null when it succeeded or had no answer. */
+  errorStatus: number | null;
+  /** When the latest sample arrived (ms, this browser's clock), or null before the first. */
+  receivedAt: number | null;
+  /** When requests began failing (ms, this browser's clock), or null while they succeed. */
+  failingSince: number | null;
 }
 
 export class UsageModel {
   constructor(
     refreshMs: number = DEFAULT_REFRESH_MS,
-    private readonly fetcher: () => Promise<IUsage> = () => fetchUsage()
+    private readonly fetcher: () => Promise<IUsage> = () => fetchUsage(),
+    private readonly clock: () => number = Date.now
   ) {
     this._poll = new Poll({
       factory: () => this._refresh(),
@@ -63,9 +70,21 @@ export class UsageModel {
   private async _refresh(): Promise<void> {
     try {
       const usage = await this.fetcher();
-      this._update({ usage, error: null });
+      this._update({
+        usage,
+        error: null,
+        errorStatus: null,
+        receivedAt: this.clock(),
+        failingSince: null
+      });
     } catch (error) {
-      this._update({ usage: this._state.usage, error: String(error) });
+      const status = error instanceof UsageRequestError ? error.status : null;
+      this._update({
+        ...this._state,
+        error: String(error),
+        errorStatus: status,
+        failingSince: this._state.failingSince ?? this.clock()
+      });
       // Rethrow so the poll backs off while the server is unreachable.
       throw error;
     }
@@ -78,5 +97,11 @@ export class UsageModel {
 
   private readonly _poll: Poll;
   private readonly _changed = new Signal<this, IUsageState>(this);
-  private _state: IUsageState = { usage: null, error: null };
+  private _state: IUsageState = {
+    usage: null,
+    error: null,
+    errorStatus: null,
+    receivedAt: null,
+    failingSince: null
+  };
 }

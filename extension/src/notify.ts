@@ -1,28 +1,34 @@
 /**
- * JupyterLab notifications: a kernel or the server passing 95 % of the GPU memory
- * budget (once per crossing), and the culling warning (once per deadline, withdrawn when it
- * no longer holds).
+ * JupyterLab notifications: a kernel or the server at 95 % of the GPU memory budget, or
+ * over it (each on screen while it holds, withdrawn when memory drops); the culling
+ * warning (once per deadline, withdrawn when it no longer holds); and, when the hub says
+ * the server is not running, why it stopped and where to start it again.
  */
 import { Notification } from '@jupyterlab/apputils';
 
+import { AlertLevel, budgetAlerts, IAlert } from './alerts';
 import { IUsageState, UsageModel } from './model';
-import { crossingMessage, cullMessage, newCrossings } from './summary';
+import { SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
+import { cullMessage } from './summary';
 
 export class BudgetNotifier {
   constructor(
     private readonly model: UsageModel,
-    private readonly openPanel: () => void
+    private readonly openPanel: () => void,
+    private readonly hubHome: string | null
   ) {
     model.changed.connect(this._onChanged, this);
   }
 
-  /** Turning notifications off also forgets past crossings, so turning them on re-alerts. */
+  /** Turning notifications off withdraws them, so turning them on re-alerts. */
   set enabled(value: boolean) {
     this._enabled = value;
     if (!value) {
-      this._alerted = new Set();
+      this._levels = new Map();
+      this._showAlerts([]);
       this._cullKey = null;
-      this._dismissCullToast();
+      this._dismiss(this._cullToast);
+      this._cullToast = null;
     }
   }
 
@@ -31,23 +37,82 @@ export class BudgetNotifier {
   }
 
   private _onChanged(_: UsageModel, state: IUsageState): void {
-    if (!this._enabled || state.usage === null || state.error !== null) {
+    if (!this._enabled) {
       return;
     }
-    const { crossed, alerted } = newCrossings(state.usage, this._alerted);
-    this._alerted = alerted;
-    for (const user of crossed) {
-      Notification.warning(crossingMessage(user), {
-        autoClose: false,
-        actions: [{ label: 'Show GPU usage', callback: this.openPanel }]
-      });
+    if (state.error !== null) {
+      // Whatever the last sample said no longer holds: the server does not answer.
+      this._levels = new Map();
+      this._showAlerts([]);
+      this._warnOfCulling(null, null);
+      if (state.errorStatus === SERVER_NOT_RUNNING) {
+        this._announceStop(state);
+      }
+      return;
     }
+    if (state.usage === null) {
+      return;
+    }
+    this._dismiss(this._stopToast);
+    this._stopToast = null;
+    const { alerts, levels } = budgetAlerts(state.usage, this._levels);
+    this._levels = levels;
+    this._showAlerts(alerts);
     const deadline = state.usage.cull?.deadline ?? null;
     const message = cullMessage(state.usage);
     // A new time or a new reason is a new deadline.
     const key =
       message === null || deadline === null ? null : `${deadline.reason} ${deadline.cull_at}`;
     this._warnOfCulling(key, message);
+  }
+
+  /**
+   * One toast per alerted user, withdrawn when the alert ends. A change of level replaces
+   * the toast (a new one, in the new level's colours) rather than editing it in place.
+   */
+  private _showAlerts(alerts: IAlert[]): void {
+    const wanted = new Map(alerts.map(alert => [alert.user.key, alert]));
+    for (const [key, shown] of this._alertToasts) {
+      if (wanted.get(key)?.level !== shown.level) {
+        this._dismiss(shown.id);
+        this._alertToasts.delete(key);
+      }
+    }
+    for (const [key, alert] of wanted) {
+      if (!this._alertToasts.has(key)) {
+        const id = Notification.emit(alert.message, toastType(alert.level), {
+          autoClose: false,
+          actions: this._panelAction()
+        });
+        this._alertToasts.set(key, { id, level: alert.level });
+      }
+    }
+  }
+
+  private _panelAction(): Notification.IAction[] {
+    return [{ label: 'Show GPU usage', callback: this.openPanel }];
+  }
+
+  private _announceStop(state: IUsageState): void {
+    if (this._stopToast !== null) {
+      return;
+    }
+    const notice = stopNoticeOf(state);
+    const hubHome = this.hubHome;
+    const actions: Notification.IAction[] =
+      hubHome === null
+        ? []
+        : [
+            {
+              label: 'Start it again',
+              caption: 'Open the hub home page, where you can start your server',
+              callback: () => window.location.assign(hubHome)
+            }
+          ];
+    this._stopToast = Notification.info(notice.toast, {
+      autoClose: false,
+      actions
+    });
   }
 
   /**
@@ -58,22 +123,28 @@ export class BudgetNotifier {
     if (key === this._cullKey) {
       return;
     }
-    this._dismissCullToast();
+    this._dismiss(this._cullToast);
+    this._cullToast = null;
     this._cullKey = key;
     if (message !== null) {
       this._cullToast = Notification.warning(message, { autoClose: false });
     }
   }
 
-  private _dismissCullToast(): void {
-    if (this._cullToast !== null) {
-      Notification.dismiss(this._cullToast);
-      this._cullToast = null;
+  private _dismiss(id: string | null): void {
+    if (id !== null) {
+      Notification.dismiss(id);
     }
   }
 
   private _enabled = true;
-  private _alerted: Set<string> = new Set();
+  private _levels: Map<string, AlertLevel> = new Map();
+  private readonly _alertToasts = new Map<string, { id: string; level: AlertLevel }>();
   private _cullKey: string | null = null;
   private _cullToast: string | null = null;
+  private _stopToast: string | null = null;
+}
+
+function toastType(level: AlertLevel): Notification.TypeOptions {
+  return level === 'over' ? 'error' : 'warning';
 }

@@ -6,6 +6,8 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { IUsageState, UsageModel } from './model';
+import { SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
+import { deviceName, softCapText } from './wording';
 import {
   budgetBytes,
   cullRows,
@@ -14,6 +16,7 @@ import {
   formatGiB,
   kernelLabel,
   levelOf,
+  overBudgetNote,
   quotaRows,
   sortKernels,
   summarizeState
@@ -31,7 +34,7 @@ const ISOLATION_NOTES: Record<Isolation, string> = {
   hard: 'hard: the GPU partition enforces the budget',
   enforced: 'enforced: allocations beyond the budget fail',
   'per-process': 'per process: each process is capped, not the server as a whole',
-  none: 'none: nothing stops you using more, so stay within your budget'
+  none: 'none: the GPU is shared and the driver enforces no limit'
 };
 
 type Child = Node | string | null;
@@ -50,9 +53,10 @@ function el(tag: string, className: string, ...children: Child[]): HTMLElement {
 
 function meterBar(used: number, limit: number): HTMLElement {
   const share = limit > 0 ? used / limit : 0;
-  const fill = el('div', `fracnb-meter-bar-fill fracnb-meter-${levelOf(share)}`);
+  const level = levelOf(share);
+  const fill = el('div', `fracnb-meter-bar-fill fracnb-meter-${level}`);
   fill.style.width = `${Math.min(100, share * 100).toFixed(1)}%`;
-  const bar = el('div', 'fracnb-meter-bar', fill);
+  const bar = el('div', `fracnb-meter-bar fracnb-meter-bar-${level}`, fill);
   bar.setAttribute('role', 'meter');
   bar.setAttribute('aria-valuenow', String(Math.round(share * 100)));
   return bar;
@@ -86,6 +90,10 @@ function totalView(usage: IUsage): HTMLElement {
   }
   const against = budget === null ? 'GiB on the device' : 'GiB budget';
   const percent = limit > 0 ? ` · ${Math.round((server / limit) * 100)}\u00a0%` : '';
+  const over =
+    budget !== null && levelOf(server / budget) === 'over'
+      ? el('p', 'fracnb-meter-over-note', overBudgetNote(usage.budget))
+      : null;
   return el(
     'div',
     'fracnb-meter-total',
@@ -95,7 +103,8 @@ function totalView(usage: IUsage): HTMLElement {
       el('span', 'fracnb-meter-total-used', `${formatGiB(server)} GiB`),
       ` of ${formatGiB(limit)} ${against}${percent}`
     ),
-    meterBar(server, limit)
+    meterBar(server, limit),
+    over
   );
 }
 
@@ -167,7 +176,12 @@ function deviceRow(gpu: IGpu, simulated: boolean): HTMLElement {
   return el(
     'li',
     'fracnb-meter-device',
-    el('div', 'fracnb-meter-device-name', `${gpu.index}: ${gpu.name}`, badge),
+    el(
+      'div',
+      'fracnb-meter-device-name',
+      `${gpu.index}: ${deviceName(gpu.name, simulated)}`,
+      badge
+    ),
     el('div', 'fracnb-meter-kernel-detail', detail.join(' · '))
   );
 }
@@ -176,6 +190,13 @@ function budgetView(budget: IBudget): HTMLElement {
   if (budget.error) {
     return el('p', 'fracnb-meter-note', `The budget is unknown: ${budget.error}.`);
   }
+  const profile = budget.profile_display_name ?? budget.profile;
+  if (budget.backend === 'none') {
+    return facts([
+      ['Profile', profile],
+      ['Share', 'no GPU (CPU only)']
+    ]);
+  }
   if (budgetBytes(budget) === null) {
     return el('p', 'fracnb-meter-note', 'No GPU budget is set for this server.');
   }
@@ -183,9 +204,10 @@ function budgetView(budget: IBudget): HTMLElement {
   return facts([
     ['Share', budget.fraction === null ? null : formatFraction(budget.fraction)],
     ['Memory', budget.memory_bytes === null ? null : formatBytes(budget.memory_bytes)],
-    ['Profile', budget.profile],
+    ['Profile', profile],
     ['Sharing', budget.backend],
-    ['Isolation', isolation === null ? null : ISOLATION_NOTES[isolation]]
+    ['Isolation', isolation === null ? null : ISOLATION_NOTES[isolation]],
+    ['Memory cap', softCapText(budget)]
   ]);
 }
 
@@ -199,10 +221,42 @@ function cullView(cull: ICullStatus): HTMLElement {
   return view;
 }
 
+/** The server stopped (the hub answers for it): why, what was kept and lost, where to go. */
+function stoppedView(state: IUsageState, hubHome: string | null): HTMLElement {
+  const notice = stopNoticeOf(state);
+  const link = hubHome === null ? null : document.createElement('a');
+  if (link !== null && hubHome !== null) {
+    link.className = 'fracnb-meter-hub-link';
+    link.href = hubHome;
+    link.textContent = 'Start it again from the hub home page';
+  }
+  const view = el(
+    'div',
+    'fracnb-meter-body fracnb-meter-stopped',
+    section(
+      'Server stopped',
+      el('p', 'fracnb-meter-stopped-headline', notice.headline),
+      el('p', 'fracnb-meter-note', notice.consequences),
+      link === null
+        ? el('p', 'fracnb-meter-note', 'Start the server again to go on working.')
+        : el('p', '', link)
+    )
+  );
+  view.dataset.cause = notice.cause;
+  return view;
+}
+
 /** The whole panel body for one poller state. */
-export function renderUsage(state: IUsageState, openPath: PathOpener | null = null): HTMLElement {
+export function renderUsage(
+  state: IUsageState,
+  openPath: PathOpener | null = null,
+  hubHome: string | null = null
+): HTMLElement {
   const usage = state.usage;
   const summary = summarizeState(state);
+  if (state.error !== null && state.errorStatus === SERVER_NOT_RUNNING) {
+    return stoppedView(state, hubHome);
+  }
   if (usage === null || state.error !== null || !usage.available) {
     // After a failed request the last sample is stale: show only the reason.
     const current = state.error === null ? usage : null;
@@ -211,7 +265,9 @@ export function renderUsage(state: IUsageState, openPath: PathOpener | null = nu
       'fracnb-meter-body',
       section('GPU memory', el('p', 'fracnb-meter-note fracnb-meter-reason', summary.title)),
       current === null ? null : section('Kernels', kernelsView(current, openPath)),
-      current === null ? null : section('Budget', budgetView(current.budget))
+      current === null ? null : section('Budget', budgetView(current.budget)),
+      current === null || current.quota === null ? null : quotaView(current.quota),
+      current === null || current.cull === null ? null : cullView(current.cull)
     );
   }
   return el(
@@ -241,7 +297,8 @@ export function sampledText(state: IUsageState): string {
 export class MeterPanel extends Widget {
   constructor(
     private readonly model: UsageModel,
-    private readonly openPath: PathOpener | null = null
+    private readonly openPath: PathOpener | null = null,
+    private readonly hubHome: string | null = null
   ) {
     super();
     this.id = 'fracnb-meter-panel';
@@ -268,7 +325,7 @@ export class MeterPanel extends Widget {
     if (!this.isVisible && this._body !== null) {
       return;
     }
-    const body = renderUsage(this.model.state, this.openPath);
+    const body = renderUsage(this.model.state, this.openPath, this.hubHome);
     // Replace the DOM only when something changed, so a click or hover on a row is
     // not lost to a redraw that shows the same numbers.
     if (this._body === null || this._body.outerHTML !== body.outerHTML) {

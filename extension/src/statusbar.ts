@@ -10,6 +10,7 @@ const LEVEL_CLASSES: Record<Level, string> = {
   normal: 'fracnb-meter-normal',
   warning: 'fracnb-meter-warning',
   critical: 'fracnb-meter-critical',
+  over: 'fracnb-meter-over',
   unavailable: 'fracnb-meter-unavailable'
 };
 

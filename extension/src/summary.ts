@@ -2,6 +2,7 @@
  * Pure functions from a usage sample to what the UI shows. No DOM, no I/O.
  */
 import type { IUsageState } from './model';
+import { failureText, SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
 import type {
   IBudget,
   ICullStatus,
@@ -27,7 +28,8 @@ export const CRITICAL_SHARE = 0.95;
  */
 export const REARM_SHARE = 0.9;
 
-export type Level = 'normal' | 'warning' | 'critical' | 'unavailable';
+/** 'over': above 100 % of the budget, a state of its own (on a shared GPU, others' memory). */
+export type Level = 'normal' | 'warning' | 'critical' | 'over' | 'unavailable';
 
 export interface IMeterSummary {
   /** The status bar text, e.g. "GPU 3.1 / 20 GiB". */
@@ -56,6 +58,9 @@ export function formatBytes(bytes: number): string {
 export function levelOf(share: number | null): Level {
   if (share === null) {
     return 'normal';
+  }
+  if (share > 1) {
+    return 'over';
   }
   if (share >= CRITICAL_SHARE) {
     return 'critical';
@@ -98,6 +103,14 @@ function summarizeDevice(usage: IUsage, budget: number | null): IMeterSummary {
 
 /** What the status bar shows for one sample. */
 export function summarize(usage: IUsage): IMeterSummary {
+  if (usage.budget.backend === 'none') {
+    return {
+      text: 'No GPU',
+      title: usage.reason ?? 'No GPU for this server: it was started with a CPU-only profile.',
+      level: 'unavailable',
+      share: null
+    };
+  }
   if (!usage.available || usage.gpus.length === 0) {
     return {
       text: 'GPU –',
@@ -115,20 +128,39 @@ export function summarize(usage: IUsage): IMeterSummary {
   const limitWord = budget === null ? 'of the device memory' : 'of your GPU memory budget';
   const share = limit > 0 ? serverBytes / limit : null;
   const percent = share === null ? '' : ` (${Math.round(share * 100)}\u00a0%)`;
+  const level = levelOf(share);
+  const over = level === 'over' && budget !== null ? ` ${overBudgetNote(usage.budget)}` : '';
   return {
     text: `GPU ${formatGiB(serverBytes)} / ${formatGiB(limit)} GiB`,
-    title: `This server's kernels use ${formatBytes(serverBytes)}${percent} ${limitWord} of ${formatBytes(limit)}.`,
-    level: levelOf(share),
+    title: `This server's kernels use ${formatBytes(serverBytes)}${percent} ${limitWord} of ${formatBytes(limit)}.${over}`,
+    level,
     share
   };
+}
+
+/** What going over the budget means, by who enforces it. */
+export function overBudgetNote(budget: IBudget): string {
+  if (budget.isolation === 'hard' || budget.isolation === 'enforced') {
+    return 'Over budget: allocations beyond it will fail.';
+  }
+  return "Over budget: on a shared GPU you are now using your neighbours' memory. Free some now.";
 }
 
 /** The summary of a poller state, including "not answered yet" and "request failed". */
 export function summarizeState(state: IUsageState): IMeterSummary {
   if (state.error !== null) {
+    if (state.errorStatus === SERVER_NOT_RUNNING) {
+      const notice = stopNoticeOf(state);
+      return {
+        text: 'Server stopped',
+        title: `${notice.headline} ${notice.consequences}`,
+        level: 'unavailable',
+        share: null
+      };
+    }
     return {
       text: 'GPU –',
-      title: `GPU usage unavailable: ${state.error}`,
+      title: failureText(state.errorStatus),
       level: 'unavailable',
       share: null
     };
@@ -189,54 +221,15 @@ export function budgetUsers(usage: IUsage): IOverBudget[] {
 }
 
 /**
- * Which budget users newly crossed 95 % since the last sample, and the set of users
- * that stay armed-off. `alerted` holds keys already notified and not yet re-armed.
+ * A share of GPUs, in the one style used everywhere (panel, status bar, widget, quotas):
+ * 0.25 -> "0.25 GPU", 1 -> "1 GPU", 2 -> "2 GPUs", 0 -> "no GPU". Decimals, because
+ * quota sums such as 5.75 have no short fraction.
  */
-export function newCrossings(
-  usage: IUsage,
-  alerted: ReadonlySet<string>
-): { crossed: IOverBudget[]; alerted: Set<string> } {
-  const next = new Set<string>();
-  const crossed: IOverBudget[] = [];
-  for (const user of budgetUsers(usage)) {
-    const share = user.bytes / user.budget;
-    if (share >= CRITICAL_SHARE) {
-      next.add(user.key);
-      if (!alerted.has(user.key)) {
-        crossed.push(user);
-      }
-    } else if (share >= REARM_SHARE && alerted.has(user.key)) {
-      next.add(user.key);
-    }
-  }
-  // The server's total is mostly its kernels: when a kernel crossed, one
-  // notification about that kernel says it all.
-  const kernelCrossed = crossed.some(user => user.key !== 'server');
-  return {
-    crossed: kernelCrossed ? crossed.filter(user => user.key !== 'server') : crossed,
-    alerted: next
-  };
-}
-
-/** Short enough for a toast (JupyterLab cuts toasts at 140 characters). */
-export function crossingMessage(user: IOverBudget): string {
-  const percent = Math.round((user.bytes / user.budget) * 100);
-  return (
-    `${user.label} uses ${formatBytes(user.bytes)} of GPU memory, ${percent}\u00a0% of your ` +
-    `${formatBytes(user.budget)} budget. Free some to avoid out-of-memory errors.`
-  );
-}
-
-/** 0.25 -> "1/4 GPU", 2 -> "2 GPUs", 0.3 -> "0.3 GPU", 0 -> "no GPU". */
 export function formatFraction(fraction: number): string {
   if (fraction <= 0) {
     return 'no GPU';
   }
-  if (fraction >= 1) {
-    return Number.isInteger(fraction) && fraction > 1 ? `${fraction} GPUs` : `${fraction} GPU`;
-  }
-  const denominator = Math.round(1 / fraction);
-  return Math.abs(1 / denominator - fraction) < 1e-9 ? `1/${denominator} GPU` : `${fraction} GPU`;
+  return `${formatAmount(fraction)} ${fraction > 1 ? 'GPUs' : 'GPU'}`;
 }
 
 /** An amount of GPUs, at most three decimals: "0.75", "5.75", "0.333", "2". */
@@ -326,7 +319,11 @@ export function cullMessage(usage: IUsage): string | null {
     return null;
   }
   const minutes = minutesLeft(deadline);
-  const when = `in ${minutes} ${minutes === 1 ? 'minute' : 'minutes'}`;
+  // "in 4 minutes", but "in 8 h" rather than "in 480 minutes".
+  const when =
+    minutes < 60
+      ? `in ${minutes} ${minutes === 1 ? 'minute' : 'minutes'}`
+      : `in ${formatMinutes(minutes)}`;
   if (deadline.reason === 'idle') {
     return `Idle: this server will be stopped ${when} unless you use it.`;
   }

@@ -117,7 +117,18 @@ export interface IBudget {
   memory_bytes: null | Bytes;
   isolation: null | Isolation;
   backend: null | Backend;
+  /**
+   * The profile's slug.
+   */
   profile: string | null;
+  /**
+   * The profile's name as the spawn form shows it (FRACNB_PROFILE_DISPLAY_NAME); null when the pod does not carry it.
+   */
+  profile_display_name: string | null;
+  /**
+   * Where nothing enforces the budget (isolation none): the cap the spawner gave PyTorch, JAX and CuPy (and TensorFlow through the startup hook), in bytes (FRACNB_SOFT_CAP_BYTES); null when none was set.
+   */
+  soft_cap_bytes: null | Bytes;
   /**
    * Why the FRACNB_* variables could not be read (every other field is then null); null when they could.
    */

@@ -184,8 +184,19 @@ def soft_caps(plan: GPUPlan, ratio: float) -> dict[str, str]:
     }
 
 
-def contract_fields(plan: GPUPlan, *, profile: str, choice: str, cull: CullPolicy, model: str | None) -> PodFields:
-    """The ``FRACNB_*`` environment and ``fracnb.io/*`` labels and annotations (docs/contract.md)."""
+def contract_fields(
+    plan: GPUPlan,
+    *,
+    profile: str,
+    choice: str,
+    cull: CullPolicy,
+    model: str | None,
+    display_name: str | None = None,
+) -> PodFields:
+    """The ``FRACNB_*`` environment and ``fracnb.io/*`` labels and annotations (docs/contract.md).
+
+    ``display_name`` is the profile's name on the form, which the notebook shows instead of the slug.
+    """
     backend = plan.backend
     environment = {
         "FRACNB_PROFILE": profile,
@@ -197,6 +208,8 @@ def contract_fields(plan: GPUPlan, *, profile: str, choice: str, cull: CullPolic
     }
     if model:
         environment["FRACNB_GPU_MODEL"] = model
+    if display_name and display_name.strip():
+        environment["FRACNB_PROFILE_DISPLAY_NAME"] = display_name.strip()
     labels = {
         # A label value has a strict syntax; the annotation keeps the slug as configured.
         LABEL_PREFIX + "profile": label_value(profile),

@@ -425,8 +425,14 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         gpu_cull, cpu_cull = self.cull_defaults()
         cull = cull_policy(selection.gpu, selection.cull, gpu_cull, cpu_cull)
         fields = backend_fields(plan, self.backend_settings())
+        display_name = selection.profile.get("display_name")
         contract = contract_fields(
-            plan, profile=selection.slug, choice=selection.choice_text, cull=cull, model=plan.product
+            plan,
+            profile=selection.slug,
+            choice=selection.choice_text,
+            cull=cull,
+            model=plan.product,
+            display_name=display_name if isinstance(display_name, str) else None,
         )
         self.extra_resource_limits = {**self.extra_resource_limits, **fields.resources}
         self.extra_resource_guarantees = {**self.extra_resource_guarantees, **fields.resources}

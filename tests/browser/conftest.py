@@ -21,11 +21,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from meter_lab import (
     BUDGET_ENV,
+    CPU_ONLY_ENV,
     REPO,
     FakeGpu,
     LabServer,
@@ -64,11 +66,9 @@ def service() -> Iterator[ReportServer]:
     service.stop()
 
 
-@pytest.fixture(scope="session")
-def lab_server(
-    tmp_path_factory: pytest.TempPathFactory, fake_gpu: FakeGpu, service: ReportServer, artifacts: Path
-) -> Iterator[LabServer]:
-    tmp = tmp_path_factory.mktemp("lab")
+@contextmanager
+def running_lab(tmp: Path, environment: dict[str, str], log: Path) -> Iterator[LabServer]:
+    """``jupyter lab`` with the meter, the fake NVML and ``environment`` (the pod's variables)."""
     root, config = tmp / "root", tmp / "config"
     root.mkdir()
     config.mkdir()
@@ -90,10 +90,7 @@ def lab_server(
     port, token = free_port(), secrets.token_hex(16)
     env = {
         **os.environ,
-        **BUDGET_ENV,
-        **service.environment(),
-        "LD_LIBRARY_PATH": str(fake_gpu.library_dir),
-        "FAKE_NVML_STATE": str(fake_gpu.state_path),
+        **environment,
         "JUPYTER_CONFIG_DIR": str(config),
         "JUPYTER_PATH": str(labextension_path(tmp)),
         "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
@@ -101,10 +98,9 @@ def lab_server(
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root"]
     command += [f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1"]
     command += [f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={token}"]
-    log = artifacts / "jupyter-lab.log"
     with log.open("w") as log_stream:
         process = subprocess.Popen(command, env=env, stdout=log_stream, stderr=subprocess.STDOUT)
-    server = LabServer(url=f"http://127.0.0.1:{port}/", token=token, root=root, log=log)
+    server = LabServer(url=f"http://127.0.0.1:{port}/", token=token, root=root, log=log, pid=process.pid)
     try:
         wait_until_up(server, process)
         yield server
@@ -115,6 +111,29 @@ def lab_server(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def gpu_environment(fake_gpu: FakeGpu) -> dict[str, str]:
+    return {"LD_LIBRARY_PATH": str(fake_gpu.library_dir), "FAKE_NVML_STATE": str(fake_gpu.state_path)}
+
+
+@pytest.fixture(scope="session")
+def lab_server(
+    tmp_path_factory: pytest.TempPathFactory, fake_gpu: FakeGpu, service: ReportServer, artifacts: Path
+) -> Iterator[LabServer]:
+    environment = {**BUDGET_ENV, **service.environment(), **gpu_environment(fake_gpu)}
+    with running_lab(tmp_path_factory.mktemp("lab"), environment, artifacts / "jupyter-lab.log") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def cpu_only_lab_server(
+    tmp_path_factory: pytest.TempPathFactory, fake_gpu: FakeGpu, artifacts: Path
+) -> Iterator[LabServer]:
+    """A CPU-only server as the spawner makes it; the node's (fake) driver library is still there."""
+    environment = {**CPU_ONLY_ENV, **gpu_environment(fake_gpu)}
+    with running_lab(tmp_path_factory.mktemp("cpu-lab"), environment, artifacts / "jupyter-lab-cpu.log") as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

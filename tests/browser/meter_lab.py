@@ -20,13 +20,26 @@ REPO = Path(__file__).resolve().parents[2]
 LABEXTENSION = REPO / "extension" / "fracnb_meter" / "labextension"
 GIB = 1 << 30
 BUDGET_BYTES = 20 * GIB
+SOFT_CAP_BYTES = int(BUDGET_BYTES * 0.95)  # the spawner's default soft_cap_ratio
 BUDGET_ENV = {
     "FRACNB_PROFILE": "quarter",
+    "FRACNB_PROFILE_DISPLAY_NAME": "Quarter of an A100",
     "FRACNB_CHOICE": "",
     "FRACNB_GPU_FRACTION": "0.25",
     "FRACNB_GPU_MEMORY_LIMIT": str(BUDGET_BYTES),
     "FRACNB_GPU_BACKEND": "time-slicing",
     "FRACNB_ISOLATION": "none",
+    "FRACNB_SOFT_CAP_BYTES": str(SOFT_CAP_BYTES),
+}
+CPU_ONLY_ENV = {
+    "FRACNB_PROFILE": "cpu",
+    "FRACNB_PROFILE_DISPLAY_NAME": "CPU only, no GPU visible",
+    "FRACNB_CHOICE": "",
+    "FRACNB_GPU_FRACTION": "0",
+    "FRACNB_GPU_MEMORY_LIMIT": "0",
+    "FRACNB_GPU_BACKEND": "none",
+    "FRACNB_ISOLATION": "none",
+    "NVIDIA_VISIBLE_DEVICES": "void",
 }
 STARTUP_TIMEOUT_S = 90
 
@@ -80,6 +93,7 @@ class LabServer:
     token: str
     root: Path
     log: Path
+    pid: int
 
     def api(self, method: str, path: str, body: object | None = None) -> object:
         data = None if body is None else json.dumps(body).encode()

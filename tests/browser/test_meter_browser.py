@@ -100,16 +100,24 @@ def test_panel_lists_the_kernel_by_notebook_with_device_and_budget(
     usage = lab_server.usage()
     device = panel.locator(".fracnb-meter-device")
     expect(device).to_have_count(len(usage["gpus"]))
-    expect(device.first).to_contain_text(usage["gpus"][0]["name"])
-    expect(device.first.locator(".fracnb-meter-badge")).to_have_count(1 if usage["simulated"] else 0)
+    assert usage["simulated"]
+    name = device.first.locator(".fracnb-meter-device-name")
+    # The badge says "simulated"; the name does not say it again.
+    expect(name).to_have_text(re.compile(r"^0: NVIDIA A100-SXM4-80GB\s*simulated$"))
+    expect(device.first.locator(".fracnb-meter-badge")).to_have_count(1)
     expect(device.first).to_contain_text("37 % busy")
 
     budget = panel.locator(".fracnb-meter-facts").first
-    expect(budget).to_contain_text("1/4 GPU")
-    expect(budget).to_contain_text(f"{BUDGET_BYTES // GIB} GiB")
-    expect(budget).to_contain_text("quarter")
+    expect(budget).to_contain_text("Share0.25 GPU")
+    expect(budget).to_contain_text(f"Memory{BUDGET_BYTES // GIB} GiB")
+    expect(budget).to_contain_text("ProfileQuarter of an A100")  # the display name, not the slug
+    expect(budget).not_to_contain_text("quarter")
     expect(budget).to_contain_text("time-slicing")
-    expect(budget).to_contain_text("none: nothing stops you")
+    expect(budget).to_contain_text(
+        "Memory cap19 GiB (95 % of the budget) for PyTorch, JAX and CuPy; TensorFlow through the startup hook."
+    )
+    expect(budget).not_to_contain_text("nothing stops you")
+    expect(lab.locator(STATUS)).to_have_text("GPU 6 / 20 GiB")
     lab.screenshot(path=artifacts / "lab-panel.png")
 
     # The notebook name opens the notebook.
@@ -142,12 +150,51 @@ def test_critical_colour_and_one_notification_per_crossing(
     wait_for_polls(lab, 3)
     expect(kernel_toasts).to_have_count(before + 1)
 
-    # ... but falling back and crossing again does.
+    # ... falling back withdraws the toast, which no longer holds ...
     set_memory(fake_gpu, kernel, 4 * GIB)
     expect(status).to_have_text("GPU 4 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
+    expect(kernel_toasts).to_have_count(before, timeout=UPDATE_TIMEOUT_MS)
+    # ... and crossing again raises a new one.
     set_memory(fake_gpu, kernel, 20 * GIB)
     expect(status).to_have_text("GPU 20 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
-    expect(kernel_toasts).to_have_count(before + 2, timeout=UPDATE_TIMEOUT_MS)
+    expect(kernel_toasts).to_have_count(before + 1, timeout=UPDATE_TIMEOUT_MS)
+
+
+def test_over_budget_is_a_state_of_its_own(
+    lab: Page, fake_gpu: FakeGpu, kernel: tuple[str, int], artifacts: Path
+) -> None:
+    status = lab.locator(STATUS)
+    set_memory(fake_gpu, kernel, 19 * GIB)
+    expect(status).to_have_class(re.compile(r"\bfracnb-meter-critical\b"), timeout=UPDATE_TIMEOUT_MS)
+    critical_colour = status.evaluate("e => getComputedStyle(e).backgroundColor")
+
+    set_memory(fake_gpu, kernel, 24 * GIB)  # 120 % of the budget, on a time-sliced GPU
+    expect(status).to_have_text("GPU 24 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
+    expect(status).to_have_class(re.compile(r"\bfracnb-meter-over\b"))
+    expect(status).to_have_attribute("title", re.compile(r"on a shared GPU you are now using your neighbours' memory"))
+    over_colour = status.evaluate("e => getComputedStyle(e).backgroundColor")
+    assert _rgb(over_colour) != _rgb(critical_colour)
+    assert _rgb(over_colour) == (0x6A, 0x1B, 0x9A)
+
+    over_toasts = lab.locator(TOAST, has_text="Over budget")
+    expect(over_toasts).to_have_count(1, timeout=UPDATE_TIMEOUT_MS)
+    expect(over_toasts).to_contain_text(f"{NOTEBOOK} uses 24 GiB, 120 % of your 20 GiB budget")
+    expect(over_toasts).to_contain_text("neighbours' memory")
+    # The 95 % toast of the same notebook became this one: one toast per notebook.
+    expect(lab.locator(TOAST, has_text=f"{NOTEBOOK} uses")).to_have_count(1)
+
+    open_panel(lab)
+    panel = lab.locator("#fracnb-meter-panel")
+    expect(panel.locator(".fracnb-meter-total .fracnb-meter-bar-fill.fracnb-meter-over")).to_have_count(1)
+    expect(panel.locator(".fracnb-meter-over-note")).to_contain_text("neighbours' memory")
+    wait_for_animations(lab)  # the toast has finished sliding in before the screenshot
+    lab.screenshot(path=artifacts / "lab-over-budget.png")
+
+    # Memory drops: the state and the toast go.
+    set_memory(fake_gpu, kernel, 3 * GIB)
+    expect(status).to_have_text("GPU 3 / 20 GiB", timeout=UPDATE_TIMEOUT_MS)
+    expect(status).to_have_class(re.compile(r"\bfracnb-meter-normal\b"))
+    expect(lab.locator(TOAST, has_text=f"{NOTEBOOK} uses")).to_have_count(0, timeout=UPDATE_TIMEOUT_MS)
 
 
 def test_server_crossing_without_a_kernel_crossing_is_notified(
@@ -262,7 +309,7 @@ def test_dark_theme_colours_the_panel(
     page = context.new_page()
     try:
         page.goto(f"{lab_server.url}lab?reset&token={lab_server.token}")
-        expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false", timeout=UPDATE_TIMEOUT_MS)
+        expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false", timeout=60_000)
         status = page.locator(STATUS)
         expect(status).to_have_text("GPU 17 / 20 GiB", timeout=60_000)
         open_panel(page)
@@ -270,7 +317,33 @@ def test_dark_theme_colours_the_panel(
         layout = page.evaluate("getComputedStyle(document.body).getPropertyValue('--jp-layout-color1').trim()")
         background = panel.evaluate("e => getComputedStyle(e).backgroundColor")
         assert _rgb(background) == _rgb(layout)
+        # Everything inside follows the theme too: no light surface, no dark-on-dark text.
+        font = page.evaluate("getComputedStyle(document.body).getPropertyValue('--jp-ui-font-color1').trim()")
+        assert _rgb(panel.evaluate("e => getComputedStyle(e).color")) == _rgb(font)
+        surfaces = panel.evaluate(
+            """e => [e, ...e.querySelectorAll('*')]
+                .map(n => getComputedStyle(n).backgroundColor)
+                .filter(c => c !== 'rgba(0, 0, 0, 0)')"""
+        )
+        light = [colour for colour in surfaces if sum(_rgb(colour)) > 3 * 200]
+        assert not light, f"light backgrounds in the dark panel: {light}"
+        texts = panel.evaluate(
+            """e => [...e.querySelectorAll('dt, dd, h3, p, span, button')]
+                .filter(n => n.textContent.trim())
+                .map(n => getComputedStyle(n).color)"""
+        )
+        dark_text = [colour for colour in texts if sum(_rgb(colour)) < 3 * 90]
+        assert not dark_text, f"dark text on the dark panel: {dark_text}"
         page.screenshot(path=artifacts / "lab-dark-panel.png")
+
+        # Notebook 7 shares the theme setting and the panel.
+        page.goto(f"{lab_server.url}notebooks/{NOTEBOOK}?token={lab_server.token}")
+        expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false", timeout=60_000)
+        expect(page.locator(STATUS)).to_have_text("GPU 17 / 20 GiB", timeout=60_000)
+        open_panel(page)
+        layout = page.evaluate("getComputedStyle(document.body).getPropertyValue('--jp-layout-color1').trim()")
+        assert _rgb(panel.evaluate("e => getComputedStyle(e).backgroundColor")) == _rgb(layout)
+        page.screenshot(path=artifacts / "notebook7-dark-panel.png")
     finally:
         context.close()
         lab_server.api("PUT", themes, {"raw": "{}"})

@@ -43,8 +43,10 @@ def test_quarter_gpu_notebook_meters_simulated_memory(demo: RunningDemo, page: P
 
     page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
     run_cell(page, 'import fracnb_meter.simulate as sim\nsim.allocate("6GiB")')
-    # allocate() returns this kernel's simulated total in bytes.
-    expect(page.locator(".jp-OutputArea-output").first).to_contain_text(str(6 << 30), timeout=60_000)
+    # allocate() returns this kernel's simulated total, shown as a sentence rather than bytes.
+    expect(page.locator(".jp-OutputArea-output").first).to_contain_text(
+        "this kernel now uses 6 GiB of simulated GPU memory on GPU 0", timeout=60_000
+    )
     expect(status).to_contain_text(re.compile(r"GPU 6(\.0)? / 20 GiB"), timeout=30_000)
     shot(page, "lab-simulated-6gib")
 
@@ -63,7 +65,7 @@ def test_quarter_gpu_notebook_meters_simulated_memory(demo: RunningDemo, page: P
     # The quota widget in the notebook: this kernel's memory and the group's quota, live.
     run_cell(page, "%load_ext fracnb_meter")
     widget = page.locator(".jp-OutputArea-output .widget-html-content", has_text="this kernel")
-    expect(widget.first).to_contain_text("this kernel 6.0 GiB", timeout=60_000)
+    expect(widget.first).to_contain_text("this kernel 6 GiB", timeout=60_000)
     quota = page.locator(".jp-OutputArea-output .widget-html-content", has_text="team-a")
     expect(quota.first).to_contain_text("team-a: 0.25 of 0.5 GPUs", timeout=60_000)
     shot(page, "lab-quota-widget")

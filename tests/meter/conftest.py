@@ -51,6 +51,8 @@ def meter_server(fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFacto
         "FRACNB_ISOLATION": "none",
         "FRACNB_GPU_BACKEND": "time-slicing",
         "FRACNB_PROFILE": "quarter",
+        "FRACNB_PROFILE_DISPLAY_NAME": "Quarter of an A100",
+        "FRACNB_SOFT_CAP_BYTES": str(19 * GIB),
     }
     server = start_server(
         tmp_path,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fracnb_meter.contract import Budget, ContractError, read_budget
+from fracnb_meter.contract import NO_GPU_REASON, Budget, ContractError, gpu_withheld, read_budget
 
 
 def test_full_contract() -> None:
@@ -31,9 +31,36 @@ def test_no_contract_on_a_workstation() -> None:
         ("FRACNB_GPU_MEMORY_LIMIT", "20GiB", "whole number of bytes"),
         ("FRACNB_ISOLATION", "strict", "hard, enforced, per-process, none"),
         ("FRACNB_GPU_BACKEND", "vgpu", "time-slicing"),
+        ("FRACNB_SOFT_CAP_BYTES", "19GiB", "whole number of bytes"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str, message: str) -> None:
     with pytest.raises(ContractError, match=message) as caught:
         read_budget({name: value})
     assert name in str(caught.value)
+
+
+def test_display_name_and_soft_cap() -> None:
+    env = {
+        "FRACNB_PROFILE": "quarter",
+        "FRACNB_PROFILE_DISPLAY_NAME": "Quarter of an A100",
+        "FRACNB_GPU_BACKEND": "time-slicing",
+        "FRACNB_SOFT_CAP_BYTES": "20401094656",
+    }
+    budget = read_budget(env)
+    assert budget.profile_display_name == "Quarter of an A100"
+    assert budget.soft_cap_bytes == 20401094656
+
+
+@pytest.mark.parametrize(
+    ("env", "withheld"),
+    [
+        ({"FRACNB_GPU_BACKEND": "none"}, True),
+        ({"FRACNB_GPU_BACKEND": "time-slicing", "NVIDIA_VISIBLE_DEVICES": "void"}, True),
+        ({"NVIDIA_VISIBLE_DEVICES": "none"}, True),
+        ({"FRACNB_GPU_BACKEND": "time-slicing", "NVIDIA_VISIBLE_DEVICES": "all"}, False),
+        ({}, False),  # a workstation
+    ],
+)
+def test_gpu_withheld(env: dict[str, str], withheld: bool) -> None:
+    assert gpu_withheld(read_budget(env), env) == (NO_GPU_REASON if withheld else None)

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from meter_helpers import GIB, Kernel, evaluate, wait_for_execution_state
 
+from fracnb_meter.contract import NO_GPU_REASON
 from fracnb_meter.server import FracnbMeter
-from fracnb_meter.testing.fakenvml import FakeDevice, FakeMig, FakeProcess, FakeState
-from fracnb_meter.testing.server import MeterServer, start_server
+from fracnb_meter.testing.fakenvml import FakeDevice, FakeMig, FakeProcess, FakeState, read_state
+from fracnb_meter.testing.server import MeterServer, StateFile, start_server
 from fracnb_testbed.procs import wait_until
 
 
@@ -79,6 +80,8 @@ def test_per_kernel_memory_counts_kernel_and_descendants(
         "isolation": "none",
         "backend": "time-slicing",
         "profile": "quarter",
+        "profile_display_name": "Quarter of an A100",
+        "soft_cap_bytes": 19 * GIB,
         "error": None,
     }
     assert datetime.fromisoformat(document["sampled_at"]).tzinfo is not None
@@ -204,9 +207,11 @@ def last_activity(server: MeterServer) -> datetime:
 def test_simulated_allocation_from_a_kernel(meter_server: MeterServer, kernels: dict[str, Kernel]) -> None:
     meter_server.state.write(FakeState(devices=[FakeDevice.a100(0)]))
     client = kernels["analysis.ipynb"].client
-    total = evaluate(client, "sim.allocate('2GiB')", "import fracnb_meter.simulate as sim")
-    assert int(total) == 2 * GIB
+    shown = evaluate(client, "sim.allocate('2GiB')", "import fracnb_meter.simulate as sim")
+    # What a notebook shows under the cell: a sentence, not a raw count of bytes.
+    assert shown == "this kernel now uses 2 GiB of simulated GPU memory on GPU 0"
     assert by_path(meter_server.usage())["analysis.ipynb"]["gpu_memory_bytes"] == 2 * GIB
+    assert evaluate(client, "int(sim.allocate(512 << 20))") == str(2 * GIB + (512 << 20))
     evaluate(client, "sim.release()")
     assert by_path(meter_server.usage())["analysis.ipynb"]["gpu_memory_bytes"] == 0
 
@@ -223,3 +228,40 @@ def test_without_nvml_library_the_gpu_is_unavailable(tmp_path: Path, fake_nvml_l
     assert [k["id"] for k in document["kernels"]] == [kernel_id]
     assert document["kernels"][0]["gpu_memory_bytes"] is None
     assert document["budget"]["memory_bytes"] is None  # no contract: plain JupyterLab
+
+
+def test_a_cpu_only_server_never_reads_a_gpu(tmp_path: Path, fake_nvml_library: Path) -> None:
+    """The contract says no GPU: the meter says so, never opens NVML, and the simulator refuses."""
+    state = StateFile(tmp_path / "nvml-state")
+    state.write(FakeState(devices=[FakeDevice.a100(0)]))
+    cpu_only = {
+        "FRACNB_PROFILE": "cpu",
+        "FRACNB_CHOICE": "",
+        "FRACNB_GPU_FRACTION": "0",
+        "FRACNB_GPU_MEMORY_LIMIT": "0",
+        "FRACNB_GPU_BACKEND": "none",
+        "FRACNB_ISOLATION": "none",
+        "NVIDIA_VISIBLE_DEVICES": "void",
+    }
+    server = start_server(tmp_path, fake_nvml_library, state, meter_config={}, extra_env=cpu_only)
+    try:
+        kernel_id = server.start_session("cpu.ipynb")
+        document = server.usage()
+        client = server.client(kernel_id)
+        refused = evaluate(
+            client,
+            "refusal",
+            "import fracnb_meter.simulate as sim\n"
+            "try:\n    sim.allocate('1GiB')\n    refusal = None\n"
+            "except sim.SimulationError as error:\n    refusal = str(error)",
+        )
+        maps = Path(f"/proc/{server.process.pid}/maps").read_text()
+    finally:
+        server.stop()
+    assert document["available"] is False
+    assert document["gpus"] == []
+    assert document["reason"] == NO_GPU_REASON
+    assert document["budget"]["backend"] == "none"
+    assert "libnvidia-ml" not in maps  # NVML was never loaded, so nothing of the node's GPU was read
+    assert "No GPU for this server" in refused
+    assert read_state(state.path).processes == []  # nobody else's "in use by all processes" grew

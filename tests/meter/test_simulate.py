@@ -62,3 +62,29 @@ def test_refuses_with_a_real_driver_library(nvml_state: StateFile, monkeypatch: 
     with pytest.raises(simulate.SimulationError, match="real NVIDIA driver library"):
         simulate.allocate("1GiB")
     assert read_state(nvml_state.path).processes == []
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [{"FRACNB_GPU_BACKEND": "none"}, {"NVIDIA_VISIBLE_DEVICES": "void"}, {"NVIDIA_VISIBLE_DEVICES": "none"}],
+)
+def test_refuses_on_a_server_without_a_gpu(
+    nvml_state: StateFile, monkeypatch: pytest.MonkeyPatch, environment: dict[str, str]
+) -> None:
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(simulate.SimulationError, match=r"No GPU for this server.*GPU profile"):
+        simulate.allocate("1GiB")
+    assert read_state(nvml_state.path).processes == []
+
+
+def test_allocation_reads_as_a_sentence(nvml_state: StateFile) -> None:
+    total = simulate.allocate("1536MiB")
+    assert repr(total) == "this kernel now uses 1.5 GiB of simulated GPU memory on GPU 0"
+    assert total == 1536 << 20
+    simulate.release()
+
+
+def test_out_of_memory_names_sizes_readably(nvml_state: StateFile) -> None:
+    with pytest.raises(simulate.SimulationError, match=r"100 GiB wanted, 80 GiB free"):
+        simulate.allocate("100GiB")

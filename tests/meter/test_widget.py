@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from meter_helpers import GIB, Kernel, wait_for_execution_state
 
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
 from fracnb_meter.testing.server import MeterServer
-from fracnb_meter.widget import QuotaMeter, quota_entry_text, view_of
+from fracnb_meter.widget import LEVEL_COLOURS, QuotaMeter, quota_entry_text, view_of
 
 
 def document(kernel: int | None, server: int | None, budget: int | None = 20 * GIB) -> dict:
@@ -21,7 +22,7 @@ def document(kernel: int | None, server: int | None, budget: int | None = 20 * G
         "gpus": [{"memory_total_bytes": 80 * GIB}],
         "kernels": [{"gpu_memory_bytes": kernel}],
         "server": {"gpu_memory_bytes": server},
-        "budget": {"memory_bytes": budget},
+        "budget": {"memory_bytes": budget, "fraction": 0.25 if budget else None, "backend": "time-slicing"},
         "quota": None,
     }
 
@@ -30,16 +31,40 @@ def test_view_against_the_budget() -> None:
     view = view_of(document(2 * GIB, 17 * GIB))
     assert view.kernel_fraction == 0.1
     assert view.server_fraction == 0.85
-    assert view.bar_style == "warning"
-    assert "this kernel 2.0 GiB" in view.text
-    assert "17.0 GiB of 20.0 GiB budget (85 %)" in view.text
-    assert view_of(document(0, 19 * GIB)).bar_style == "danger"
-    assert view_of(document(0, GIB)).bar_style == "success"
+    assert (view.kernel_level, view.server_level) == ("normal", "warning")
+    assert view.text.startswith("GPU memory of your 0.25 GPU: this kernel 2 GiB")
+    assert "17 GiB of 20 GiB budget (85 %)" in view.text
+    assert view_of(document(0, 19 * GIB)).server_level == "critical"
+    assert view_of(document(0, GIB)).server_level == "normal"
+
+
+def test_both_bars_follow_the_panels_levels_and_colours() -> None:
+    """The kernel bar is coloured like the server bar, over budget included."""
+    view = view_of(document(19 * GIB, 24 * GIB))
+    assert (view.kernel_level, view.server_level) == ("critical", "over")
+    assert "over budget: on a shared GPU you are now using your neighbours' memory" in view.text
+    meter = QuotaMeter(lambda: document(24 * GIB, 24 * GIB))
+    try:
+        meter.refresh()
+        assert meter.kernel_bar.style.bar_color == meter.server_bar.style.bar_color == LEVEL_COLOURS["over"]
+        assert "#6a1b9a" in LEVEL_COLOURS["over"]  # --fracnb-meter-over-color in style/base.css
+    finally:
+        meter.close()
+    css = (Path(__file__).parents[2] / "extension" / "style" / "base.css").read_text()
+    assert "--fracnb-meter-over-color: #6a1b9a;" in css
+
+
+def test_a_cpu_only_server_shows_no_bars() -> None:
+    reason = "No GPU for this server: it was started with a CPU-only profile."
+    cpu_only = {"available": False, "reason": reason, "budget": {"backend": "none"}}
+    view = view_of(cpu_only)
+    assert view.text == reason
+    assert not view.show_bars
 
 
 def test_view_without_budget_uses_the_device_and_says_unknown() -> None:
     view = view_of(document(None, None, budget=None))
-    assert "of 80.0 GiB device total" in view.text
+    assert "of 80 GiB device total" in view.text
     assert "this kernel unknown" in view.text
     assert view.kernel_fraction == 0.0
 
@@ -92,7 +117,7 @@ def test_meter_refreshes_from_a_thread() -> None:
         while meter.kernel_bar.value != 0.2 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert meter.kernel_bar.value == 0.2
-        assert "4.0 GiB" in meter.label.value
+        assert "4 GiB" in meter.label.value
     finally:
         meter.close()
     assert meter._thread is None
@@ -124,5 +149,5 @@ def test_widget_updates_while_a_cell_runs(meter_server: MeterServer, kernels: di
         ):
             break
     client.execute_interactive("%unload_ext fracnb_meter", timeout=60, output_hook=lambda _m: None)
-    assert any("this kernel 5.0 GiB" in text for text in texts_during_cell), texts_during_cell
-    assert any("of 20.0 GiB budget" in text for text in texts_during_cell)
+    assert any("this kernel 5 GiB" in text for text in texts_during_cell), texts_during_cell
+    assert any("of 20 GiB budget" in text for text in texts_during_cell)

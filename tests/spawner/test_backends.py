@@ -234,6 +234,16 @@ def test_contract_fields() -> None:
     }
 
 
+def test_contract_carries_the_profiles_display_name() -> None:
+    plan, _ = fields_for({"fraction": "1/4"})
+    contract = contract_fields(
+        plan, profile="quarter", choice="", cull=CullPolicy(0, 0), model=None, display_name=" 1/4 GPU "
+    )
+    assert contract.environment["FRACNB_PROFILE_DISPLAY_NAME"] == "1/4 GPU"
+    blank = contract_fields(plan, profile="quarter", choice="", cull=CullPolicy(0, 0), model=None, display_name=" ")
+    assert "FRACNB_PROFILE_DISPLAY_NAME" not in blank.environment
+
+
 SAMPLE_GPUS = [
     {"count": 2},
     {"count": 1, "backend": "hami"},

@@ -40,6 +40,11 @@ async def test_every_pod_environment_fits_the_schema_and_the_meter_reads_it(
         environment["FRACNB_ISOLATION"],
     )
     assert budget.memory_bytes == int(environment["FRACNB_GPU_MEMORY_LIMIT"])
+    # The meter shows the profile by the name the form gave it, and the real soft cap.
+    shown = {profile["slug"]: profile["display_name"] for profile in await spawner.resolve_profiles()}
+    assert budget.profile_display_name == shown[environment["FRACNB_PROFILE"]]
+    if "FRACNB_SOFT_CAP_BYTES" in environment:
+        assert budget.soft_cap_bytes == int(environment["FRACNB_SOFT_CAP_BYTES"])
 
 
 async def test_the_example_profiles_use_every_backend(make_spawner, example_config: Config) -> None:

@@ -46,6 +46,8 @@ export function usage(overrides: Partial<IUsage> = {}): IUsage {
       isolation: 'none',
       backend: 'time-slicing',
       profile: 'quarter',
+      profile_display_name: 'Quarter of an A100',
+      soft_cap_bytes: 19 * GIB,
       error: null
     },
     quota: null,

@@ -110,6 +110,15 @@ describe('culling status', () => {
     );
   });
 
+  test('a long warning lead reads in hours, not hundreds of minutes', () => {
+    const far = usage({
+      cull: cull({ deadline: deadline({ reason: 'max-age', seconds_left: 480 * 60 }) })
+    });
+    assert.match(cullMessage(far) ?? '', /will be stopped in 8 h, even if in use/);
+    const mixed = usage({ cull: cull({ deadline: deadline({ seconds_left: 90 * 60 }) }) });
+    assert.match(cullMessage(mixed) ?? '', /stopped in 1 h 30 min unless/);
+  });
+
   test('a passed deadline still reads as a minute away, never 0', () => {
     const rows = cullRows(cull({ deadline: deadline({ seconds_left: 0 }) }));
     assert.deepEqual(rows[2], ['Stops in', '1 min unless used']);

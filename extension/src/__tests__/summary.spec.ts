@@ -3,18 +3,16 @@ import { describe, test } from 'node:test';
 
 import {
   budgetBytes,
-  crossingMessage,
   formatBytes,
   formatFraction,
   formatGiB,
   kernelLabel,
   levelOf,
-  newCrossings,
   sortKernels,
   summarize,
   summarizeState
 } from '../summary';
-import { GIB, kernel, usage } from './fixtures';
+import { cull, GIB, kernel, usage } from './fixtures';
 
 describe('formatting', () => {
   test('GiB with at most one decimal', () => {
@@ -28,12 +26,13 @@ describe('formatting', () => {
     assert.equal(formatBytes(300 * 1024 ** 2), '300 MiB');
   });
 
-  test('fractions read as shares of a GPU', () => {
-    assert.equal(formatFraction(0.25), '1/4 GPU');
-    assert.equal(formatFraction(0.125), '1/8 GPU');
+  test('shares of a GPU in one decimal style, as quotas are written', () => {
+    assert.equal(formatFraction(0.25), '0.25 GPU');
+    assert.equal(formatFraction(0.125), '0.125 GPU');
+    assert.equal(formatFraction(0.5), '0.5 GPU');
     assert.equal(formatFraction(1), '1 GPU');
     assert.equal(formatFraction(2), '2 GPUs');
-    assert.equal(formatFraction(0.3), '0.3 GPU');
+    assert.equal(formatFraction(1 / 3), '0.333 GPU');
     assert.equal(formatFraction(0), 'no GPU');
   });
 });
@@ -44,6 +43,12 @@ describe('levels', () => {
     assert.equal(levelOf(0.79), 'normal');
     assert.equal(levelOf(0.8), 'warning');
     assert.equal(levelOf(0.95), 'critical');
+    assert.equal(levelOf(1), 'critical');
+  });
+
+  test('over the budget is a level of its own', () => {
+    assert.equal(levelOf(1.01), 'over');
+    assert.equal(levelOf(1.2), 'over');
   });
 });
 
@@ -63,6 +68,8 @@ describe('summarize', () => {
         isolation: null,
         backend: null,
         profile: null,
+        profile_display_name: null,
+        soft_cap_bytes: null,
         error: null
       }
     });
@@ -91,11 +98,61 @@ describe('summarize', () => {
     );
   });
 
+  test('over budget on a shared GPU says whose memory it is', () => {
+    const summary = summarize(usage({ server: { gpu_memory_bytes: 24 * GIB } }));
+    assert.equal(summary.level, 'over');
+    assert.match(summary.title, /120\u00a0%/);
+    assert.match(
+      summary.title,
+      /Over budget: on a shared GPU you are now using your neighbours' memory/
+    );
+  });
+
+  test('a CPU-only server has no GPU, whatever NVML would say', () => {
+    const document = usage({
+      available: false,
+      gpus: [],
+      reason: 'No GPU for this server: it was started with a CPU-only profile.'
+    });
+    document.budget = { ...document.budget, backend: 'none', fraction: 0, memory_bytes: 0 };
+    const summary = summarize(document);
+    assert.equal(summary.text, 'No GPU');
+    assert.match(summary.title, /^No GPU for this server/);
+    assert.equal(summary.level, 'unavailable');
+  });
+
   test('poller states', () => {
-    assert.equal(summarizeState({ usage: null, error: null }).text, 'GPU …');
-    const failed = summarizeState({ usage: usage(), error: 'HTTP 500' });
+    const idle = {
+      usage: null,
+      error: null,
+      errorStatus: null,
+      receivedAt: null,
+      failingSince: null
+    };
+    assert.equal(summarizeState(idle).text, 'GPU …');
+    const failed = summarizeState({
+      usage: usage(),
+      error: 'UsageRequestError: the usage API answered 500 Internal Server Error',
+      errorStatus: 500,
+      receivedAt: 0,
+      failingSince: 1000
+    });
     assert.equal(failed.level, 'unavailable');
-    assert.match(failed.title, /HTTP 500/);
+    assert.match(failed.title, /HTTP status 500/);
+    assert.doesNotMatch(failed.title, /UsageRequestError/);
+  });
+
+  test('a stopped server reads as stopped, never as a raw 424', () => {
+    const stopped = summarizeState({
+      usage: usage({ cull: cull() }),
+      error: 'UsageRequestError: the usage API answered 424 Failed Dependency',
+      errorStatus: 424,
+      receivedAt: 0,
+      failingSince: 239_000
+    });
+    assert.equal(stopped.text, 'Server stopped');
+    assert.match(stopped.title, /^This server was stopped for being idle for 30 min\./);
+    assert.doesNotMatch(stopped.title, /424|UsageRequestError|Failed Dependency/);
   });
 });
 
@@ -117,52 +174,5 @@ describe('kernels', () => {
       sorted.map(k => k.id),
       ['a-big', 'a-small', 'a-unknown', 'b']
     );
-  });
-});
-
-describe('budget crossings', () => {
-  const at = (kernelBytes: number, serverBytes: number) =>
-    usage({
-      kernels: [kernel({ gpu_memory_bytes: kernelBytes })],
-      server: { gpu_memory_bytes: serverBytes }
-    });
-
-  test('a kernel crossing 95 % is reported once, without the server', () => {
-    const first = newCrossings(at(19.5 * GIB, 19.6 * GIB), new Set());
-    assert.deepEqual(
-      first.crossed.map(user => user.key),
-      ['kernel:0123456789abcdef']
-    );
-    const again = newCrossings(at(19.5 * GIB, 19.6 * GIB), first.alerted);
-    assert.deepEqual(again.crossed, []);
-  });
-
-  test('re-armed only below 90 %', () => {
-    const first = newCrossings(at(0, 19.5 * GIB), new Set());
-    assert.deepEqual(
-      first.crossed.map(user => user.key),
-      ['server']
-    );
-    const hovering = newCrossings(at(0, 18.5 * GIB), first.alerted);
-    assert.ok(hovering.alerted.has('server'));
-    const below = newCrossings(at(0, 10 * GIB), hovering.alerted);
-    assert.equal(below.alerted.size, 0);
-    assert.equal(newCrossings(at(0, 19.5 * GIB), below.alerted).crossed.length, 1);
-  });
-
-  test('nothing without a budget', () => {
-    const document = at(19.5 * GIB, 19.5 * GIB);
-    document.budget.memory_bytes = null;
-    assert.deepEqual(newCrossings(document, new Set()).crossed, []);
-  });
-
-  test('the message fits a toast', () => {
-    const [user] = newCrossings(at(19.5 * GIB, 19.6 * GIB), new Set()).crossed;
-    const message = crossingMessage(user);
-    assert.match(
-      message,
-      /^train\.ipynb uses 19\.5 GiB of GPU memory, 98\u00a0% of your 20 GiB budget/
-    );
-    assert.ok(message.length <= 140, message);
   });
 });

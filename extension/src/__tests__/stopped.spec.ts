@@ -1,0 +1,91 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+
+import { failureText, hubHomeUrl, stopCause, stopNotice, stopNoticeOf } from '../stopped';
+import { cull, deadline, usage } from './fixtures';
+
+describe('why the server stopped', () => {
+  test('an idle shutdown the hub had announced', () => {
+    const last = usage({ cull: cull() });
+    // The warning said 240 s; the server stopped answering 235 s after that sample.
+    assert.equal(stopCause(last, 235), 'idle');
+    const notice = stopNotice(last, 235);
+    assert.equal(notice.headline, 'This server was stopped for being idle for 30 min.');
+    assert.match(notice.consequences, /saved files are kept/);
+    assert.match(notice.consequences, /Running kernels were shut down/);
+    assert.match(
+      notice.toast,
+      /^This server was stopped for being idle for 30 min\. Saved files are kept;/
+    );
+  });
+
+  test('every toast fits, whatever the durations', () => {
+    const last = usage({
+      cull: cull({ idle_timeout_seconds: 86399, max_age_seconds: 86399 * 7 })
+    });
+    assert.ok(stopNotice(last, 240).toast.length <= 140, stopNotice(last, 240).toast);
+    const maxAge = usage({
+      cull: cull({ max_age_seconds: 86399 * 7, deadline: deadline({ reason: 'max-age' }) })
+    });
+    assert.ok(stopNotice(maxAge, 240).toast.length <= 140, stopNotice(maxAge, 240).toast);
+  });
+
+  test('a maximum-age shutdown reads its age readably', () => {
+    const last = usage({
+      cull: cull({ max_age_seconds: 28800, deadline: deadline({ reason: 'max-age' }) })
+    });
+    assert.equal(
+      stopNotice(last, 240).headline,
+      'This server was stopped at its maximum age of 8 h.'
+    );
+  });
+
+  test('without an announced shutdown, no cause is made up', () => {
+    assert.equal(stopCause(null, 0), 'unknown');
+    assert.equal(
+      stopCause(
+        usage({ cull: cull({ deadline: deadline({ warning: false, seconds_left: 0 }) }) }),
+        0
+      ),
+      'unknown'
+    );
+    assert.equal(stopNotice(usage(), 0).headline, 'This server was stopped.');
+  });
+
+  test('a stop long before the announced deadline is not blamed on idleness', () => {
+    // Warned of a stop in 4 minutes, the user pressed "Stop My Server" a minute later.
+    assert.equal(stopCause(usage({ cull: cull() }), 60), 'unknown');
+  });
+
+  test('judged once, from when requests began failing', () => {
+    const state = {
+      usage: usage({ cull: cull() }),
+      error: 'UsageRequestError: the usage API answered 424 Failed Dependency',
+      errorStatus: 424,
+      receivedAt: 1_000_000,
+      failingSince: 1_000_000 + 230_000
+    };
+    assert.equal(stopNoticeOf(state).cause, 'idle');
+    assert.equal(stopNoticeOf({ ...state, failingSince: 1_000_000 + 5_000 }).cause, 'unknown');
+  });
+});
+
+describe('hub home', () => {
+  test('from the page options JupyterHub sets', () => {
+    assert.equal(hubHomeUrl('/hub/', ''), '/hub/home');
+    assert.equal(
+      hubHomeUrl('/jupyter/hub', 'https://hub.example.org'),
+      'https://hub.example.org/jupyter/hub/home'
+    );
+    assert.equal(hubHomeUrl('', ''), null);
+  });
+});
+
+describe('request failures', () => {
+  test('no class names or raw status lines', () => {
+    for (const text of [failureText(null), failureText(502)]) {
+      assert.doesNotMatch(text, /Error:|UsageRequestError|Bad Gateway/);
+    }
+    assert.match(failureText(502), /HTTP status 502/);
+  });
+});

@@ -1,0 +1,100 @@
+/**
+ * What to tell the user when the server stops answering: why it stopped (idle, maximum
+ * age, or unknown), what was kept and what was lost, and where to start it again. Pure.
+ */
+import type { IUsageState } from './model';
+import { formatDuration } from './summary';
+import type { IUsage } from './usage';
+
+/**
+ * JupyterHub answers 424 (Failed Dependency) for a request to a user's server that is not
+ * running, e.g. after the idle culler stopped it.
+ */
+export const SERVER_NOT_RUNNING = 424;
+
+export type StopCause = 'idle' | 'max-age' | 'unknown';
+
+export interface IStopNotice {
+  cause: StopCause;
+  /** One line for the status bar's tooltip and the toast. */
+  headline: string;
+  /** What was kept and what was lost. */
+  consequences: string;
+  /** Headline and consequences, short enough for a toast (140 characters). */
+  toast: string;
+}
+
+/** Saved files live on the home volume; kernels and their memory die with the server. */
+const CONSEQUENCES =
+  'Your saved files are kept. Running kernels were shut down: their variables and ' +
+  'anything not saved are lost.';
+
+/**
+ * Slack between the announced deadline and the moment the page noticed the stop: the
+ * poll interval, and the clocks of the hub and this browser.
+ */
+export const DEADLINE_SLACK_S = 30;
+
+/**
+ * Why the server stopped, judged from the last sample before it did: a shutdown the hub
+ * had announced (the warning was on screen) and that was due when the server stopped
+ * answering is the one that happened. ``secondsUntilStop`` is the time from that sample
+ * to the first failed request; a stop well before the deadline (the user's own "Stop My
+ * Server", say) has no known cause.
+ */
+export function stopCause(last: IUsage | null, secondsUntilStop: number): StopCause {
+  const deadline = last?.cull?.deadline ?? null;
+  if (deadline === null || !deadline.warning) {
+    return 'unknown';
+  }
+  return secondsUntilStop + DEADLINE_SLACK_S >= deadline.seconds_left ? deadline.reason : 'unknown';
+}
+
+/** The notice for a poller state whose requests fail because the server is not running. */
+export function stopNoticeOf(state: IUsageState): IStopNotice {
+  const { receivedAt, failingSince } = state;
+  const elapsed =
+    receivedAt === null || failingSince === null ? 0 : (failingSince - receivedAt) / 1000;
+  return stopNotice(state.usage, elapsed);
+}
+
+export function stopNotice(last: IUsage | null, secondsUntilStop: number): IStopNotice {
+  const cause = stopCause(last, secondsUntilStop);
+  const cull = last?.cull ?? null;
+  let headline = 'This server was stopped.';
+  if (cause === 'idle' && cull !== null && cull.idle_timeout_seconds > 0) {
+    headline = `This server was stopped for being idle for ${formatDuration(cull.idle_timeout_seconds)}.`;
+  } else if (cause === 'idle') {
+    headline = 'This server was stopped for being idle.';
+  } else if (cause === 'max-age' && cull !== null && cull.max_age_seconds > 0) {
+    headline = `This server was stopped at its maximum age of ${formatDuration(cull.max_age_seconds)}.`;
+  } else if (cause === 'max-age') {
+    headline = 'This server was stopped at its maximum age.';
+  }
+  return {
+    cause,
+    headline,
+    consequences: CONSEQUENCES,
+    toast: `${headline} Saved files are kept; running kernels and unsaved changes are lost.`
+  };
+}
+
+/**
+ * The hub's home page, where the user starts the server again, or null outside JupyterHub.
+ * ``hubPrefix`` and ``hubHost`` are the page options JupyterHub's single-user server sets.
+ */
+export function hubHomeUrl(hubPrefix: string, hubHost: string): string | null {
+  if (hubPrefix === '') {
+    return null;
+  }
+  const prefix = hubPrefix.endsWith('/') ? hubPrefix : `${hubPrefix}/`;
+  return `${hubHost}${prefix}home`;
+}
+
+/** The request failure as the user may read it: no class names, no raw status lines. */
+export function failureText(status: number | null): string {
+  if (status === null) {
+    return 'GPU usage cannot be read: the server does not answer. It may be restarting or stopped.';
+  }
+  return `GPU usage cannot be read right now (the server answered with HTTP status ${status}).`;
+}
