@@ -16,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from meter_lab import GIB, FakeGpu, LabServer
+from meter_lab import GIB, FakeGpu, LabServer, wait_for_animations
 from playwright.sync_api import Browser, Page, Route, expect
 
 from fracnb_meter.hubservice import report_from_me
@@ -187,7 +187,7 @@ def test_after_an_idle_shutdown_the_page_says_why_and_where_to_go(
         for where in (page.locator("body"), status):
             expect(where).not_to_contain_text(re.compile(r"UsageRequestError|424|Failed Dependency"))
         assert not re.search(r"UsageRequestError|424", status.get_attribute("title") or "")
-        page.wait_for_timeout(800)  # let the toast finish sliding in before the screenshot
+        wait_for_animations(page)  # the toast has finished sliding in before the screenshot
         page.screenshot(path=artifacts / "lab-after-idle-cull.png")
     finally:
         service.scenario = None
