@@ -14,6 +14,8 @@ from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Any
 
+from traitlets import TraitError
+
 IDLE_TIMEOUT_ANNOTATION = "fracnb.io/idle-timeout"
 MAX_AGE_ANNOTATION = "fracnb.io/max-age"
 
@@ -144,8 +146,12 @@ def server_status(decision: CullDecision, policy: CullPolicy) -> dict[str, Any]:
 # ---- what timeouts the activity path can honour ---------------------------------------------
 
 
-class CullTimingError(ValueError):
-    """An idle timeout or warning lead that would warn or stop servers in use."""
+class CullTimingError(TraitError):
+    """An idle timeout or warning lead that would warn or stop servers in use.
+
+    A ``TraitError``: the values are traits (FractionalSpawner's, a profile's, FracnbService's),
+    and every place that checks a hub config offline refuses trait errors with their message.
+    """
 
 
 @dataclass(frozen=True)

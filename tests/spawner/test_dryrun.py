@@ -59,3 +59,14 @@ def test_dry_run_reads_z2jh_values(tmp_path: Path, capsys: pytest.CaptureFixture
 
 def test_dry_run_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["/nonexistent/jupyterhub_config.py"]) == 2
+
+
+def test_dry_run_refuses_an_idle_timeout_the_culler_cannot_honour(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "jupyterhub_config.py"
+    config.write_text("c.FractionalSpawner.gpu_idle_timeout = '2m'\nc.FracnbService.warning_lead = 120\n")
+    assert main([str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "configuration refused: FractionalSpawner.gpu_idle_timeout: an idle timeout of 120 s" in err
+    assert "Traceback" not in err
