@@ -1,4 +1,5 @@
-"""The Jupyter server extension: ``GET {base_url}fracnb/api/usage`` and busy-kernel activity.
+"""The Jupyter server extension: ``GET {base_url}fracnb/api/usage``, and busy-kernel activity
+reported to the hub (fracnb_meter.activity).
 
 Configuration (``jupyter_server_config.py``): ``c.FracnbMeter.<trait> = ...``.
 """
@@ -20,6 +21,7 @@ from tornado import web
 from tornado.ioloop import PeriodicCallback
 from traitlets import Bool, Float
 
+from .activity import HubActivity
 from .contract import Budget, ContractError, gpu_withheld, read_budget
 from .hubservice import ServiceReports
 from .nvml import GpuReading, unavailable
@@ -62,11 +64,14 @@ class FracnbMeter(ExtensionApp):
     ).tag(config=True)
 
     activity_interval = Float(
-        60.0,
-        help="""How often, in seconds, busy kernels are checked and reported as server
-        activity (default 60). A notebook computing for hours without output thus counts
-        as active for JupyterHub's idle culler, whose reports run every few minutes.
-        Example: c.FracnbMeter.activity_interval = 30""",
+        30.0,
+        help="""How often, in seconds, busy kernels are counted as server activity and
+        any activity newer than the last report is posted to the hub (default 30). A
+        notebook computing for hours without output thus counts as active, and the hub
+        hears of it (and of a user resuming work) within about this interval plus a
+        request, rather than after JupyterHub's own 300 s report. The fracnb service
+        assumes at most FracnbService.activity_report_lag (45 s) for this path: raise that
+        when raising this. 0 turns both off. Example: c.FracnbMeter.activity_interval = 15""",
     ).tag(config=True)
 
     in_container = Bool(
@@ -94,6 +99,7 @@ class FracnbMeter(ExtensionApp):
         self._cached: tuple[float, str] | None = None
         self._sampling = asyncio.Lock()
         self._activity: PeriodicCallback | None = None
+        self.hub_activity = HubActivity.from_environment(os.environ)
         self.service = ServiceReports(
             os.environ.get("FRACNB_SERVICE_URL", ""),
             os.environ.get("JUPYTERHUB_API_TOKEN", ""),
@@ -113,8 +119,9 @@ class FracnbMeter(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         self._enable_kernel_culling(serverapp.kernel_manager)
-        self._activity = PeriodicCallback(self.mark_busy_activity, self.activity_interval * 1000, jitter=0.1)
-        self._activity.start()
+        if self.activity_interval > 0:
+            self._activity = PeriodicCallback(self.report_activity, self.activity_interval * 1000, jitter=0.1)
+            self._activity.start()
 
     def _enable_kernel_culling(self, manager: Any) -> None:
         """Cull idle kernels after FRACNB_KERNEL_CULL_IDLE_TIMEOUT seconds, unless configured already."""
@@ -149,6 +156,11 @@ class FracnbMeter(ExtensionApp):
         """Report activity while any kernel is busy (jupyter_server sums *_last_activity)."""
         if self.busy_kernel_ids():
             self._web_settings["fracnb_last_activity"] = self.wall_clock()
+
+    async def report_activity(self) -> None:
+        """Count busy kernels as activity, then tell the hub if anything happened since the last report."""
+        self.mark_busy_activity()
+        await self.hub_activity.report(self.serverapp.web_app.last_activity())
 
     def current_activity(self) -> list[str] | None:
         return self.busy_kernel_ids() or None

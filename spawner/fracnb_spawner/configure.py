@@ -14,10 +14,12 @@ from traitlets import TraitError
 from traitlets.config import Config, Configurable
 
 from .backends import is_gpu_resource
+from .culling import CullTimingError, check_timing
 from .overrides import OverrideError, check_spawner_traits
-from .profiles import ProfileConfigError, initialize_profiles, validate_profiles
+from .profiles import ProfileConfigError, initialize_profiles, iter_combinations, profile_name, validate_profiles
 from .quota import FracnbQuotas
 from .traits import FractionalTraits
+from .units import parse_duration
 
 # FractionalSpawner's own traits, validated as the spawner validates them but without a
 # cluster; named so, traitlets' messages name the class the admin configures.
@@ -45,7 +47,7 @@ def setup(c: Any, *, config_file: str | None = None, service: bool = True, servi
     c.JupyterHub.spawner_class = "fractional"
     try:
         check_config(c)
-    except (TraitError, ProfileConfigError, OverrideError) as error:
+    except (TraitError, ProfileConfigError, OverrideError, CullTimingError) as error:
         raise SystemExit(f"fracnb: refusing to start, {error}") from None
     spawner = c.FractionalSpawner
     if not service:
@@ -84,10 +86,11 @@ def configured_traits(c: Config) -> FractionalTraits:
 
 
 def check_config(c: Config) -> None:
-    """Refuse what FractionalSpawner would refuse, offline: ``TraitError``, ``ProfileConfigError``, ``OverrideError``.
+    """Refuse what FractionalSpawner would refuse, offline: ``TraitError``, ``ProfileConfigError``,
+    ``OverrideError``, ``CullTimingError``.
 
     Its traits (types and bounds), GPUs asked for outside the ``gpu`` key, the profile list,
-    and ``c.FracnbQuotas``.
+    ``c.FracnbQuotas``, and idle timeouts the fracnb service could not honour.
     """
     section = spawner_section(c)
     settings = configured_traits(c)
@@ -100,3 +103,34 @@ def check_config(c: Config) -> None:
         except ProfileConfigError as error:
             raise ProfileConfigError(f"FractionalSpawner.profile_list: {error}") from None
     FracnbQuotas(config=c).policy()
+    check_cull_timing(c, settings, [] if callable(raw) else initialize_profiles(raw))
+
+
+def idle_timeouts(settings: FractionalTraits, profiles: list[dict]) -> list[tuple[str, float]]:
+    """Every idle timeout the config sets for the spawner's servers, with where it is set."""
+    gpu, cpu = settings.cull_defaults()
+    found = [
+        ("FractionalSpawner.gpu_idle_timeout", gpu.idle_timeout),
+        ("FractionalSpawner.cpu_idle_timeout", cpu.idle_timeout),
+    ]
+    for profile in profiles:
+        for choices, _spec, cull in iter_combinations(profile):
+            if "idle_timeout" in cull:
+                where = ",".join(f"{o}={k}" for o, k in choices)
+                name = f"FractionalSpawner.profile_list: {profile_name(profile)}" + (
+                    f", choice {where}" if where else ""
+                )
+                found.append((f"{name}: cull.idle_timeout", parse_duration(cull["idle_timeout"])))
+    return found
+
+
+def check_cull_timing(c: Config, settings: FractionalTraits, profiles: list[dict]) -> None:
+    """Refuse idle timeouts and a warning lead that would warn or stop servers in use (``CullTimingError``)."""
+    from .service.app import FracnbService  # noqa: PLC0415 - the service's module is only needed here
+
+    service = FracnbService(config=c)
+    timeouts = [
+        *idle_timeouts(settings, profiles),
+        ("FracnbService.default_idle_timeout", service.default_idle_timeout),
+    ]
+    check_timing(timeouts, service.timing())

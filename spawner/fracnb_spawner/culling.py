@@ -8,11 +8,13 @@ deadline back). At or after the deadline it is culled: stopped, pod deleted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Any
+
+from traitlets import TraitError
 
 IDLE_TIMEOUT_ANNOTATION = "fracnb.io/idle-timeout"
 MAX_AGE_ANNOTATION = "fracnb.io/max-age"
@@ -139,3 +141,66 @@ def server_status(decision: CullDecision, policy: CullPolicy) -> dict[str, Any]:
             "warning": decision.action is not Action.KEEP,
         }
     return {"idle_timeout_seconds": policy.idle_timeout, "max_age_seconds": policy.max_age, "deadline": deadline}
+
+
+# ---- what timeouts the activity path can honour ---------------------------------------------
+
+
+class CullTimingError(TraitError):
+    """An idle timeout or warning lead that would warn or stop servers in use.
+
+    A ``TraitError``: the values are traits (FractionalSpawner's, a profile's, FracnbService's),
+    and every place that checks a hub config offline refuses trait errors with their message.
+    """
+
+
+@dataclass(frozen=True)
+class CullTiming:
+    """The service's timing: ``warning_lead`` before a deadline, and ``activity_report_lag``, the
+    longest a server's activity takes to reach the hub's ``last_activity`` (seconds)."""
+
+    warning_lead: float
+    activity_report_lag: float
+
+
+def timing_problem(idle_timeout: float, timing: CullTiming) -> str | None:
+    """Why ``idle_timeout`` cannot work with ``timing``, or None.
+
+    The hub may know a server's activity up to ``activity_report_lag`` late, so a server in
+    constant use can look idle for that long: its idle deadline must stay more than
+    ``warning_lead`` away even then, or it is warned (and with a timeout under the lag, stopped).
+    """
+    lag, lead = timing.activity_report_lag, timing.warning_lead
+    if idle_timeout <= 0:
+        return None
+    if idle_timeout <= lag + lead:
+        return (
+            f"an idle timeout of {idle_timeout:g} s is not more than FracnbService.warning_lead "
+            f"({lead:g} s) plus FracnbService.activity_report_lag ({lag:g} s, how late the hub may "
+            f"hear of activity): servers in use would be warned{' and stopped' if idle_timeout <= lag else ''}; "
+            f"make it more than {lead + lag:g} s or shorten the warning lead"
+        )
+    return None
+
+
+def warning_lead_problem(timing: CullTiming) -> str | None:
+    """Why the warning lead is too short for a user to answer it, or None (0 turns warnings off)."""
+    lag, lead = timing.activity_report_lag, timing.warning_lead
+    if 0 < lead <= lag:
+        return (
+            f"FracnbService.warning_lead ({lead:g} s) is not more than FracnbService.activity_report_lag "
+            f"({lag:g} s): work resumed after the warning could reach the hub only after the server "
+            f"is stopped; make it more than {lag:g} s, or 0 for no warning"
+        )
+    return None
+
+
+def check_timing(idle_timeouts: Iterable[tuple[str, float]], timing: CullTiming) -> None:
+    """Raise :class:`CullTimingError` for the warning lead or the first ``(where, seconds)`` that cannot work."""
+    problem = warning_lead_problem(timing)
+    if problem:
+        raise CullTimingError(problem)
+    for where, seconds in idle_timeouts:
+        problem = timing_problem(seconds, timing)
+        if problem:
+            raise CullTimingError(f"{where}: {problem}")

@@ -66,3 +66,16 @@ def run_cell(page: Page, code: str) -> None:
         except AssertionError:
             continue
     raise AssertionError(f"the notebook never ran the cell {code!r}")
+
+
+def set_tab_hidden(page: Page, hidden: bool) -> None:
+    """What switching to another browser tab and back does to the page (headless Chromium keeps
+    every page visible): JupyterLab's polls stand by while hidden, as they would for a user away."""
+    page.evaluate(
+        """hidden => {
+            Object.defineProperty(document, "visibilityState", {configurable: true, get: () => hidden ? "hidden" : "visible"});
+            Object.defineProperty(document, "hidden", {configurable: true, get: () => hidden});
+            document.dispatchEvent(new Event("visibilitychange"));
+        }""",
+        hidden,
+    )

@@ -1,22 +1,37 @@
-"""GPU-aware idle culling end to end: with a short idle timeout, an idle 0.25 GPU server is warned
-in JupyterLab, then culled by the fracnb service, and its slot is free for the next user."""
+"""GPU-aware idle culling end to end, with short timeouts: an idle 0.25 GPU server is warned in
+JupyterLab, then culled by the fracnb service, and its slot is free for the next user; a server
+computing in a silent cell for longer than the idle timeout is neither warned nor culled, while
+an idle server beside it is."""
 
 from __future__ import annotations
 
+import json
 import re
+import secrets
 import time
+import urllib.request
 from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
 
+from fracnb_spawner.culling import parse_timestamp
 from fracnb_testbed.demo import DemoSettings, RunningDemo, free_port, prepare_fake_gpu, running_demo
 from fracnb_testbed.handle import Testbed
+from fracnb_testbed.procs import wait_until
 
-from .pages import log_in, profile_row, shot, start_profile
+from .pages import log_in, profile_row, run_cell, set_tab_hidden, shot, start_profile
 
 IDLE_TIMEOUT = 60
-WARNING_LEAD = 50
+WARNING_LEAD = 40
+CULL_EVERY = 5
+# The notebooks' meter reports activity every 5 s, so the hub hears of it within about 10 s:
+# the timeouts above pass the start-up check (60 > 40 + 10).
+METER_ACTIVITY_INTERVAL = 5
+ACTIVITY_REPORT_LAG = 10
+TEST_TOKEN = secrets.token_hex(16)
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +40,17 @@ def short_demo(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> It
     previous_env = testbed.runner_env()
     testbed.set_runner_env({**previous_env, **prepare_fake_gpu(state_dir / "fakenvml")})
     namespace = testbed.create_namespace()
+    extra_config = "\n".join([
+        f"c.Spawner.args = ['--allow-root', '--FracnbMeter.activity_interval={METER_ACTIVITY_INTERVAL}']",
+        f"c.FracnbService.activity_report_lag = {ACTIVITY_REPORT_LAG}",
+        # The test's own hub client: starts servers, reads their state, issues user tokens.
+        f"c.JupyterHub.services = [{{'name': 'e2e', 'api_token': {TEST_TOKEN!r}}}]",
+        "c.JupyterHub.load_roles = [{'name': 'e2e', 'scopes': ['admin:users', 'admin:servers', 'tokens'],"
+        " 'services': ['e2e']}]",
+    ])  # fmt: skip
     settings = DemoSettings(
         state_dir=state_dir, kubeconfig=testbed.kubeconfig, namespace=namespace, port=free_port(),
-        idle_timeout=IDLE_TIMEOUT, cull_every=5, warning_lead=WARNING_LEAD,
+        idle_timeout=IDLE_TIMEOUT, cull_every=CULL_EVERY, warning_lead=WARNING_LEAD, extra_config=extra_config,
     )  # fmt: skip
     try:
         with running_demo(settings, testbed=testbed) as running:
@@ -35,6 +58,37 @@ def short_demo(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> It
     finally:
         testbed.set_runner_env(previous_env)
         testbed.delete_namespace(namespace)
+
+
+def call(demo: RunningDemo, path: str, *, method: str = "GET", body: Any = None, token: str = TEST_TOKEN) -> Any:
+    """A JSON request to the hub (``hub/api/...``) or a service (``services/...``) with ``token``."""
+    request = urllib.request.Request(  # noqa: S310 - the demo's own http URL
+        f"{demo.settings.url}/{path}",
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+        method=method,
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
+        raw = answer.read()
+    return json.loads(raw) if raw else None
+
+
+def default_server(demo: RunningDemo, user: str) -> dict[str, Any] | None:
+    return call(demo, f"hub/api/users/{user}")["servers"].get("")
+
+
+def user_token(demo: RunningDemo, user: str) -> str:
+    """A token of ``user``'s own (the scopes a notebook's token has), to ask the fracnb service."""
+    return call(demo, f"hub/api/users/{user}/tokens", method="POST", body={"note": "e2e", "expires_in": 900})["token"]
+
+
+def cull_status(demo: RunningDemo, token: str) -> dict[str, Any] | None:
+    """The default server's culling status as the fracnb service tells the notebook (None: no server)."""
+    return call(demo, "services/fracnb/api/me", token=token)["culling"].get("")
+
+
+def warned(status: dict[str, Any] | None) -> bool:
+    return bool(status and status["deadline"] and status["deadline"]["warning"])
 
 
 def free_now(page: Page, demo: RunningDemo) -> int:
@@ -52,9 +106,16 @@ def test_idle_server_is_warned_culled_and_its_slot_reused(short_demo: RunningDem
         log_in(page, short_demo, "carol")
         start_profile(page, short_demo, "carol", "quarter")
         assert free_now(admin, short_demo) == before - 1
-        # Within the warning lead of the idle deadline, JupyterLab tells the user, with the time left.
+        # Carol switches to another tab: JupyterLab stops polling, so nothing uses the server.
+        set_tab_hidden(page, hidden=True)
+        carol = user_token(short_demo, "carol")
+        wait_until(
+            lambda: warned(cull_status(short_demo, carol)), what="carol's server to be warned", timeout=90, interval=2
+        )
+        # Back on the tab, within the warning lead of the idle deadline, JupyterLab tells her, with the time left.
+        set_tab_hidden(page, hidden=False)
         warning = re.compile(r"Idle: this server will be stopped in \d+ minutes?")
-        expect(page.locator(".Toastify__toast", has_text=warning).first).to_be_visible(timeout=60_000)
+        expect(page.locator(".Toastify__toast", has_text=warning).first).to_be_visible(timeout=30_000)
         shot(page, "cull-warning")
         page.goto(f"{short_demo.settings.url}/hub/home")  # carol leaves; nothing uses the server now
         # The fracnb service stops it, and the slot is free again.
@@ -67,3 +128,42 @@ def test_idle_server_is_warned_culled_and_its_slot_reused(short_demo: RunningDem
         expect(admin.locator(".fracnb-meter-status-text")).to_contain_text("/ 20 GiB", timeout=30_000)
     finally:
         viewer.close()
+
+
+def test_silent_training_cell_keeps_its_server_while_an_idle_one_is_culled(short_demo: RunningDemo, page: Page) -> None:
+    # Bob's server: started through the REST API and never used.
+    call(short_demo, "hub/api/users/bob/server", method="POST", body={"profile": "quarter"})
+    wait_until(
+        lambda: (default_server(short_demo, "bob") or {}).get("ready"), what="bob's server", timeout=180, interval=2
+    )
+    bob = user_token(short_demo, "bob")
+    # Ann's server: a cell that computes without a word for longer than the idle timeout.
+    log_in(page, short_demo, "ann")
+    start_profile(page, short_demo, "ann", "quarter")
+    page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
+    run_cell(page, f"import time\ntime.sleep({IDLE_TIMEOUT * 3})")
+    cell_started = datetime.now(timezone.utc)
+    page.goto(f"{short_demo.settings.url}/hub/home")  # ann leaves: only the kernel is working now
+    ann = user_token(short_demo, "ann")
+    seen = {"bob warned": False}
+
+    def ann_kept_and_bob_culled() -> bool:
+        status = cull_status(short_demo, ann)
+        assert status is not None, "ann's server, busy in a silent cell, was stopped"
+        assert not warned(status), f"ann's server, busy in a silent cell, was warned: {status}"
+        seen["bob warned"] |= warned(cull_status(short_demo, bob))
+        running_for = (datetime.now(timezone.utc) - cell_started).total_seconds()
+        return (
+            default_server(short_demo, "bob") is None and running_for > IDLE_TIMEOUT + ACTIVITY_REPORT_LAG + CULL_EVERY
+        )
+
+    wait_until(
+        ann_kept_and_bob_culled,
+        what="bob's idle server to be culled and ann's cell to outlast the idle timeout",
+        timeout=IDLE_TIMEOUT * 3,
+        interval=2,
+    )
+    assert seen["bob warned"], "bob's idle server was culled without the warning state first"
+    # The hub heard of ann's busy kernel while the cell ran, long after the last message it sent.
+    last_activity = parse_timestamp(default_server(short_demo, "ann")["last_activity"])
+    assert (last_activity - cell_started).total_seconds() > IDLE_TIMEOUT

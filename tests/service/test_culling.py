@@ -8,13 +8,19 @@ from fracnb_meter.schema import SERVICE_REPORT, problems
 from fracnb_spawner.culling import (
     Action,
     CullPolicy,
+    CullTiming,
+    CullTimingError,
     Reason,
     ServerActivity,
+    check_timing,
     decide,
     policy_from_annotations,
     server_activity,
     server_status,
+    timing_problem,
+    warning_lead_problem,
 )
+from fracnb_spawner.service.app import FracnbService
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -142,3 +148,73 @@ def test_status_past_the_deadline_says_zero_seconds_left():
     status = status_at(CullPolicy(1800, 0), at(4000), started=0, last_activity=0)
     assert status["deadline"] is not None
     assert (status["deadline"]["seconds_left"], status["deadline"]["warning"]) == (0.0, True)
+
+
+# ---- timeouts the activity path can honour ----------------------------------------------------
+
+
+@pytest.mark.parametrize(("idle_timeout", "warning_lead", "lag"), [(120, 60, 45), (1800, 900, 45), (3600, 900, 330)])
+def test_accepted_timing_never_warns_a_server_in_use(idle_timeout, warning_lead, lag) -> None:
+    timing = CullTiming(warning_lead=warning_lead, activity_report_lag=lag)
+    assert timing_problem(idle_timeout, timing) is None
+    assert warning_lead_problem(timing) is None
+    policy = CullPolicy(idle_timeout=idle_timeout)
+    # In constant use, the hub's last activity is at most `lag` old whenever the culler looks.
+    for hub_lag in range(lag + 1):
+        decision = decide(server(started=-10_000, last_activity=-hub_lag), policy, now=at(0), warning_lead=warning_lead)
+        assert decision.action is Action.KEEP, (hub_lag, decision)
+
+
+def test_the_demos_two_minute_timeout_is_refused_with_jupyterhubs_own_activity_reports() -> None:
+    # JupyterHub alone reports activity every 300 s: a 2-minute timeout stops servers in use.
+    problem = timing_problem(120, CullTiming(warning_lead=60, activity_report_lag=330))
+    assert problem is not None
+    assert "servers in use would be warned and stopped" in problem
+    assert "make it more than 390 s" in problem
+
+
+@pytest.mark.parametrize(
+    ("idle_timeout", "warning_lead", "expected"),
+    [
+        (120, 120, "not more than FracnbService.warning_lead (120 s) plus"),  # warned from the start
+        (100, 60, "servers in use would be warned; make it more than 105 s"),
+        (30, 0, "would be warned and stopped; make it more than 45 s"),
+    ],
+)
+def test_idle_timeouts_too_short_for_the_warning_and_the_lag_are_refused(idle_timeout, warning_lead, expected) -> None:
+    problem = timing_problem(idle_timeout, CullTiming(warning_lead=warning_lead, activity_report_lag=45))
+    assert problem is not None
+    assert expected in problem
+
+
+def test_no_idle_timeout_needs_no_timing() -> None:
+    assert timing_problem(0, CullTiming(warning_lead=900, activity_report_lag=45)) is None
+
+
+def test_a_warning_shorter_than_the_lag_is_refused_and_none_is_allowed() -> None:
+    problem = warning_lead_problem(CullTiming(warning_lead=30, activity_report_lag=45))
+    assert problem is not None
+    assert "work resumed after the warning could reach the hub only after the server is stopped" in problem
+    assert warning_lead_problem(CullTiming(warning_lead=0, activity_report_lag=45)) is None
+
+
+def test_check_timing_names_where_the_timeout_is_set() -> None:
+    timing = CullTiming(warning_lead=600, activity_report_lag=45)
+    check_timing([("a", 3600), ("b", 0)], timing)
+    with pytest.raises(CullTimingError, match=r"^profile 'q': an idle timeout of 300 s is not more than"):
+        check_timing([("a", 3600), ("profile 'q'", 300)], timing)
+    with pytest.raises(CullTimingError, match=r"^FracnbService.warning_lead \(10 s\)"):
+        check_timing([], CullTiming(warning_lead=10, activity_report_lag=45))
+
+
+def test_the_service_refuses_to_start_with_a_default_timeout_it_cannot_honour(tmp_path, capsys) -> None:
+    config = tmp_path / "jupyterhub_config.py"
+    config.write_text("c.FracnbService.default_idle_timeout = 120\nc.FracnbService.warning_lead = 100\n")
+    service = FracnbService()
+    with pytest.raises(SystemExit) as stopped:
+        service.initialize(["--config", str(config)])
+    assert stopped.value.code == 1
+    assert "refusing to start, FracnbService.default_idle_timeout: an idle timeout of 120 s" in capsys.readouterr().err
+    accepted = FracnbService()
+    accepted.initialize(["--config", str(config), "--FracnbService.warning_lead=60"])
+    assert accepted.timing() == CullTiming(warning_lead=60, activity_report_lag=45)

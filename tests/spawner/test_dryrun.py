@@ -158,3 +158,14 @@ def test_help_is_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "``" not in out
     assert "FracnbQuotas" in out
+
+
+def test_dry_run_refuses_an_idle_timeout_the_culler_cannot_honour(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "jupyterhub_config.py"
+    config.write_text("c.FractionalSpawner.gpu_idle_timeout = '2m'\nc.FracnbService.warning_lead = 120\n")
+    assert main([str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "configuration refused: FractionalSpawner.gpu_idle_timeout: an idle timeout of 120 s" in err
+    assert "Traceback" not in err

@@ -38,3 +38,78 @@ def test_setup_refuses_bad_quotas_naming_the_key() -> None:
     c.FracnbQuotas.group_quotas = {"team-a": "6 gpus"}
     with pytest.raises(SystemExit, match=r"group_quotas\['team-a'\]: '6 gpus' is not a number of GPUs"):
         setup(c, service=False)
+
+
+def test_setup_accepts_the_demos_two_minute_timeout_with_a_one_minute_warning() -> None:
+    # The meter reports activity within FracnbService.activity_report_lag (45 s): 120 > 60 + 45.
+    c = Config()
+    c.FractionalSpawner.gpu_idle_timeout = 120
+    c.FracnbService.default_idle_timeout = 120
+    c.FracnbService.warning_lead = 60
+    setup(c, service=False)
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        (
+            {"FractionalSpawner": {"gpu_idle_timeout": "2m"}, "FracnbService": {"warning_lead": 120}},
+            r"FractionalSpawner.gpu_idle_timeout: an idle timeout of 120 s is not more than "
+            r"FracnbService.warning_lead \(120 s\) plus FracnbService.activity_report_lag \(45 s",
+        ),
+        (
+            {"FractionalSpawner": {"cpu_idle_timeout": 30}, "FracnbService": {"warning_lead": 0}},
+            r"FractionalSpawner.cpu_idle_timeout: .* servers in use would be warned and stopped",
+        ),
+        (
+            {"FracnbService": {"default_idle_timeout": 600}},  # the default warning lead is 900 s
+            r"FracnbService.default_idle_timeout: an idle timeout of 600 s .* make it more than 945 s",
+        ),
+        (
+            {"FracnbService": {"warning_lead": 30}},
+            r"FracnbService.warning_lead \(30 s\) is not more than FracnbService.activity_report_lag \(45 s\)",
+        ),
+        (
+            {
+                "FractionalSpawner": {
+                    "profile_list": [
+                        {
+                            "display_name": "Quick",
+                            "slug": "quick",
+                            "gpu": {"fraction": 0.25},
+                            "cull": {"idle_timeout": "5m"},
+                        }
+                    ]
+                }
+            },
+            r"FractionalSpawner.profile_list: profile 'quick' \('Quick'\): cull.idle_timeout: an idle timeout of 300 s",
+        ),
+    ],
+    ids=["warning-as-long-as-timeout", "timeout-under-lag", "service-default", "warning-under-lag", "profile"],
+)
+def test_setup_refuses_timeouts_that_would_warn_or_stop_servers_in_use(settings: dict, expected: str) -> None:
+    c = Config(settings)
+    with pytest.raises(SystemExit, match=rf"^fracnb: refusing to start, {expected}"):
+        setup(c, service=False)
+
+
+def test_setup_names_the_choice_whose_idle_timeout_is_too_short() -> None:
+    c = Config()
+    c.FractionalSpawner.profile_list = [
+        {
+            "display_name": "Train",
+            "slug": "train",
+            "gpu": {"fraction": 0.5},
+            "profile_options": {
+                "length": {
+                    "display_name": "Session",
+                    "choices": {
+                        "long": {"display_name": "Long"},
+                        "short": {"display_name": "Short", "cull": {"idle_timeout": 60}},
+                    },
+                }
+            },
+        }
+    ]
+    with pytest.raises(SystemExit, match=r"profile 'train' \('Train'\), choice length=short: cull.idle_timeout"):
+        setup(c, service=False)

@@ -16,7 +16,7 @@ from traitlets.config import Application, Config
 
 from fracnb_spawner.backends import is_gpu_resource
 from fracnb_spawner.configure import configured_traits
-from fracnb_spawner.culling import CullPolicy
+from fracnb_spawner.culling import CullPolicy, CullTiming, CullTimingError, check_timing
 from fracnb_spawner.kube import DEFAULT_COMPONENT, singleuser_selector
 from fracnb_spawner.logsafe import EscapeControlCharacters
 from fracnb_spawner.quota import FracnbQuotas
@@ -140,10 +140,26 @@ class FracnbService(Application):
         help="""
         Idle timeout in seconds for servers whose pod has no fracnb.io/idle-timeout
         annotation (CPU-only or non-fracnb servers); 0 never culls them for idleness.
-        Make it longer than JupyterHub.last_activity_interval (300 s) plus the single-user
-        activity interval (300 s), or servers in use may look idle. Default: 3600.
+        It must be more than warning_lead plus activity_report_lag (the service refuses to
+        start otherwise), and for servers without the fracnb meter more than JupyterHub's
+        300 s activity reports. Default: 3600.
 
         Example: c.FracnbService.default_idle_timeout = 3600
+        """,
+    ).tag(config=True)
+
+    activity_report_lag = Float(
+        45,
+        help="""
+        The longest time, in seconds, from a server's activity (a request, a kernel message,
+        a busy kernel) to the hub recording it as the server's last activity. The fracnb
+        meter in the notebook posts activity every FracnbMeter.activity_interval (30 s) plus
+        a request; servers without it are heard only through JupyterHub's own reports
+        (JUPYTERHUB_ACTIVITY_INTERVAL, 300 s): set about 330 for such images. Idle timeouts
+        must be more than warning_lead plus this, and warning_lead more than this: the hub
+        and the service refuse to start otherwise. Default: 45.
+
+        Example: c.FracnbService.activity_report_lag = 45
         """,
     ).tag(config=True)
 
@@ -205,8 +221,10 @@ class FracnbService(Application):
         900,
         help="""
         Seconds before a cull deadline at which a server enters the warning state that
-        notebooks show. Keep it above the single-user activity interval (300 s) so that a
-        user who resumes work after the warning is seen as active in time. Default: 900.
+        notebooks show; 0 for no warning. It must be more than activity_report_lag, so that
+        work resumed after the warning reaches the hub before the deadline, and less than
+        every idle timeout minus activity_report_lag, so that a server in use is never warned.
+        Default: 900.
 
         Example: c.FracnbService.warning_lead = 900
         """,
@@ -246,6 +264,14 @@ class FracnbService(Application):
             # Command-line settings win over the file.
             if self.cli_config:
                 self.update_config(self.cli_config)
+        try:
+            check_timing([("FracnbService.default_idle_timeout", self.default_idle_timeout)], self.timing())
+        except CullTimingError as error:
+            self.log.critical("fracnb service: refusing to start, %s", error)
+            self.exit(1)
+
+    def timing(self) -> CullTiming:
+        return CullTiming(warning_lead=self.warning_lead, activity_report_lag=self.activity_report_lag)
 
     def settings(self) -> core.CullSettings:
         return core.CullSettings(
