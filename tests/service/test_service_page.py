@@ -124,13 +124,13 @@ def test_user_sees_only_their_own_servers_and_quota(hub, new_user, make_pod):
     make_pod(bob, fraction="1/2", profile="half")
     tables = page(hub, user_token(hub, ann))
     (server,) = tables.rows["mine"]
-    assert server[:4] == ["(default)", "quarter", "1/4 GPU", "—"]
+    assert server[:4] == ["(default)", "quarter", "0.25 GPU", "—"]
     assert re.fullmatch(r"in (29|30) min \(idle, at \d\d:\d\d UTC\)", server[4]), server
     # The hub config gives every user 1 GPU; the group has no quota, and holds ann's and bob's.
     quota = " ".join(tables.text["quota"].split())
-    assert "You hold 1/4 GPU of your quota of 1 GPU." in quota
-    assert "One more server could take up to 3/4 GPU." in quota
-    assert [group, "3/4 GPU", "no limit"] in tables.rows["quota"]
+    assert "You hold 0.25 GPU of your quota of 1 GPU." in quota
+    assert "One more server could take up to 0.75 GPU." in quota
+    assert [group, "0.75 GPU", "no limit"] in tables.rows["quota"]
     assert bob not in str(tables.rows["mine"])
     # No admin sections for a user.
     assert not {"kinds", "groups", "users", "warnings", "culls"} & set(tables.rows)
@@ -175,7 +175,7 @@ def test_admin_sees_the_whole_cluster(hub, new_user, make_pod, testbed, hub_name
     _, _, _, allocatable, allocated, free = after[shared]
     assert int(allocated) == int(before[shared][4]) + 3
     assert int(free) == int(allocatable) - int(allocated)
-    assert [holder, "1", "1/2 GPU", "1 GPU"] in tables.rows["users"]
+    assert [holder, "1", "0.5 GPU", "1 GPU"] in tables.rows["users"]
     assert any(row[0] == holder and row[1] == "(default)" for row in tables.rows["warnings"]), tables.rows
     assert "team-a" in [row[0] for row in tables.rows["groups"]]  # every group with a quota
     # The admin is a user too: their own (empty) part comes first.
@@ -224,7 +224,7 @@ async def test_browser_views(hub, new_user, make_pod):
                 else:
                     assert await tab.locator("section#kinds").count() == 0
                     mine = await tab.inner_text("section#mine")
-                    assert "1/2 GPU" in mine
+                    assert "0.5 GPU" in mine
                     assert "40 GiB" in mine
                 await tab.screenshot(path=str(ARTIFACTS / shot), full_page=True)
                 await context.close()

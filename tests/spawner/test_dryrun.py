@@ -132,7 +132,7 @@ def test_summary_of_quotas_and_idle_policies(tmp_path: Path, capsys: pytest.Capt
     assert "  idle policy: stops after 1 h idle, and 8 h after it started\n" in out
     summary = out[out.index("quotas (FracnbQuotas):") :]
     assert "  each user: 1 GPU, unless named below\n" in summary
-    assert "  users: admin no limit, alice 3/2 GPUs\n" in summary
+    assert "  users: admin no limit, alice 1.5 GPUs\n" in summary
     assert "  groups (all members together): team-a 6 GPUs\n" in summary
     assert "  GPU servers by default: stops after 1 h idle, and 8 h after it started\n" in summary
     assert "  servers without fracnb annotations: stops after 2 h idle, no maximum age\n" in summary

@@ -16,20 +16,20 @@ from typing import Any
 
 from fracnb_spawner.availability import requested_by_node
 from fracnb_spawner.culling import Action, decide, server_activity
-from fracnb_spawner.quota import Allocation, QuotaPolicy
-from fracnb_spawner.units import format_bytes, format_fraction
+from fracnb_spawner.quota import Allocation, QuotaPolicy, format_gpus
+from fracnb_spawner.units import format_bytes
 
 MEMORY_ANNOTATION = "fracnb.io/gpu-memory-limit"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
 def share_text(amount: Fraction | None) -> str:
-    """ "1/4 GPU", "1 GPU", "3/2 GPUs", "none"; ``None`` (no limit) is "no limit"."""
+    """ "0.25 GPU", "1 GPU", "1.5 GPUs", "none" (the share style of the form and the meter); ``None`` is "no limit"."""
     if amount is None:
         return "no limit"
     if amount == 0:
         return "none"
-    return f"{format_fraction(amount)} GPU" + ("s" if amount > 1 else "")
+    return f"{format_gpus(amount)} GPU" + ("s" if amount > 1 else "")
 
 
 def duration_text(seconds: float | None) -> str:
