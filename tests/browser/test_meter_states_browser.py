@@ -20,6 +20,7 @@ from meter_lab import GIB, FakeGpu, LabServer, wait_for_animations
 from playwright.sync_api import Browser, Page, Route, expect
 
 from fracnb_meter.hubservice import report_from_me
+from tests.e2e.pages import run_cell
 from tests.service_reports import IDLE_WARNING, ReportServer, report_blocking
 
 pytestmark = pytest.mark.browser
@@ -76,25 +77,6 @@ def test_a_cpu_only_server_says_it_has_no_gpu(
     finally:
         fake_gpu.processes.pop(999_999)
         fake_gpu.write()
-
-
-def run_cell(page: Page, code: str) -> None:
-    """Type ``code`` into the notebook's last cell and run it, once the kernel is idle."""
-    page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for(timeout=60_000)
-    cell = page.locator(".jp-Notebook .jp-Cell").last
-    editor = cell.locator(".cm-content")
-    editor.click()
-    editor.type(code)
-    prompt = cell.locator(".jp-InputPrompt")
-    for _attempt in range(4):
-        editor.click()
-        page.keyboard.press("Control+Enter")
-        try:
-            expect(prompt).not_to_have_text(re.compile(r"^\[ \]:$"), timeout=15_000)
-            return
-        except AssertionError:
-            continue
-    raise AssertionError(f"the notebook never ran the cell {code!r}")
 
 
 def test_the_widgets_kernel_bar_takes_the_server_bars_colours(

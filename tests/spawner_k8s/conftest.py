@@ -72,3 +72,23 @@ async def cluster_spawner(testbed, k8s_namespace, monkeypatch) -> AsyncIterator[
         if key[0] is loop:
             await shared.api_client.close()
             clients._client_cache.pop(key, None)
+
+
+def gpu_job_pod(replicas: int, name: str = "batch-job") -> dict:
+    """A pod the hub did not start, holding ``replicas`` time-sliced GPU shares on the local node."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"fracnb.io/runner": "local"},
+            "containers": [
+                {
+                    "name": "job",
+                    "image": "example.invalid/job",
+                    "command": ["python3", "-c", "import time; time.sleep(600)"],
+                    "resources": {"limits": {"nvidia.com/gpu.shared": str(replicas)}},
+                }
+            ],
+        },
+    }

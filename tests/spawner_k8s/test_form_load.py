@@ -9,6 +9,8 @@ from collections import Counter
 import pytest
 from traitlets.config import Config
 
+from tests.spawner_k8s.conftest import gpu_job_pod
+
 pytestmark = pytest.mark.k8s
 
 QUARTER = [{"display_name": "Quarter", "slug": "quarter", "gpu": {"fraction": 0.25}}]
@@ -78,25 +80,7 @@ async def test_the_view_follows_changes_across_watch_reconnects_without_listing_
         return (list_requests(testbed, "WATCH") - watches)["nodes"] >= 3
 
     await until(watches_ended, True)  # the view's node watch has been ended and resumed 3 times
-    testbed.create_pod(
-        k8s_namespace,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "batch-job"},
-            "spec": {
-                "nodeSelector": {"fracnb.io/runner": "local"},
-                "containers": [
-                    {
-                        "name": "job",
-                        "image": "example.invalid/job",
-                        "command": ["python3", "-c", "import time; time.sleep(600)"],
-                        "resources": {"limits": {"nvidia.com/gpu.shared": "2"}},
-                    }
-                ],
-            },
-        },
-    )
+    testbed.create_pod(k8s_namespace, gpu_job_pod(2))
     await until(lambda: free_on_form(viewer), 2)
     testbed.delete_pod(k8s_namespace, "batch-job", grace_seconds=0)
     await until(lambda: free_on_form(viewer), 4)

@@ -12,6 +12,7 @@ from tornado import web
 from traitlets.config import Config
 
 from fracnb_spawner.ledger import LEDGER
+from tests.spawner_k8s.conftest import gpu_job_pod
 
 pytestmark = pytest.mark.k8s
 
@@ -137,25 +138,7 @@ async def test_form_follows_pods_the_hub_did_not_start(cluster_spawner, testbed,
         return int(count)
 
     await form_shows(free_on_form, 4)
-    testbed.create_pod(
-        k8s_namespace,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "batch-job"},
-            "spec": {
-                "nodeSelector": {"fracnb.io/runner": "local"},
-                "containers": [
-                    {
-                        "name": "job",
-                        "image": "example.invalid/job",
-                        "command": ["python3", "-c", "import time; time.sleep(600)"],
-                        "resources": {"limits": {"nvidia.com/gpu.shared": "3"}},
-                    }
-                ],
-            },
-        },
-    )
+    testbed.create_pod(k8s_namespace, gpu_job_pod(3))
     await form_shows(free_on_form, 1)  # once the scheduler has bound it
     testbed.delete_pod(k8s_namespace, "batch-job", grace_seconds=0)
     await form_shows(free_on_form, 4)
