@@ -15,12 +15,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from fracnb_spawner.culling import parse_timestamp
 from fracnb_testbed.demo import DemoSettings, RunningDemo, free_port, prepare_fake_gpu, running_demo
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.procs import wait_until
+from tests.browser.meter_lab import wait_for_animations
 
 from .pages import log_in, profile_row, run_cell, set_tab_hidden, shot, start_profile
 
@@ -100,6 +101,16 @@ def free_now(page: Page, demo: RunningDemo) -> int:
 def expect_stopped_for_idleness(page: Page, demo: RunningDemo) -> None:
     """The open JupyterLab page of a culled server: the status bar, a toast and the panel say it
     was stopped for being idle, with a link to the hub home; no stale warning, no raw error."""
+    # JupyterLab's own hub extension may also ask, in a modal dialog, whether to restart the
+    # server, when and as often as its polls fail; she dismisses it to read the meter's notice.
+    lab_dialog = page.locator(".jp-Dialog", has_text="Server unavailable or unreachable")
+    lab_dialogs: list[str] = []
+
+    def dismiss(dialog: Locator) -> None:
+        lab_dialogs.append(dialog.inner_text())
+        dialog.get_by_role("button", name="Dismiss").click()
+
+    page.add_locator_handler(lab_dialog, dismiss)
     status = page.locator(".fracnb-meter-status")
     expect(status).to_have_text("Server stopped", timeout=30_000)
     headline = f"This server was stopped for being idle for {IDLE_TIMEOUT // 60} min."
@@ -118,6 +129,8 @@ def expect_stopped_for_idleness(page: Page, demo: RunningDemo) -> None:
     raw_error = re.compile(r"UsageRequestError|\b424\b|Failed Dependency")
     expect(page.locator("body")).not_to_contain_text(raw_error)
     assert not raw_error.search(status.get_attribute("title") or "")
+    assert not any(raw_error.search(text) for text in lab_dialogs), lab_dialogs
+    wait_for_animations(page)
     shot(page, "culled-while-in-background")
     # The toast's action takes her to the hub home, where she can start the server again.
     stopped.get_by_role("button", name="Start it again").click()
@@ -143,9 +156,11 @@ def test_idle_server_is_warned_culled_and_its_slot_reused(short_demo: RunningDem
         set_tab_hidden(page, hidden=False)
         warning = re.compile(r"Idle: this server will be stopped in \d+ minutes?")
         expect(page.locator(".Toastify__toast", has_text=warning).first).to_be_visible(timeout=30_000)
-        shot(page, "cull-warning")
-        # Carol goes back to the other tab, leaving JupyterLab open: nothing uses the server now.
+        # At once she goes back to the other tab, leaving JupyterLab open: nothing uses the server
+        # now, and the page's last word from it is the warning (which names the idle timeout).
         set_tab_hidden(page, hidden=True)
+        wait_for_animations(page)  # the toast has finished sliding in
+        shot(page, "cull-warning")
         # The fracnb service stops it, and the slot is free again.
         wait_until(
             lambda: default_server(short_demo, "carol") is None,
