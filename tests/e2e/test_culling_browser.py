@@ -1,26 +1,27 @@
 """GPU-aware idle culling end to end, with short timeouts: an idle 0.25 GPU server is warned in
-JupyterLab, then culled by the fracnb service, and its slot is free for the next user; a server
-computing in a silent cell for longer than the idle timeout is neither warned nor culled, while
-an idle server beside it is."""
+JupyterLab, then culled by the fracnb service while its page stays open in a background tab; back
+on that tab, the page says it was stopped for being idle and links to the hub home; and its slot
+is free for the next user. A server computing in a silent cell for longer than the idle timeout is
+neither warned nor culled, while an idle server beside it is."""
 
 from __future__ import annotations
 
 import json
 import re
 import secrets
-import time
 import urllib.request
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from fracnb_spawner.culling import parse_timestamp
 from fracnb_testbed.demo import DemoSettings, RunningDemo, free_port, prepare_fake_gpu, running_demo
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.procs import wait_until
+from tests.browser.meter_lab import wait_for_animations
 
 from .pages import log_in, profile_row, run_cell, set_tab_hidden, shot, start_profile
 
@@ -97,6 +98,45 @@ def free_now(page: Page, demo: RunningDemo) -> int:
     return int(re.search(r"(\d+) free now", text).group(1))
 
 
+def expect_stopped_for_idleness(page: Page, demo: RunningDemo) -> None:
+    """The open JupyterLab page of a culled server: the status bar, a toast and the panel say it
+    was stopped for being idle, with a link to the hub home; no stale warning, no raw error."""
+    # JupyterLab's own hub extension may also ask, in a modal dialog, whether to restart the
+    # server, when and as often as its polls fail; she dismisses it to read the meter's notice.
+    lab_dialog = page.locator(".jp-Dialog", has_text="Server unavailable or unreachable")
+    lab_dialogs: list[str] = []
+
+    def dismiss(dialog: Locator) -> None:
+        lab_dialogs.append(dialog.inner_text())
+        dialog.get_by_role("button", name="Dismiss").click()
+
+    page.add_locator_handler(lab_dialog, dismiss)
+    status = page.locator(".fracnb-meter-status")
+    expect(status).to_have_text("Server stopped", timeout=30_000)
+    headline = f"This server was stopped for being idle for {IDLE_TIMEOUT // 60} min."
+    expect(status).to_have_attribute("title", re.compile(re.escape(headline)))
+    toasts = page.locator(".Toastify__toast")
+    expect(toasts.filter(has_text="will be stopped in")).to_have_count(0)
+    stopped = toasts.filter(has_text="This server was stopped")
+    expect(stopped).to_have_count(1)
+    expect(stopped).to_contain_text(f"{headline} Saved files are kept; running kernels and unsaved changes are lost.")
+    expect(stopped.get_by_role("button", name="Start it again")).to_be_visible()
+    status.click()
+    panel = page.locator("#fracnb-meter-panel .fracnb-meter-stopped")
+    expect(panel).to_have_attribute("data-cause", "idle")
+    expect(panel.locator(".fracnb-meter-stopped-headline")).to_have_text(headline)
+    expect(panel.locator("a.fracnb-meter-hub-link")).to_have_attribute("href", "/hub/home")
+    raw_error = re.compile(r"UsageRequestError|\b424\b|Failed Dependency")
+    expect(page.locator("body")).not_to_contain_text(raw_error)
+    assert not raw_error.search(status.get_attribute("title") or "")
+    assert not any(raw_error.search(text) for text in lab_dialogs), lab_dialogs
+    wait_for_animations(page)
+    shot(page, "culled-while-in-background")
+    # The toast's action takes her to the hub home, where she can start the server again.
+    stopped.get_by_role("button", name="Start it again").click()
+    page.wait_for_url(f"{demo.settings.url}/hub/home")
+
+
 def test_idle_server_is_warned_culled_and_its_slot_reused(short_demo: RunningDemo, page: Page) -> None:
     viewer = page.context.browser.new_context()
     try:
@@ -116,13 +156,22 @@ def test_idle_server_is_warned_culled_and_its_slot_reused(short_demo: RunningDem
         set_tab_hidden(page, hidden=False)
         warning = re.compile(r"Idle: this server will be stopped in \d+ minutes?")
         expect(page.locator(".Toastify__toast", has_text=warning).first).to_be_visible(timeout=30_000)
+        # At once she goes back to the other tab, leaving JupyterLab open: nothing uses the server
+        # now, and the page's last word from it is the warning (which names the idle timeout).
+        set_tab_hidden(page, hidden=True)
+        wait_for_animations(page)  # the toast has finished sliding in
         shot(page, "cull-warning")
-        page.goto(f"{short_demo.settings.url}/hub/home")  # carol leaves; nothing uses the server now
         # The fracnb service stops it, and the slot is free again.
-        deadline = time.monotonic() + IDLE_TIMEOUT + 120
-        while time.monotonic() < deadline and free_now(admin, short_demo) < before:
-            time.sleep(3)
+        wait_until(
+            lambda: default_server(short_demo, "carol") is None,
+            what="carol's idle server to be culled",
+            timeout=IDLE_TIMEOUT + 120,
+            interval=2,
+        )
         assert free_now(admin, short_demo) == before, "the culled server's slot was not given back"
+        # Back on the tab, the page says why the server stopped and where to start it again.
+        set_tab_hidden(page, hidden=False)
+        expect_stopped_for_idleness(page, short_demo)
         # The next user gets that slot.
         start_profile(admin, short_demo, "admin", "quarter")
         expect(admin.locator(".fracnb-meter-status-text")).to_contain_text("/ 20 GiB", timeout=30_000)
