@@ -37,14 +37,15 @@ export const DEADLINE_SLACK_S = 30;
 
 /**
  * Why the server stopped, judged from the last sample before it did: a shutdown the hub
- * had announced (the warning was on screen) and that was due when the server stopped
- * answering is the one that happened. ``secondsUntilStop`` is the time from that sample
- * to the first failed request; a stop well before the deadline (the user's own "Stop My
+ * had scheduled and that was due when the server stopped answering is the one that
+ * happened, whether or not its warning was on screen yet (a page in a background tab stops
+ * polling long before the warning). ``secondsUntilStop`` is the time from that sample to
+ * the first failed request; a stop well before the deadline (the user's own "Stop My
  * Server", say) has no known cause.
  */
 export function stopCause(last: IUsage | null, secondsUntilStop: number): StopCause {
   const deadline = last?.cull?.deadline ?? null;
-  if (deadline === null || !deadline.warning) {
+  if (deadline === null) {
     return 'unknown';
   }
   return secondsUntilStop + DEADLINE_SLACK_S >= deadline.seconds_left ? deadline.reason : 'unknown';

@@ -40,16 +40,21 @@ describe('why the server stopped', () => {
     );
   });
 
-  test('without an announced shutdown, no cause is made up', () => {
+  test('without a scheduled shutdown, no cause is made up', () => {
     assert.equal(stopCause(null, 0), 'unknown');
-    assert.equal(
-      stopCause(
-        usage({ cull: cull({ deadline: deadline({ warning: false, seconds_left: 0 }) }) }),
-        0
-      ),
-      'unknown'
-    );
+    assert.equal(stopCause(usage({ cull: cull({ deadline: null }) }), 3600), 'unknown');
     assert.equal(stopNotice(usage(), 0).headline, 'This server was stopped.');
+  });
+
+  test('a page left in a background tab still learns it was an idle shutdown', () => {
+    // The last sample came 20 minutes before the deadline, long before any warning; the page
+    // noticed the stop when the tab came back, an hour later.
+    const quiet = usage({
+      cull: cull({ deadline: deadline({ warning: false, seconds_left: 1200 }) })
+    });
+    assert.equal(stopCause(quiet, 3600), 'idle');
+    // The same sample, but the server stopped answering ten minutes later: not the culler.
+    assert.equal(stopCause(quiet, 600), 'unknown');
   });
 
   test('a stop long before the announced deadline is not blamed on idleness', () => {
