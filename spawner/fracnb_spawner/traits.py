@@ -202,6 +202,9 @@ class FractionalTraits(HasTraits):
         default_value="30m",
         help="""Idle time after which the fracnb culler stops a GPU server, unless its profile's
         ``cull`` entry says otherwise. Seconds or "30m"/"8h"; 0 never culls for idleness.
+        A non-zero timeout must exceed ``FracnbService.warning_lead`` plus
+        ``FracnbService.activity_report_lag``, or the hub refuses to start
+        (docs/culling-and-quotas.md, "The timing rule").
 
         Default: "30m". Example: ``c.FractionalSpawner.gpu_idle_timeout = "1h"``
         """,
@@ -210,7 +213,8 @@ class FractionalTraits(HasTraits):
     cpu_idle_timeout = Union(
         [Int(), Unicode()],
         default_value="8h",
-        help="""Idle time after which the fracnb culler stops a CPU-only server. Default: "8h".
+        help="""Idle time after which the fracnb culler stops a CPU-only server; the same timing
+        rule as ``gpu_idle_timeout`` applies. Default: "8h".
         Example: ``c.FractionalSpawner.cpu_idle_timeout = "12h"``
         """,
     ).tag(config=True)
