@@ -140,7 +140,8 @@ def allocations_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Allocation]
     return allocations
 
 
-def _used_by(allocations: Iterable[Allocation], users: Iterable[str]) -> Fraction:
+def used_by(allocations: Iterable[Allocation], users: Iterable[str]) -> Fraction:
+    """GPUs held together by ``users``."""
     members = set(users)
     return sum((a.fraction for a in allocations if a.user in members), Fraction(0))
 
@@ -161,10 +162,10 @@ def check_request(
     not count against itself. Every limit (the user's, each quota-carrying group's) must fit.
     """
     others = [a for a in allocations if not (a.user == user and a.server == server)]
-    user_used = _used_by(others, [user])
+    user_used = used_by(others, [user])
     user_limit = policy.user_limit(user)
     group_uses = tuple(
-        GroupUse(name, _used_by(others, members), policy.groups[name])
+        GroupUse(name, used_by(others, members), policy.groups[name])
         for name, members in sorted(groups.items())
         if name in policy.groups
     )
@@ -209,13 +210,13 @@ def usage_report(
     """
     allocations = list(allocations)
     mine = [a for a in allocations if a.user == user]
-    user_used = _used_by(mine, [user])
+    user_used = used_by(mine, [user])
     user_limit = policy.user_limit(user)
     headrooms = [] if user_limit is None else [max(user_limit - user_used, Fraction(0))]
     group_reports = []
     for name, members in sorted(groups.items()):
         limit = policy.groups.get(name)
-        used = _used_by(allocations, members)
+        used = used_by(allocations, members)
         if limit is not None:
             headrooms.append(max(limit - used, Fraction(0)))
         group_reports.append({"name": name, "used": _amount(used), "quota": _limit(limit)})

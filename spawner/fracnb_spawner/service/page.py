@@ -16,7 +16,7 @@ from typing import Any
 
 from fracnb_spawner.availability import requested_by_node
 from fracnb_spawner.culling import Action, decide, server_activity
-from fracnb_spawner.quota import Allocation, QuotaPolicy, format_gpus
+from fracnb_spawner.quota import Allocation, QuotaPolicy, format_gpus, used_by
 from fracnb_spawner.units import format_bytes
 
 MEMORY_ANNOTATION = "fracnb.io/gpu-memory-limit"
@@ -187,11 +187,6 @@ def server_rows(
     return rows
 
 
-def _held(allocations: Iterable[Allocation], members: Iterable[str]) -> Fraction:
-    names = set(members)
-    return sum((a.fraction for a in allocations if a.user in names), Fraction(0))
-
-
 def user_view(
     user: str,
     rows: list[ServerRow],
@@ -200,10 +195,10 @@ def user_view(
     groups: Mapping[str, Iterable[str]],
 ) -> UserView:
     """The user's part of the page; ``groups`` maps each of their groups to its members."""
-    used = _held(allocations, [user])
+    used = used_by(allocations, [user])
     limit = policy.user_limit(user)
     group_rows = [
-        UseRow(name, _held(allocations, members), policy.groups.get(name)) for name, members in sorted(groups.items())
+        UseRow(name, used_by(allocations, members), policy.groups.get(name)) for name, members in sorted(groups.items())
     ]
     headrooms = [r.limit - r.used for r in [UseRow(user, used, limit), *group_rows] if r.limit is not None]
     available = max(min(headrooms), Fraction(0)) if headrooms else None
@@ -249,9 +244,13 @@ def use_rows(
     """Use per group (every group with a quota or a member holding GPUs) and per user holding GPUs."""
     holders = sorted({a.user for a in allocations if a.fraction > 0})
     users = [
-        UseRow(name, _held(allocations, [name]), policy.user_limit(name), sum(1 for a in allocations if a.user == name))
+        UseRow(
+            name, used_by(allocations, [name]), policy.user_limit(name), sum(1 for a in allocations if a.user == name)
+        )
         for name in holders
     ]
     names = sorted(set(policy.groups) | set(group_members))
-    groups = [UseRow(name, _held(allocations, group_members.get(name, ())), policy.groups.get(name)) for name in names]
+    groups = [
+        UseRow(name, used_by(allocations, group_members.get(name, ())), policy.groups.get(name)) for name in names
+    ]
     return groups, users
