@@ -192,7 +192,11 @@ def test_silent_training_cell_keeps_its_server_while_an_idle_one_is_culled(short
     log_in(page, short_demo, "ann")
     start_profile(page, short_demo, "ann", "quarter")
     page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
-    run_cell(page, f"import time\ntime.sleep({IDLE_TIMEOUT * 3})")
+    run_cell(page, f"import time\nprint('computing', flush=True)\ntime.sleep({IDLE_TIMEOUT * 3})")
+    # The prompt shows "[*]" as soon as the page asks; only the cell's first output proves the
+    # kernel took the request before she leaves (a request still queued in the page is lost).
+    output = page.locator(".jp-Notebook .jp-Cell").last.locator(".jp-OutputArea-output")
+    expect(output).to_contain_text("computing", timeout=60_000)
     cell_started = datetime.now(timezone.utc)
     page.goto(f"{short_demo.settings.url}/hub/home")  # ann leaves: only the kernel is working now
     ann = user_token(short_demo, "ann")
