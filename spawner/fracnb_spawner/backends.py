@@ -225,4 +225,6 @@ def contract_fields(
         LABEL_PREFIX + "idle-timeout": str(cull.idle_timeout),
         LABEL_PREFIX + "max-age": str(cull.max_age),
     }
+    if plan.fraction > 0 and cull.demand_timeout:
+        annotations[LABEL_PREFIX + "idle-timeout-under-demand"] = str(cull.demand_timeout)
     return PodFields(labels=labels, annotations=annotations, environment=environment)

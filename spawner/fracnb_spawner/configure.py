@@ -99,7 +99,7 @@ def check_config(c: Config) -> None:
     raw = section.get("profile_list", [])
     if not callable(raw):
         try:
-            validate_profiles(initialize_profiles(raw), settings.gpu_defaults(), backend)
+            validate_profiles(initialize_profiles(raw), settings.gpu_defaults(), backend, settings.cull_defaults())
         except ProfileConfigError as error:
             raise ProfileConfigError(f"FractionalSpawner.profile_list: {error}") from None
     FracnbQuotas(config=c).policy()
@@ -107,7 +107,7 @@ def check_config(c: Config) -> None:
 
 
 def idle_timeouts(settings: FractionalTraits, profiles: list[dict]) -> list[tuple[str, float]]:
-    """Every idle timeout the config sets for the spawner's servers, with where it is set."""
+    """Every idle timeout the config sets for the spawner's servers (those under demand too), with where it is set."""
     gpu, cpu = settings.cull_defaults()
     found = [
         ("FractionalSpawner.gpu_idle_timeout", gpu.idle_timeout),
@@ -115,12 +115,13 @@ def idle_timeouts(settings: FractionalTraits, profiles: list[dict]) -> list[tupl
     ]
     for profile in profiles:
         for choices, _spec, cull in iter_combinations(profile):
-            if "idle_timeout" in cull:
-                where = ",".join(f"{o}={k}" for o, k in choices)
-                name = f"FractionalSpawner.profile_list: {profile_name(profile)}" + (
-                    f", choice {where}" if where else ""
-                )
-                found.append((f"{name}: cull.idle_timeout", parse_duration(cull["idle_timeout"])))
+            where = ",".join(f"{o}={k}" for o, k in choices)
+            name = f"FractionalSpawner.profile_list: {profile_name(profile)}" + (f", choice {where}" if where else "")
+            found += [
+                (f"{name}: cull.{key}", parse_duration(cull[key]))
+                for key in ("idle_timeout", "idle_timeout_under_demand")
+                if key in cull
+            ]
     return found
 
 

@@ -1,7 +1,10 @@
 """Idle and max-age culling decisions, pure: the caller passes the server model and ``now``.
 
 A server has one deadline, the earlier of ``last activity + idle timeout`` and ``start +
-max age``. Before the deadline, within ``warning_lead`` seconds of it, the server is in the
+max age``. While someone waits for the kind of GPU slot the server holds (``demand_since``),
+a shorter ``idle_timeout_under_demand`` applies too, but never ends sooner than
+``warning_lead`` after the wait began: the notebook is warned before it is stopped. Before the
+deadline, within ``warning_lead`` seconds of it, the server is in the
 warning state (the notebook shows it; any activity the hub hears about moves an idle
 deadline back). At or after the deadline it is culled: stopped, pod deleted.
 """
@@ -18,6 +21,7 @@ from traitlets import TraitError
 
 IDLE_TIMEOUT_ANNOTATION = "fracnb.io/idle-timeout"
 MAX_AGE_ANNOTATION = "fracnb.io/max-age"
+IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION = "fracnb.io/idle-timeout-under-demand"
 
 
 class Action(str, Enum):
@@ -29,6 +33,8 @@ class Action(str, Enum):
 class Reason(str, Enum):
     IDLE = "idle"
     MAX_AGE = "max-age"
+    # Idle while someone waits for the kind of slot the server holds: the shorter timeout applies.
+    DEMAND = "demand"
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,15 @@ class CullPolicy:
 
     idle_timeout: float = 0
     max_age: float = 0
+    idle_timeout_under_demand: float = 0
+
+    @property
+    def demand_timeout(self) -> float:
+        """The idle timeout while someone waits, if it is shorter than the usual one; else 0."""
+        shorter = self.idle_timeout_under_demand
+        if shorter > 0 and (self.idle_timeout <= 0 or shorter < self.idle_timeout):
+            return shorter
+        return 0
 
 
 @dataclass(frozen=True)
@@ -87,32 +102,56 @@ def _seconds(annotations: Mapping[str, str], key: str, default: float) -> float:
 
 
 def policy_from_annotations(annotations: Mapping[str, str], default: CullPolicy) -> CullPolicy:
-    """The pod's ``fracnb.io/idle-timeout`` / ``fracnb.io/max-age``, else ``default``'s.
+    """The pod's ``fracnb.io/idle-timeout`` / ``fracnb.io/max-age`` /
+    ``fracnb.io/idle-timeout-under-demand``, else ``default``'s.
 
     An unreadable value falls back to the default rather than disabling culling.
     """
     return CullPolicy(
         idle_timeout=_seconds(annotations, IDLE_TIMEOUT_ANNOTATION, default.idle_timeout),
         max_age=_seconds(annotations, MAX_AGE_ANNOTATION, default.max_age),
+        idle_timeout_under_demand=_seconds(
+            annotations, IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION, default.idle_timeout_under_demand
+        ),
     )
 
 
-def _deadline(server: ServerActivity, policy: CullPolicy) -> tuple[datetime, Reason] | None:
+# On a tie, the reason reported is the one the user can act on, and the plainest.
+_TIE_ORDER = {Reason.IDLE: 0, Reason.DEMAND: 1, Reason.MAX_AGE: 2}
+
+
+def _deadline(
+    server: ServerActivity, policy: CullPolicy, demand_since: datetime | None, warning_lead: float
+) -> tuple[datetime, Reason] | None:
     candidates = []
     idle_since = server.last_activity or server.started
     if policy.idle_timeout > 0 and idle_since is not None:
         candidates.append((idle_since + timedelta(seconds=policy.idle_timeout), Reason.IDLE))
+    if policy.demand_timeout > 0 and idle_since is not None and demand_since is not None:
+        # Demand that appears when a server has long been idle must not stop it unwarned.
+        warned_from = demand_since + timedelta(seconds=warning_lead)
+        candidates.append((max(idle_since + timedelta(seconds=policy.demand_timeout), warned_from), Reason.DEMAND))
     if policy.max_age > 0 and server.started is not None:
         candidates.append((server.started + timedelta(seconds=policy.max_age), Reason.MAX_AGE))
-    # On a tie, idleness is the reason reported: it is the one the user can act on.
-    return min(candidates, key=lambda c: (c[0], c[1] is Reason.MAX_AGE), default=None)
+    return min(candidates, key=lambda c: (c[0], _TIE_ORDER[c[1]]), default=None)
 
 
-def decide(server: ServerActivity, policy: CullPolicy, *, now: datetime, warning_lead: float) -> CullDecision:
-    """Keep, warn or cull one server at ``now``."""
+def decide(
+    server: ServerActivity,
+    policy: CullPolicy,
+    *,
+    now: datetime,
+    warning_lead: float,
+    demand_since: datetime | None = None,
+) -> CullDecision:
+    """Keep, warn or cull one server at ``now``.
+
+    ``demand_since``: since when someone has been waiting for the kind of slot the server
+    holds, or None while nobody waits (then the shorter timeout under demand plays no part).
+    """
     if server.pending or not server.ready:
         return CullDecision(Action.KEEP)
-    deadline = _deadline(server, policy)
+    deadline = _deadline(server, policy, demand_since, warning_lead)
     if deadline is None:
         return CullDecision(Action.KEEP)
     cull_at, reason = deadline
@@ -140,6 +179,8 @@ def server_status(decision: CullDecision, policy: CullPolicy) -> dict[str, Any]:
             "seconds_left": decision.seconds_left,
             "warning": decision.action is not Action.KEEP,
         }
+    # No field for the timeout under demand: a meter of an older version refuses unknown fields,
+    # and the deadline's reason says when it applies.
     return {"idle_timeout_seconds": policy.idle_timeout, "max_age_seconds": policy.max_age, "deadline": deadline}
 
 

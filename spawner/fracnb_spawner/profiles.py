@@ -26,7 +26,8 @@ from .units import QuantityError, parse_duration
 UNLISTED = "unlisted-choice"
 UNLISTED_SUFFIX = "--unlisted-choice"
 UNLISTED_LABEL = "Other..."  # KubeSpawner's default display_name_in_choices
-CULL_KEYS = ("idle_timeout", "max_age")
+CULL_KEYS = ("idle_timeout", "max_age", "idle_timeout_under_demand")
+NO_CULL_DEFAULTS = (CullPolicy(0, 0), CullPolicy(0, 0))
 MAX_OPTION_LENGTH = 1024
 _SAMPLE_TEXT = "sample"  # formats unlisted-choice templates at start, to find broken ones
 
@@ -133,10 +134,17 @@ def _merge(spec: GPUSpec | None, choice_spec: GPUSpec | None) -> GPUSpec | None:
     return spec.merged(choice_spec) if spec and choice_spec else (choice_spec or spec)
 
 
-def validate_profiles(profiles: list[dict], defaults: GPUDefaults, settings: BackendSettings) -> None:
+def validate_profiles(
+    profiles: list[dict],
+    defaults: GPUDefaults,
+    settings: BackendSettings,
+    cull_defaults: tuple[CullPolicy, CullPolicy] = NO_CULL_DEFAULTS,
+) -> None:
     """Raise ``ProfileConfigError`` naming the first profile (and choice) that cannot work.
 
     ``settings`` names the cluster's GPU resources, which only ``gpu`` keys may ask for.
+    ``cull_defaults`` are the (GPU, CPU-only) policies of servers whose profile sets none: a
+    timeout under demand must be shorter than the idle timeout it shortens.
     """
     slugs = [p["slug"] for p in profiles]
     duplicates = sorted({s for s in slugs if slugs.count(s) > 1})
@@ -145,12 +153,14 @@ def validate_profiles(profiles: list[dict], defaults: GPUDefaults, settings: Bac
     gpu_resource = partial(is_gpu_resource, settings=settings)
     for profile in profiles:
         try:
-            _validate_profile(profile, defaults, gpu_resource)
+            _validate_profile(profile, defaults, gpu_resource, cull_defaults)
         except (GPUConfigError, QuantityError, ProfileConfigError, OverrideError) as error:
             raise ProfileConfigError(f"{profile_name(profile)}: {error}") from None
 
 
-def _validate_profile(profile: Mapping, defaults: GPUDefaults, gpu_resource: Any) -> None:
+def _validate_profile(
+    profile: Mapping, defaults: GPUDefaults, gpu_resource: Any, cull_defaults: tuple[CullPolicy, CullPolicy]
+) -> None:
     check_override(profile.get("kubespawner_override") or {}, gpu_resource)
     for option_name, option in (profile.get("profile_options") or {}).items():
         if not option.get("choices") and not option["unlisted_choice"].get("enabled"):
@@ -169,7 +179,7 @@ def _validate_profile(profile: Mapping, defaults: GPUDefaults, gpu_resource: Any
     for choices, spec, cull in iter_combinations(profile):
         try:
             plan_gpu(spec, defaults)
-            cull_policy(spec, cull, CullPolicy(0, 0), CullPolicy(0, 0))
+            cull_policy(spec, cull, *cull_defaults)
         except (GPUConfigError, QuantityError, ProfileConfigError) as error:
             where = ",".join(f"{o}={c}" for o, c in choices)
             raise ProfileConfigError(f"choice {where}: {error}" if where else str(error)) from None
@@ -198,10 +208,39 @@ def cull_policy(spec: GPUSpec | None, cull: Mapping, gpu_default: CullPolicy, cp
     if unknown:
         raise ProfileConfigError(f"unknown cull key(s) {unknown}; valid keys: {', '.join(CULL_KEYS)}")
     default = gpu_default if spec is not None and spec.requests_gpu else cpu_default
-    return CullPolicy(
+    policy = CullPolicy(
         idle_timeout=parse_duration(cull["idle_timeout"]) if "idle_timeout" in cull else default.idle_timeout,
         max_age=parse_duration(cull["max_age"]) if "max_age" in cull else default.max_age,
+        idle_timeout_under_demand=_cull_seconds(cull, "idle_timeout_under_demand"),
     )
+    idle_source = "cull.idle_timeout" if "idle_timeout" in cull else "the default idle timeout"
+    problem = under_demand_problem(policy, idle_source)
+    if problem:
+        raise ProfileConfigError(problem)
+    return policy
+
+
+def _cull_seconds(cull: Mapping, key: str) -> int:
+    if key not in cull:
+        return 0
+    try:
+        return parse_duration(cull[key])
+    except QuantityError as error:
+        raise ProfileConfigError(f"cull.{key}: {error}") from None
+
+
+def under_demand_problem(policy: CullPolicy, idle_source: str) -> str | None:
+    """Why ``idle_timeout_under_demand`` cannot shorten ``policy``'s idle timeout, or None.
+
+    0 turns it off; with no idle timeout (0) any shorter timeout under demand shortens "never".
+    """
+    shorter, usual = policy.idle_timeout_under_demand, policy.idle_timeout
+    if shorter > 0 and usual > 0 and shorter >= usual:
+        return (
+            f"cull.idle_timeout_under_demand ({shorter:g} s) must be less than the idle timeout it shortens"
+            f" ({usual:g} s, {idle_source}); use e.g. {max(usual // 3, 1):g} s, or 0 for none"
+        )
+    return None
 
 
 def select(profiles: list[dict], user_options: object) -> Selection:

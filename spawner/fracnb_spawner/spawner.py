@@ -121,7 +121,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
     def _validate_once(self, raw: Any, profiles: list[dict]) -> None:
         # Each spawner holds its own copy of the configured list: validate a given content once per
         # hub configuration (comparing copies is cheap; validating is not).
-        settings = (self.gpu_defaults(), self.backend_settings())
+        settings = (self.gpu_defaults(), self.backend_settings(), self.cull_defaults())
         if callable(self.profile_list):
             validate_profiles(profiles, *settings)
             return

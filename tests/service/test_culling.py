@@ -218,3 +218,94 @@ def test_the_service_refuses_to_start_with_a_default_timeout_it_cannot_honour(tm
     accepted = FracnbService()
     accepted.initialize(["--config", str(config), "--FracnbService.warning_lead=60"])
     assert accepted.timing() == CullTiming(warning_lead=60, activity_report_lag=45)
+
+
+# ---- a shorter idle timeout while someone waits for the slot ----------------------------------
+
+UNDER_DEMAND = CullPolicy(idle_timeout=3600, idle_timeout_under_demand=1200)
+
+
+def test_without_demand_the_shorter_timeout_changes_nothing() -> None:
+    idle = server(started=-5000, last_activity=0)
+    for now in (100, 1300, 3000, 3600):
+        assert decide(idle, UNDER_DEMAND, now=at(now), warning_lead=600) == decide(
+            idle, HOUR, now=at(now), warning_lead=600
+        )
+
+
+@pytest.mark.parametrize(
+    ("now", "action", "seconds_left"),
+    [
+        (100, Action.KEEP, 1100),
+        (600, Action.WARN, 600),
+        (1199, Action.WARN, 1),
+        (1200, Action.CULL, 0),
+    ],
+)
+def test_under_demand_an_idle_server_gets_the_shorter_timeout(now, action, seconds_left) -> None:
+    # Someone has waited since long before; the server has been idle since 0.
+    idle = server(started=-5000, last_activity=0)
+    decision = decide(idle, UNDER_DEMAND, now=at(now), warning_lead=600, demand_since=at(-7200))
+    assert (decision.action, decision.reason, decision.seconds_left) == (action, Reason.DEMAND, seconds_left)
+    assert decision.cull_at == at(1200)
+
+
+def test_demand_that_appears_late_still_leaves_the_whole_warning() -> None:
+    # Idle for 40 minutes when someone starts waiting: stopped a warning lead later, not at once.
+    idle = server(started=-5000, last_activity=0)
+    decision = decide(idle, UNDER_DEMAND, now=at(2400), warning_lead=600, demand_since=at(2400))
+    assert (decision.action, decision.reason, decision.cull_at) == (Action.WARN, Reason.DEMAND, at(3000))
+    assert decide(idle, UNDER_DEMAND, now=at(3000), warning_lead=600, demand_since=at(2400)).action is Action.CULL
+    # ... unless the usual deadline comes first: the shorter timeout never makes it later.
+    later = decide(idle, UNDER_DEMAND, now=at(3100), warning_lead=600, demand_since=at(3100))
+    assert (later.reason, later.cull_at) == (Reason.IDLE, at(3600))
+
+
+def test_under_demand_a_server_in_use_is_never_warned() -> None:
+    timing = CullTiming(warning_lead=600, activity_report_lag=45)
+    assert timing_problem(UNDER_DEMAND.idle_timeout_under_demand, timing) is None
+    for hub_lag in range(46):
+        busy = server(started=-10_000, last_activity=-hub_lag)
+        decision = decide(busy, UNDER_DEMAND, now=at(0), warning_lead=600, demand_since=at(-7200))
+        assert decision.action is Action.KEEP, (hub_lag, decision)
+
+
+def test_activity_moves_a_demand_deadline_back() -> None:
+    used_again = server(started=-5000, last_activity=900)
+    decision = decide(used_again, UNDER_DEMAND, now=at(1000), warning_lead=600, demand_since=at(-7200))
+    assert (decision.action, decision.cull_at) == (Action.KEEP, at(2100))
+
+
+def test_the_shorter_timeout_applies_only_when_shorter() -> None:
+    assert CullPolicy(idle_timeout=600, idle_timeout_under_demand=1200).demand_timeout == 0
+    assert CullPolicy(idle_timeout=0, idle_timeout_under_demand=1200).demand_timeout == 1200
+    assert CullPolicy(idle_timeout=3600).demand_timeout == 0
+    longer = CullPolicy(idle_timeout=600, idle_timeout_under_demand=1200)
+    idle = server(started=-5000, last_activity=0)
+    decision = decide(idle, longer, now=at(100), warning_lead=60, demand_since=at(-7200))
+    assert (decision.reason, decision.cull_at) == (Reason.IDLE, at(600))
+
+
+def test_max_age_first_is_still_reported_as_max_age() -> None:
+    policy = CullPolicy(idle_timeout=3600, max_age=1000, idle_timeout_under_demand=1200)
+    decision = decide(server(started=0, last_activity=0), policy, now=at(900), warning_lead=600, demand_since=at(0))
+    assert (decision.reason, decision.cull_at) == (Reason.MAX_AGE, at(1000))
+
+
+def test_the_status_of_a_demand_deadline_fits_the_schema() -> None:
+    idle = server(started=-5000, last_activity=0)
+    decision = decide(idle, UNDER_DEMAND, now=at(900), warning_lead=600, demand_since=at(-60))
+    status = server_status(decision, UNDER_DEMAND)
+    assert problems(SERVICE_REPORT, status, "/$defs/cullStatus", check_formats=True) == []
+    assert status == {
+        "idle_timeout_seconds": 3600,
+        "max_age_seconds": 0,
+        "deadline": {"reason": "demand", "cull_at": "2026-03-01T12:20:00Z", "seconds_left": 300.0, "warning": True},
+    }
+
+
+def test_the_timeout_under_demand_is_read_from_the_pod() -> None:
+    annotations = {"fracnb.io/idle-timeout": "3600", "fracnb.io/idle-timeout-under-demand": "1200"}
+    assert policy_from_annotations(annotations, CullPolicy()) == UNDER_DEMAND
+    broken = {"fracnb.io/idle-timeout": "3600", "fracnb.io/idle-timeout-under-demand": "soon"}
+    assert policy_from_annotations(broken, CullPolicy()).idle_timeout_under_demand == 0

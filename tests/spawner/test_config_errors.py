@@ -57,6 +57,15 @@ BAD_PROFILES = [
     ({"gpu": {"fraction": 0.5, "product": "NVIDIA A100"}}, "product 'NVIDIA A100' cannot be a node-selector value"),
     ({"gpu": {"fraction": 0.5, "product": "NVIDIA-" + "A" * 60}}, "cannot be a node-selector value"),
     ({"cull": {"idle_timeout": 1.5}}, "is not a duration"),
+    (
+        {"gpu": {"fraction": 0.25}, "cull": {"idle_timeout": "30m", "idle_timeout_under_demand": "30m"}},
+        "cull.idle_timeout_under_demand (1800 s) must be less than the idle timeout it shortens (1800 s, "
+        "cull.idle_timeout); use e.g. 600 s, or 0 for none",
+    ),
+    (
+        {"gpu": {"fraction": 0.25}, "cull": {"idle_timeout_under_demand": "soon"}},
+        "cull.idle_timeout_under_demand: 'soon' is not a duration",
+    ),
     ({"cull": {"max_age": ["1h"]}}, "is not a duration"),
     # GPUs outside the gpu key, and the gpu key inside kubespawner_override
     (

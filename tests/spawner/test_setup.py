@@ -113,3 +113,37 @@ def test_setup_names_the_choice_whose_idle_timeout_is_too_short() -> None:
     ]
     with pytest.raises(SystemExit, match=r"profile 'train' \('Train'\), choice length=short: cull.idle_timeout"):
         setup(c, service=False)
+
+
+def quarter_with(cull: dict) -> Config:
+    c = Config()
+    c.FractionalSpawner.profile_list = [
+        {"display_name": "Quarter", "slug": "q", "gpu": {"fraction": 0.25}, "cull": cull}
+    ]
+    return c
+
+
+def test_setup_accepts_a_shorter_timeout_under_demand() -> None:
+    setup(quarter_with({"idle_timeout": "1h", "idle_timeout_under_demand": "20m"}), service=False)
+    # Shorter than the default GPU idle timeout (30 min) it shortens.
+    setup(quarter_with({"idle_timeout_under_demand": "20m"}), service=False)
+
+
+def test_setup_refuses_a_timeout_under_demand_not_shorter_than_the_default_one() -> None:
+    c = quarter_with({"idle_timeout_under_demand": "45m"})
+    expected = (
+        r"profile 'q' \('Quarter'\): cull.idle_timeout_under_demand \(2700 s\) must be less than the idle timeout "
+        r"it shortens \(1800 s, the default idle timeout\)"
+    )
+    with pytest.raises(SystemExit, match=expected):
+        setup(c, service=False)
+
+
+def test_setup_refuses_a_timeout_under_demand_that_would_warn_servers_in_use() -> None:
+    # The default warning lead is 900 s: a 10-minute timeout would warn a server in use.
+    c = quarter_with({"idle_timeout": "1h", "idle_timeout_under_demand": "10m"})
+    expected = r"profile 'q' \('Quarter'\): cull.idle_timeout_under_demand: an idle timeout of 600 s is not more than"
+    with pytest.raises(SystemExit, match=expected):
+        setup(c, service=False)
+    c.FracnbService.warning_lead = 300
+    setup(c, service=False)

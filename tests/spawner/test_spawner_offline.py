@@ -101,6 +101,26 @@ async def test_cull_policy_annotations(make_spawner) -> None:
     assert (await cpu.get_pod_manifest()).metadata.annotations["fracnb.io/idle-timeout"] == str(8 * 3600)
 
 
+async def test_timeout_under_demand_annotation(make_spawner) -> None:
+    config = Config()
+    config.FractionalSpawner.profile_list = [
+        {
+            "display_name": "GPU",
+            "slug": "gpu",
+            "gpu": {"fraction": 0.5},
+            "cull": {"idle_timeout": "1h", "idle_timeout_under_demand": "20m"},
+        },
+        {"display_name": "Plain GPU", "slug": "plain", "gpu": {"fraction": 0.5}},
+        {"display_name": "CPU", "slug": "cpu", "cull": {"idle_timeout_under_demand": "20m"}},
+    ]
+    expected = {"gpu": "1200", "plain": None, "cpu": None}  # a CPU-only server never holds a GPU slot
+    for slug, value in expected.items():
+        spawner = make_spawner(config, {"profile": slug})
+        await spawner.load_user_options()
+        annotations = (await spawner.get_pod_manifest()).metadata.annotations
+        assert annotations.get("fracnb.io/idle-timeout-under-demand") == value, slug
+
+
 async def test_reserved_variables_cannot_be_smuggled(make_spawner) -> None:
     config = Config()
     config.FractionalSpawner.environment = {"NVIDIA_VISIBLE_DEVICES": "all", "FRACNB_GPU_FRACTION": "1"}
