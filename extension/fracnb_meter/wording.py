@@ -3,6 +3,11 @@ the front end (extension/src/summary.ts writes the same)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from datetime import datetime, tzinfo
+from typing import Any
+
 _UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
 
@@ -19,3 +24,35 @@ def format_share(gpus: float) -> str:
     if gpus <= 0:
         return "no GPU"
     return f"{round(gpus, 3):g} {'GPUs' if gpus > 1 else 'GPU'}"
+
+
+# ---- the culling warning (extension/src/wording.ts writes the same; test-data/cull-warnings.json) ----
+
+
+def clock_time(moment: datetime, zone: tzinfo | None = None) -> str:
+    """'14:05': the time of day on a 24-hour clock, in ``zone`` (default: this machine's)."""
+    return moment.astimezone(zone).strftime("%H:%M")
+
+
+def _minutes_text(seconds_left: float) -> str:
+    # Whole minutes rounded up, at least 1: the server stops at the first culling pass after the deadline.
+    minutes = max(1, math.ceil(seconds_left / 60))
+    if minutes < 60:
+        return f"in {minutes} {'minute' if minutes == 1 else 'minutes'}"
+    hours, rest = divmod(minutes, 60)
+    return f"in {hours} h" if rest == 0 else f"in {hours} h {rest} min"
+
+
+def cull_warning(deadline: Mapping[str, Any] | None, zone: tzinfo | None = None) -> str | None:
+    """The notebook's warning for a deadline of the service's report (service-me.schema.json
+    ``/$defs/deadline``), or None when it is not in its warning time."""
+    if deadline is None or not deadline["warning"]:
+        return None
+    reason = deadline["reason"]
+    if reason == "demand":
+        cull_at = datetime.fromisoformat(deadline["cull_at"].replace("Z", "+00:00"))
+        return f"Someone is waiting for a GPU; this idle server stops at {clock_time(cull_at, zone)} unless you use it."
+    when = _minutes_text(deadline["seconds_left"])
+    if reason == "idle":
+        return f"Idle: this server will be stopped {when} unless you use it."
+    return f"This server reaches its maximum age and will be stopped {when}, even if in use. Save your work."

@@ -9,7 +9,7 @@ import { Notification } from '@jupyterlab/apputils';
 import { AlertLevel, budgetAlerts, IAlert } from './alerts';
 import { IUsageState, UsageModel } from './model';
 import { SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
-import { cullMessage } from './summary';
+import { cullMessage } from './wording';
 
 export class BudgetNotifier {
   constructor(

@@ -1,6 +1,6 @@
 /**
- * What to tell the user when the server stops answering: why it stopped (idle, maximum
- * age, or unknown), what was kept and what was lost, and where to start it again. Pure.
+ * What to tell the user when the server stops answering: why it stopped (idle, idle while
+ * someone waited for a GPU, maximum age, or unknown), what was kept and what was lost, and where to start it again. Pure.
  */
 import type { IUsageState } from './model';
 import { formatDuration } from './summary';
@@ -12,7 +12,7 @@ import type { IUsage } from './usage';
  */
 export const SERVER_NOT_RUNNING = 424;
 
-export type StopCause = 'idle' | 'max-age' | 'unknown';
+export type StopCause = 'idle' | 'demand' | 'max-age' | 'unknown';
 
 export interface IStopNotice {
   cause: StopCause;
@@ -67,6 +67,8 @@ export function stopNotice(last: IUsage | null, secondsUntilStop: number): IStop
     headline = `This server was stopped for being idle for ${formatDuration(cull.idle_timeout_seconds)}.`;
   } else if (cause === 'idle') {
     headline = 'This server was stopped for being idle.';
+  } else if (cause === 'demand') {
+    headline = 'This server was stopped for being idle while someone waited for a GPU.';
   } else if (cause === 'max-age' && cull !== null && cull.max_age_seconds > 0) {
     headline = `This server was stopped at its maximum age of ${formatDuration(cull.max_age_seconds)}.`;
   } else if (cause === 'max-age') {

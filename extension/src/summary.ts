@@ -303,6 +303,11 @@ export function cullRows(cull: ICullStatus): Array<[string, string]> {
     rows.push(['Next stop', 'none scheduled']);
   } else if (deadline.reason === 'idle') {
     rows.push(['Stops in', `${formatMinutes(minutesLeft(deadline))} unless used`]);
+  } else if (deadline.reason === 'demand') {
+    rows.push([
+      'Stops in',
+      `${formatMinutes(minutesLeft(deadline))} unless used: someone is waiting for a GPU`
+    ]);
   } else {
     rows.push([
       'Stops in',
@@ -310,22 +315,4 @@ export function cullRows(cull: ICullStatus): Array<[string, string]> {
     ]);
   }
   return rows;
-}
-
-/** The culling warning for a notification, or null when none is due. */
-export function cullMessage(usage: IUsage): string | null {
-  const deadline = usage.cull?.deadline ?? null;
-  if (deadline === null || !deadline.warning) {
-    return null;
-  }
-  const minutes = minutesLeft(deadline);
-  // "in 4 minutes", but "in 8 h" rather than "in 480 minutes".
-  const when =
-    minutes < 60
-      ? `in ${minutes} ${minutes === 1 ? 'minute' : 'minutes'}`
-      : `in ${formatMinutes(minutes)}`;
-  if (deadline.reason === 'idle') {
-    return `Idle: this server will be stopped ${when} unless you use it.`;
-  }
-  return `This server reaches its maximum age and will be stopped ${when}, even if in use. Save your work.`;
 }

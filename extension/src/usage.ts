@@ -196,9 +196,9 @@ export interface ICullStatus {
 }
 export interface IDeadline {
   /**
-   * idle: activity moves the deadline back. max-age: the server has reached its maximum age; using it does not move the deadline.
+   * idle: activity moves the deadline back. demand: idle while someone waits for the kind of GPU slot this server holds, so the profile's shorter idle timeout under demand applies; activity moves the deadline back too. max-age: the server has reached its maximum age; using it does not move the deadline.
    */
-  reason: 'idle' | 'max-age';
+  reason: 'idle' | 'demand' | 'max-age';
   /**
    * When the server is stopped (at the first culling pass after this moment), ISO 8601 in UTC.
    */

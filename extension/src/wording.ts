@@ -1,8 +1,10 @@
 /**
- * Budget wording for the panel that reads the contract's fields. Pure: no DOM.
+ * Wording for the panel and the notifications: the budget's, and the culling warning
+ * (fracnb_meter/wording.py writes the same; test-data/cull-warnings.json holds both to it).
+ * Pure: no DOM.
  */
-import { budgetBytes, formatBytes } from './summary';
-import type { IBudget } from './usage';
+import { budgetBytes, formatBytes, formatMinutes, minutesLeft } from './summary';
+import type { IBudget, IDeadline, IUsage } from './usage';
 
 /** The frameworks the spawner's soft cap reaches (docs/contract.md, FRACNB_SOFT_CAP_BYTES). */
 export const SOFT_CAP_FRAMEWORKS = 'PyTorch, JAX and CuPy; TensorFlow through the startup hook';
@@ -30,4 +32,40 @@ export function deviceName(name: string, simulated: boolean): string {
     .replace(/\s*\(simulated\)\s*$/i, '')
     .replace(/^simulated\s+/i, '')
     .trim();
+}
+
+/** "14:05": the time of day on a 24-hour clock, in ``timeZone`` (default: the browser's). */
+export function clockTime(moment: Date, timeZone?: string): string {
+  return new Intl.DateTimeFormat('en-GB', {
+    hour: '2-digit',
+    minute: '2-digit',
+    hourCycle: 'h23',
+    timeZone
+  }).format(moment);
+}
+
+/** The warning for a deadline of the hub's culling status, or null when none is due. */
+export function cullWarning(deadline: IDeadline | null, timeZone?: string): string | null {
+  if (deadline === null || !deadline.warning) {
+    return null;
+  }
+  if (deadline.reason === 'demand') {
+    const at = clockTime(new Date(deadline.cull_at), timeZone);
+    return `Someone is waiting for a GPU; this idle server stops at ${at} unless you use it.`;
+  }
+  const minutes = minutesLeft(deadline);
+  // "in 4 minutes", but "in 8 h" rather than "in 480 minutes".
+  const when =
+    minutes < 60
+      ? `in ${minutes} ${minutes === 1 ? 'minute' : 'minutes'}`
+      : `in ${formatMinutes(minutes)}`;
+  if (deadline.reason === 'idle') {
+    return `Idle: this server will be stopped ${when} unless you use it.`;
+  }
+  return `This server reaches its maximum age and will be stopped ${when}, even if in use. Save your work.`;
+}
+
+/** The culling warning for a notification, or null when none is due. */
+export function cullMessage(usage: IUsage): string | null {
+  return cullWarning(usage.cull?.deadline ?? null);
 }

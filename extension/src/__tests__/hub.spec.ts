@@ -6,7 +6,6 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import {
-  cullMessage,
   cullRows,
   formatAmount,
   formatDuration,
@@ -15,6 +14,7 @@ import {
   quotaText
 } from '../summary';
 import type { IGPUAmount } from '../usage';
+import { cullMessage } from '../wording';
 import { cull, deadline, QUOTA, usage } from './fixtures';
 
 const QUARTER: IGPUAmount = { gpus: 0.25, exact: '1/4' };
@@ -82,6 +82,11 @@ describe('culling status', () => {
     ]);
   });
 
+  test('a deadline under demand says someone waits and can be avoided by using the server', () => {
+    const rows = cullRows(cull({ deadline: deadline({ reason: 'demand', seconds_left: 600 }) }));
+    assert.deepEqual(rows[2], ['Stops in', '10 min unless used: someone is waiting for a GPU']);
+  });
+
   test('a max-age deadline is not avoided by using the server', () => {
     const maxAge = cull({
       idle_timeout_seconds: 0,
@@ -133,7 +138,7 @@ describe('culling status', () => {
   });
 
   test('every message fits a toast and reads as text', () => {
-    for (const reason of ['idle', 'max-age'] as const) {
+    for (const reason of ['idle', 'demand', 'max-age'] as const) {
       for (const seconds of [0, 59, 60, 61, 899]) {
         const message = cullMessage(
           usage({ cull: cull({ deadline: deadline({ reason, seconds_left: seconds }) }) })

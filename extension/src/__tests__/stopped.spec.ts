@@ -19,6 +19,17 @@ describe('why the server stopped', () => {
     );
   });
 
+  test('an idle shutdown while someone waited for a GPU says so', () => {
+    const last = usage({ cull: cull({ deadline: deadline({ reason: 'demand' }) }) });
+    assert.equal(stopCause(last, 235), 'demand');
+    const notice = stopNotice(last, 235);
+    assert.equal(
+      notice.headline,
+      'This server was stopped for being idle while someone waited for a GPU.'
+    );
+    assert.ok(notice.toast.length <= 140, notice.toast);
+  });
+
   test('every toast fits, whatever the durations', () => {
     const last = usage({
       cull: cull({ idle_timeout_seconds: 86399, max_age_seconds: 86399 * 7 })

@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 
-import { deviceName, softCapText } from '../wording';
-import { GIB, usage } from './fixtures';
+import type { IDeadline } from '../usage';
+import { cullWarning, deviceName, softCapText } from '../wording';
+import { deadline, GIB, usage } from './fixtures';
 
 describe('soft cap', () => {
   test('the real cap and the frameworks it reaches', () => {
@@ -30,5 +33,39 @@ describe('device names', () => {
     assert.equal(deviceName('NVIDIA A100-SXM4-80GB (simulated)', true), 'NVIDIA A100-SXM4-80GB');
     assert.equal(deviceName('Simulated NVIDIA A100-SXM4-80GB', true), 'NVIDIA A100-SXM4-80GB');
     assert.equal(deviceName('NVIDIA A100-SXM4-80GB', false), 'NVIDIA A100-SXM4-80GB');
+  });
+});
+
+/** The cases fracnb_meter.wording.cull_warning is held to as well (tests/meter/test_wording.py). */
+interface ICullWarningCase {
+  deadline: IDeadline | null;
+  time_zone: string;
+  text: string | null;
+}
+
+describe('culling warnings', () => {
+  const file = join(__dirname, '..', '..', 'test-data', 'cull-warnings.json');
+  const cases = (JSON.parse(readFileSync(file, 'utf-8')) as { cases: ICullWarningCase[] }).cases;
+
+  test('the shared cases cover every reason of the schema', () => {
+    const reasons = new Set(cases.map(c => c.deadline?.reason));
+    for (const reason of ['idle', 'demand', 'max-age']) {
+      assert.ok(reasons.has(reason as IDeadline['reason']), reason);
+    }
+  });
+
+  for (const [index, { deadline, time_zone, text }] of cases.entries()) {
+    test(`case ${index}: ${deadline?.reason ?? 'no deadline'} in ${time_zone}`, () => {
+      assert.equal(cullWarning(deadline, time_zone), text);
+    });
+  }
+
+  test('the demand warning says who waits and when the server stops, in local time', () => {
+    const at = new Date(2026, 10, 23, 14, 5);
+    const text = cullWarning(deadline({ reason: 'demand', cull_at: at.toISOString() }));
+    assert.equal(
+      text,
+      'Someone is waiting for a GPU; this idle server stops at 14:05 unless you use it.'
+    );
   });
 });
