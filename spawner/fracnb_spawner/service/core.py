@@ -24,6 +24,7 @@ from fracnb_spawner.culling import (
     server_activity,
     server_status,
 )
+from fracnb_spawner.demand import demand_since, is_queued, slot_kind
 from fracnb_spawner.quota import (
     FRACTION_ANNOTATION,
     SERVERNAME_ANNOTATION,
@@ -54,6 +55,8 @@ class PodFacts:
     annotations: Mapping[str, str]
     profile: str
     fraction: Fraction
+    slot_kind: str = ""
+    queued: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,12 +93,39 @@ def index_pods(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], PodFa
             fraction = Fraction(0)
         profile = pod_profile(metadata)
         key = (user, annotations.get(SERVERNAME_ANNOTATION, ""))
-        index[key] = PodFacts(annotations=annotations, profile=profile, fraction=fraction)
+        index[key] = PodFacts(
+            annotations=annotations, profile=profile, fraction=fraction, slot_kind=slot_kind(pod), queued=is_queued(pod)
+        )
     return index
 
 
-def _policy(pod: PodFacts | None, default: CullPolicy) -> CullPolicy:
-    return policy_from_annotations(pod.annotations if pod else {}, default)
+@dataclass(frozen=True)
+class Judge:
+    """Decides servers at ``now``: their pod's policy, and the demand for the slot each holds.
+
+    ``demand`` maps slot kinds to since when someone has waited for them (:func:`demand_since`).
+    """
+
+    default_policy: CullPolicy
+    warning_lead: float
+    demand: Mapping[str, datetime]
+    now: datetime
+
+    def __call__(self, model: Mapping[str, Any], pod: PodFacts | None) -> tuple[CullPolicy, CullDecision]:
+        policy = policy_from_annotations(pod.annotations if pod else {}, self.default_policy)
+        holds = pod.slot_kind if pod and not pod.queued else ""
+        decision = decide(
+            server_activity(model),
+            policy,
+            now=self.now,
+            warning_lead=self.warning_lead,
+            demand_since=self.demand.get(holds) if holds else None,
+        )
+        return policy, decision
+
+
+def judge_for(settings: CullSettings, pods: Iterable[Mapping[str, Any]], now: datetime) -> Judge:
+    return Judge(settings.default_policy, settings.warning_lead, demand_since(pods), now)
 
 
 @dataclass(frozen=True)
@@ -141,20 +171,25 @@ async def _stop(
 def judge_page(
     page: Iterable[Mapping[str, Any]],
     by_server: Mapping[tuple[str, str], PodFacts],
-    settings: CullSettings,
-    now: datetime,
+    judge: Judge,
 ) -> Iterator[ServerVerdict]:
     """Decide every server of a page of user models."""
     for user in page:
         for name, model in (user.get("servers") or {}).items():
             pod = by_server.get((user["name"], name))
-            decision = decide(
-                server_activity(model),
-                _policy(pod, settings.default_policy),
-                now=now,
-                warning_lead=settings.warning_lead,
-            )
+            _, decision = judge(model, pod)
             yield ServerVerdict(user["name"], name, model, pod, decision)
+
+
+async def _observe_groups(hub: HubAPI, metrics: CullMetrics, pods: list[Mapping[str, Any]], groups: set[str]) -> None:
+    """The per-group gauge, for the groups of users with a ready server; a hub that cannot tell
+    their members leaves the gauge as it was rather than fail the pass."""
+    try:
+        members = await hub.members_of(groups)
+    except Exception:
+        log.exception("Could not read the hub's groups for the per-group GPU gauge")
+        return
+    metrics.observe_groups(pods, members)
 
 
 async def cull_pass(
@@ -180,18 +215,26 @@ async def cull_pass(
             await _stop(hub, metrics, report, verdict, clock=clock)
 
     try:
-        by_server: Mapping[tuple[str, str], PodFacts] | None = None
+        pod_list: list[Mapping[str, Any]] | None = None
+        by_server: Mapping[tuple[str, str], PodFacts] = {}
+        judge: Judge | None = None
+        groups: set[str] = set()
         now = clock()
         async for page in hub.iter_users(state="ready", page_size=settings.page_size):
-            if by_server is None:
-                by_server = index_pods(await pod_listing)
-            for verdict in judge_page(page, by_server, settings, now):
+            groups.update(group for user in page for group in user.get("groups") or [])
+            if pod_list is None or judge is None:
+                pod_list = await pod_listing
+                by_server, judge = index_pods(pod_list), judge_for(settings, pod_list, now)
+                metrics.observe_pods(pod_list)
+            for verdict in judge_page(page, by_server, judge):
                 report.servers += 1
                 if verdict.decision.action is Action.WARN:
                     report.warned += 1
                 elif verdict.decision.action is Action.CULL:
                     stops.append(asyncio.ensure_future(stop_bounded(verdict)))
         await asyncio.gather(*stops)
+        if pod_list is not None:
+            await _observe_groups(hub, metrics, pod_list, groups)
     finally:
         if not pod_listing.done():
             pod_listing.cancel()
@@ -222,11 +265,10 @@ async def user_report(
         groups=dict(zip(group_names, members, strict=True)),
     )
     by_server = index_pods(pod_list)
-    now = clock()
+    judge = judge_for(settings, pod_list, clock())
     culling = {}
     for server, model in sorted((user.get("servers") or {}).items()):
-        policy = _policy(by_server.get((name, server)), settings.default_policy)
-        decision = decide(server_activity(model), policy, now=now, warning_lead=settings.warning_lead)
+        policy, decision = judge(model, by_server.get((name, server)))
         culling[server] = server_status(decision, policy)
     report["culling"] = culling
     report["warning_lead_seconds"] = settings.warning_lead

@@ -9,6 +9,7 @@ from typing import Any
 from jupyterhub.services.auth import HubAuthenticated
 from tornado import web
 
+from fracnb_spawner.demand import queue_entries
 from fracnb_spawner.logsafe import shown
 from fracnb_spawner.service.metrics import CONTENT_TYPE
 from fracnb_spawner.service.web import TEMPLATES, PageSources, page_routes
@@ -54,6 +55,21 @@ class UserStatusHandler(ServiceHandler):
         self.finish(json.dumps(report))
 
 
+class QueueHandler(ServiceHandler):
+    """``GET api/queue``: the spawns waiting for a GPU slot, for hub admins only."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        model = self.current_user
+        if model.get("kind", "user") != "user" or not model.get("admin"):
+            raise web.HTTPError(403, "only hub admins may read the queue")
+        pods = await self.state.pods.list_pods()
+        now = self.state.clock()
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps({"queue": [entry.as_json(now) for entry in queue_entries(pods)]}))
+
+
 class MetricsHandler(ServiceHandler):
     @web.authenticated
     def get(self) -> None:
@@ -74,6 +90,7 @@ def make_app(state: Any, prefix: str, pages: PageSources | None = None) -> web.A
     handlers: list[Any] = [
         (rf"{prefix}api/me", UserStatusHandler, {"state": state}),
         (rf"{prefix}api/users/([^/]+)", UserStatusHandler, {"state": state}),
+        (rf"{prefix}api/queue", QueueHandler, {"state": state}),
         (rf"{prefix}metrics", MetricsHandler, {"state": state}),
     ]
     settings: dict[str, Any] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -47,15 +47,19 @@ class HubAPI:
     async def iter_users(
         self, *, state: str = "ready", page_size: int = 0, parallel_pages: int = 4
     ) -> AsyncIterator[list[dict[str, Any]]]:
-        """Yield pages of user models with ``state``.
+        """Yield pages of user models with ``state``."""
+        async for page in self._iter_pages("users", {"state": state}, page_size, parallel_pages):
+            yield page
+
+    async def _iter_pages(
+        self, path: str, params: dict[str, Any], page_size: int, parallel_pages: int
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """Yield pages of a paginated listing.
 
         The first page tells the total; the remaining pages are fetched a few at a time in
         parallel, which hides request latency behind the hub's own work.
         """
-        params: dict[str, Any] = {"state": state, "offset": 0}
-        if page_size:
-            params["limit"] = page_size
-        first = await self.get("users", **params)
+        first = await self.get(path, **params, offset=0, **({"limit": page_size} if page_size else {}))
         items, pagination = _page(first)
         yield items
         if not pagination or not pagination.get("next"):
@@ -64,7 +68,7 @@ class HubAPI:
         offsets = list(range(pagination["offset"] + limit, total, limit))
         for start in range(0, len(offsets), parallel_pages):
             batch = offsets[start : start + parallel_pages]
-            pages = await asyncio.gather(*(self.get("users", state=state, offset=o, limit=limit) for o in batch))
+            pages = await asyncio.gather(*(self.get(path, **params, offset=o, limit=limit) for o in batch))
             for page in pages:
                 yield _page(page)[0]
 
@@ -87,6 +91,21 @@ class HubAPI:
     async def group_members(self, name: str) -> list[str]:
         group = await self.get(f"groups/{quote(name, safe='')}")
         return list(group.get("users") or [])
+
+    async def members_of(self, names: Iterable[str]) -> dict[str, list[str]]:
+        """Members of each named group that exists (a quota may name a group nobody created yet)."""
+
+        async def one(name: str) -> list[str] | None:
+            try:
+                return await self.group_members(name)
+            except HTTPClientError as error:
+                if error.code == 404:
+                    return None
+                raise
+
+        names = sorted(set(names))
+        found = await asyncio.gather(*(one(name) for name in names))
+        return {name: members for name, members in zip(names, found, strict=True) if members is not None}
 
 
 def _page(data: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:

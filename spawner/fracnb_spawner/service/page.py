@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from fracnb_spawner.availability import requested_by_node
-from fracnb_spawner.culling import Action, decide, server_activity
+from fracnb_spawner.culling import Action, CullDecision, CullPolicy
 from fracnb_spawner.quota import Allocation, QuotaPolicy, format_gpus, used_by
 from fracnb_spawner.units import format_bytes
 
@@ -77,7 +77,7 @@ class ServerRow:
     def deadline_text(self) -> str:
         if self.cull_at is None or self.seconds_left is None:
             return "never stopped for idleness" if not self.idle_timeout else "not started yet"
-        why = "max age" if self.reason == "max-age" else "idle"
+        why = {"max-age": "max age", "demand": "idle while someone waits for a GPU"}.get(self.reason or "", "idle")
         return f"in {duration_text(max(self.seconds_left, 0))} ({why}, at {self.cull_at:%H:%M} UTC)"
 
 
@@ -158,18 +158,15 @@ def _pod_budget(annotations: Mapping[str, str]) -> int | None:
 def server_rows(
     users: Iterable[Mapping[str, Any]],
     pods: Mapping[tuple[str, str], Any],
-    policy_for: Callable[[Any], Any],
-    *,
-    now: datetime,
-    warning_lead: float,
+    judge: Callable[[Mapping[str, Any], Any], tuple[CullPolicy, CullDecision]],
 ) -> list[ServerRow]:
-    """A row per server of the user models; ``pods`` is :func:`.core.index_pods`'s index."""
+    """A row per server of the user models; ``pods`` is :func:`.core.index_pods`'s index, and
+    ``judge`` (a :class:`.core.Judge`) decides a server from its model and pod."""
     rows = []
     for user in users:
         for server, model in sorted((user.get("servers") or {}).items()):
             pod = pods.get((user["name"], server))
-            policy = policy_for(pod)
-            decision = decide(server_activity(model), policy, now=now, warning_lead=warning_lead)
+            policy, decision = judge(model, pod)
             rows.append(
                 ServerRow(
                     user=user["name"],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,13 +20,11 @@ from typing import Any
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
 from tornado import web
 from tornado.escape import xhtml_escape
-from tornado.httpclient import HTTPClientError
 
-from fracnb_spawner.culling import CullPolicy, policy_from_annotations
 from fracnb_spawner.logsafe import shown
 from fracnb_spawner.quota import QuotaPolicy, allocations_from_pods
 from fracnb_spawner.service import page
-from fracnb_spawner.service.core import index_pods
+from fracnb_spawner.service.core import index_pods, judge_for
 
 log = logging.getLogger("fracnb.service")
 
@@ -48,36 +46,10 @@ def recent_culls() -> deque[page.CullRecord]:
     return deque(maxlen=RECENT_CULLS)
 
 
-def _policy_for(default: CullPolicy) -> Callable[[Any], CullPolicy]:
-    return lambda pod: policy_from_annotations(pod.annotations if pod else {}, default)
-
-
-async def _members(hub: Any, names: Iterable[str]) -> dict[str, list[str]]:
-    """Members of each group that exists (a quota may name a group nobody created yet)."""
-
-    async def one(name: str) -> list[str] | None:
-        try:
-            return await hub.group_members(name)
-        except HTTPClientError as error:
-            if error.code == 404:
-                return None
-            raise
-
-    names = sorted(set(names))
-    found = await asyncio.gather(*(one(name) for name in names))
-    return {name: members for name, members in zip(names, found, strict=True) if members is not None}
-
-
 async def user_view(state: Any, name: str, now: datetime) -> page.UserView:
     user, pods = await asyncio.gather(state.hub.user(name), state.pods.list_pods())
-    groups = await _members(state.hub, user.get("groups") or [])
-    rows = page.server_rows(
-        [user],
-        index_pods(pods),
-        _policy_for(state.settings.default_policy),
-        now=now,
-        warning_lead=state.settings.warning_lead,
-    )
+    groups = await state.hub.members_of(user.get("groups") or [])
+    rows = page.server_rows([user], index_pods(pods), judge_for(state.settings, pods, now))
     return page.user_view(name, rows, allocations_from_pods(pods), state.quota_policy, groups)
 
 
@@ -104,16 +76,10 @@ async def admin_view(sources: PageSources, now: datetime) -> page.AdminView:
     )
     policy: QuotaPolicy = state.quota_policy
     group_names = set(policy.groups) | {g for user in users for g in user.get("groups") or []}
-    members = await _members(state.hub, group_names)
+    members = await state.hub.members_of(group_names)
     allocations = allocations_from_pods(pods)
     groups, holders = page.use_rows(allocations, policy, members)
-    rows = page.server_rows(
-        users,
-        index_pods(pods),
-        _policy_for(state.settings.default_policy),
-        now=now,
-        warning_lead=state.settings.warning_lead,
-    )
+    rows = page.server_rows(users, index_pods(pods), judge_for(state.settings, pods, now))
     return page.AdminView(
         kinds=kinds,
         kinds_error=kinds_error,
