@@ -25,7 +25,14 @@ from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from fracnb_spawner.culling import IDLE_TIMEOUT_ANNOTATION, MAX_AGE_ANNOTATION, CullPolicy, isoformat
+from fracnb_spawner.culling import (
+    IDLE_TIMEOUT_ANNOTATION,
+    IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION,
+    MAX_AGE_ANNOTATION,
+    CullPolicy,
+    isoformat,
+)
+from fracnb_spawner.demand import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
 from fracnb_spawner.quota import FRACTION_ANNOTATION, PROFILE_LABEL, FracnbQuotas
 from fracnb_spawner.service.core import CullSettings, user_report
 
@@ -35,23 +42,44 @@ SERVICE_PREFIX = "/services/fracnb/"
 
 
 def pod(
-    user: str, fraction: str, *, idle_timeout: int = 1800, max_age: int = 0, profile: str = "quarter"
+    user: str,
+    fraction: str,
+    *,
+    idle_timeout: int = 1800,
+    max_age: int = 0,
+    profile: str = "quarter",
+    under_demand: int = 0,
+    slot_kind: str = "nvidia.com-gpu.shared",
 ) -> dict[str, Any]:
-    """A singleuser pod with the annotations FractionalSpawner writes (docs/contract.md)."""
+    """A singleuser pod with the labels and annotations FractionalSpawner writes (docs/contract.md)."""
+    annotations = {
+        "hub.jupyter.org/username": user,
+        "hub.jupyter.org/servername": "",
+        FRACTION_ANNOTATION: fraction,
+        IDLE_TIMEOUT_ANNOTATION: str(idle_timeout),
+        MAX_AGE_ANNOTATION: str(max_age),
+    }
+    if under_demand:
+        annotations[IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION] = str(under_demand)
     return {
         "metadata": {
             "name": f"jupyter-{user}",
-            "labels": {"component": "singleuser-server", PROFILE_LABEL: profile},
-            "annotations": {
-                "hub.jupyter.org/username": user,
-                "hub.jupyter.org/servername": "",
-                FRACTION_ANNOTATION: fraction,
-                IDLE_TIMEOUT_ANNOTATION: str(idle_timeout),
-                MAX_AGE_ANNOTATION: str(max_age),
-            },
+            "labels": {"component": "singleuser-server", PROFILE_LABEL: profile, SLOT_KIND_LABEL: slot_kind},
+            "annotations": annotations,
         },
         "status": {"phase": "Running"},
     }
+
+
+def waiting_pod(
+    user: str, fraction: str, *, since: datetime, slot_kind: str = "nvidia.com-gpu.shared"
+) -> dict[str, Any]:
+    """A spawn waiting in the hub's queue: its pod carries the queue's scheduling gate."""
+    queued = pod(user, fraction, slot_kind=slot_kind)
+    queued["metadata"]["annotations"][QUEUED_AT_ANNOTATION] = isoformat(since)
+    queued["spec"] = {"schedulingGates": [{"name": QUEUE_GATE}]}
+    queued["status"] = {"phase": "Pending"}
+    return queued
 
 
 @dataclass(frozen=True)
@@ -136,11 +164,21 @@ MAX_AGE_WARNING = Scenario(
     started_ago=timedelta(hours=8, minutes=-4),
     idle_for=timedelta(minutes=1),
 )
+# Idle for 16 minutes, 20 minutes allowed while someone waits for a quarter GPU (for an hour now).
+DEMAND_WARNING = Scenario(
+    quotas={"default_user_quota": 1},
+    pods=(
+        pod(USER, "1/4", idle_timeout=3600, under_demand=1200),
+        waiting_pod("bob", "1/4", since=NOW - timedelta(hours=1)),
+    ),
+    idle_for=timedelta(minutes=16),
+)
 SCENARIOS = {
     "idle-warning": IDLE_WARNING,
     "no-quota": NO_QUOTA,
     "unlimited-never-culled": UNLIMITED_NEVER_CULLED,
     "max-age-warning": MAX_AGE_WARNING,
+    "demand-warning": DEMAND_WARNING,
 }
 
 

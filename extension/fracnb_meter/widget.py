@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -28,7 +28,7 @@ from .nvml import unavailable
 from .processes import looks_like_container, parent_pid
 from .sampler import Sampler
 from .usage import KernelInfo, build_usage
-from .wording import format_bytes, format_share
+from .wording import cull_warning, format_bytes, format_share
 
 UsageSource = Callable[[], dict[str, Any]]
 # The panel's thresholds (extension/src/summary.ts): amber, red, and over the budget.
@@ -68,6 +68,7 @@ class MeterView:
     text: str
     quota_text: str | None
     show_bars: bool = True
+    cull_text: str | None = None  # the culling warning, while one is due (wording.cull_warning)
 
 
 def _fraction(used: int | None, limit: int | None) -> float:
@@ -98,6 +99,11 @@ def _quota_text(quota: Mapping[str, Any] | None) -> str | None:
 
 def view_of(document: dict[str, Any]) -> MeterView:
     """Pure: the meter's bars and text for one usage document."""
+    view = _memory_view(document)
+    return replace(view, cull_text=cull_warning((document.get("cull") or {}).get("deadline")))
+
+
+def _memory_view(document: dict[str, Any]) -> MeterView:
     budget_terms = document.get("budget") or {}
     quota = _quota_text(document.get("quota"))
     if not document.get("available"):
@@ -198,7 +204,8 @@ class QuotaMeter:
         self.server_bar = widgets.FloatProgress(min=0.0, max=1.0, description="server")
         self.label = widgets.HTML()
         self.quota = widgets.HTML()
-        self.widget = widgets.VBox([self.label, self.kernel_bar, self.server_bar, self.quota])
+        self.cull = widgets.HTML()
+        self.widget = widgets.VBox([self.label, self.kernel_bar, self.server_bar, self.quota, self.cull])
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -214,6 +221,8 @@ class QuotaMeter:
         self.label.value = html.escape(view.text)
         self.quota.value = view.quota_text or ""
         self.quota.layout.display = "" if view.quota_text else "none"
+        self.cull.value = html.escape(view.cull_text or "")
+        self.cull.layout.display = "" if view.cull_text else "none"
         return view
 
     def start(self, interval: float = 2.0) -> None:

@@ -18,7 +18,9 @@ from meter_lab import LabServer, wait_for_polls
 from playwright.sync_api import Browser, Locator, Page, expect
 
 from fracnb_meter.hubservice import report_from_me
+from fracnb_meter.wording import cull_warning
 from tests.service_reports import (
+    DEMAND_WARNING,
     IDLE_WARNING,
     MAX_AGE_WARNING,
     NO_QUOTA,
@@ -143,3 +145,24 @@ def test_a_max_age_shutdown_is_not_avoided_by_use(
     expect(shutdown).to_have_class(re.compile(r"\bfracnb-meter-cull-warning\b"))
     expect(page.locator(PANEL)).not_to_contain_text(NONSENSE)
     page.screenshot(path=artifacts / "lab-max-age-warning.png")
+
+
+def test_an_idle_server_is_warned_that_someone_waits_for_a_gpu(
+    page: Page, lab_server: LabServer, service: ReportServer, artifacts: Path
+) -> None:
+    usage = show(lab_server, service, DEMAND_WARNING)
+    deadline = usage["cull"]["deadline"]
+    assert (deadline["reason"], deadline["seconds_left"]) == ("demand", 240)
+    # The browser and this test run on one machine: the same local time, in the same words.
+    expected = cull_warning(deadline)
+    assert expected is not None
+    assert expected.startswith("Someone is waiting for a GPU; this idle server stops at ")
+    toasts = page.locator(TOAST, has_text="Someone is waiting for a GPU")
+    expect(toasts).to_have_count(1, timeout=UPDATE_TIMEOUT_MS)
+    expect(toasts).to_contain_text(expected)
+    expect(page.locator(TOAST, has_text="Idle:")).to_have_count(0)
+    shutdown = section(page, "Automatic shutdown")
+    expect(shutdown).to_contain_text("Stops in4 min unless used: someone is waiting for a GPU")
+    expect(shutdown).to_have_class(re.compile(r"\bfracnb-meter-cull-warning\b"))
+    expect(page.locator(PANEL)).not_to_contain_text(NONSENSE)
+    page.screenshot(path=artifacts / "lab-demand-warning.png")

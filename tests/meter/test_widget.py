@@ -12,6 +12,7 @@ from meter_helpers import GIB, Kernel, wait_for_execution_state
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
 from fracnb_meter.testing.server import MeterServer
 from fracnb_meter.widget import LEVEL_COLOURS, QuotaMeter, quota_entry_text, view_of
+from fracnb_meter.wording import cull_warning
 
 
 def document(kernel: int | None, server: int | None, budget: int | None = 20 * GIB) -> dict:
@@ -151,3 +152,19 @@ def test_widget_updates_while_a_cell_runs(meter_server: MeterServer, kernels: di
     client.execute_interactive("%unload_ext fracnb_meter", timeout=60, output_hook=lambda _m: None)
     assert any("this kernel 5 GiB" in text for text in texts_during_cell), texts_during_cell
     assert any("of 20 GiB budget" in text for text in texts_during_cell)
+
+
+def test_the_widget_shows_the_culling_warning_in_the_front_ends_words() -> None:
+    due = {"reason": "demand", "cull_at": "2026-11-23T14:05:00Z", "seconds_left": 240, "warning": True}
+    with_warning = {**document(GIB, GIB), "cull": {"idle_timeout_seconds": 3600, "max_age_seconds": 0, "deadline": due}}
+    assert view_of(with_warning).cull_text == cull_warning(due)
+    meter = QuotaMeter(lambda: with_warning)
+    try:
+        meter.refresh()
+        assert meter.cull.value.startswith("Someone is waiting for a GPU; this idle server stops at ")
+        assert meter.cull.layout.display == ""
+    finally:
+        meter.close()
+    not_yet = {**with_warning, "cull": {**with_warning["cull"], "deadline": {**due, "warning": False}}}
+    assert view_of(not_yet).cull_text is None
+    assert view_of(document(GIB, GIB)).cull_text is None
