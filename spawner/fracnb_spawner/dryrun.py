@@ -26,7 +26,7 @@ from traitlets.config import Config, PyFileConfigLoader
 
 from .backends import KAI_FRACTION_ANNOTATION
 from .configure import check_config, configured_traits
-from .culling import IDLE_TIMEOUT_ANNOTATION, MAX_AGE_ANNOTATION, CullPolicy
+from .culling import IDLE_TIMEOUT_ANNOTATION, IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION, MAX_AGE_ANNOTATION, CullPolicy
 from .overrides import OverrideError
 from .profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
 from .progress import plan_summary
@@ -105,6 +105,7 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
                 "kai_fraction": annotations.get(KAI_FRACTION_ANNOTATION),
                 "idle_timeout_seconds": int(annotations.get(IDLE_TIMEOUT_ANNOTATION, 0)),
                 "max_age_seconds": int(annotations.get(MAX_AGE_ANNOTATION, 0)),
+                "idle_timeout_under_demand_seconds": int(annotations.get(IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION, 0)),
             }
             if manifest:
                 entry["pod"] = spawner.api.api_client.sanitize_for_serialization(pod)
@@ -136,7 +137,12 @@ def _print_table(rows: list[dict]) -> None:
         print(f"  node selection: {selector}")
         print(f"  scheduler: {row['scheduler']}")
         print(f"  isolation: {row['isolation']}")
-        print(f"  idle policy: {idle_policy_text(row['idle_timeout_seconds'], row['max_age_seconds'])}")
+        policy = idle_policy_text(row["idle_timeout_seconds"], row["max_age_seconds"])
+        if row["idle_timeout_under_demand_seconds"]:
+            policy += (
+                f"; {duration_text(row['idle_timeout_under_demand_seconds'])} idle while someone waits for its GPU"
+            )
+        print(f"  idle policy: {policy}")
         if "pod" in row:
             print("  pod manifest:")
             print("    " + yaml.safe_dump(row["pod"], sort_keys=False).replace("\n", "\n    ").rstrip())

@@ -169,3 +169,17 @@ def test_dry_run_refuses_an_idle_timeout_the_culler_cannot_honour(
     err = capsys.readouterr().err
     assert "configuration refused: FractionalSpawner.gpu_idle_timeout: an idle timeout of 120 s" in err
     assert "Traceback" not in err
+
+
+def test_the_shorter_timeout_under_demand_is_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_config(
+        tmp_path,
+        "c.FractionalSpawner.profile_list = [{'display_name': 'Quarter', 'slug': 'q', 'gpu': {'fraction': 0.25},"
+        " 'cull': {'idle_timeout': '1h', 'idle_timeout_under_demand': '20m'}}]",
+    )
+    assert main([str(path), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["idle_timeout_seconds"], row["idle_timeout_under_demand_seconds"]) == (3600, 1200)
+    assert main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "  idle policy: stops after 1 h idle, no maximum age; 20 min idle while someone waits for its GPU\n" in out
