@@ -9,6 +9,7 @@ from fracnb_spawner.culling import Action, CullPolicy, Reason
 from fracnb_spawner.demand import demand_since, is_queued, queue_entries, queue_lengths, queued_at
 from fracnb_spawner.service.core import CullSettings, index_pods, judge_for
 from fracnb_spawner.service.metrics import CullMetrics
+from fracnb_spawner.service.page import waiting_text
 
 T0 = datetime(2026, 11, 23, 14, 0, tzinfo=timezone.utc)
 SHARED = "nvidia.com-gpu.shared"
@@ -142,3 +143,9 @@ def test_metrics_count_the_queue_and_what_is_held() -> None:
     metrics.observe_pods(pods[:1])
     assert sample("fracnb_queue_length", {"slot_kind": SHARED}) is None
     assert sample("fracnb_allocated_gpus", {"profile": "eighth"}) is None
+
+
+def test_waiting_text() -> None:
+    assert waiting_text(T0 - timedelta(minutes=25), T0) == "25 min (since 13:35 UTC)"
+    assert waiting_text(T0, T0) == "0 s (since 14:00 UTC)"
+    assert waiting_text(None, T0) == "—"

@@ -247,5 +247,14 @@ def test_the_queue_is_listed_for_admins_only(hub, new_user, testbed, hub_namespa
             assert first not in str(body), who
         _, body = hub.http("GET", url, token=user_token(hub, researcher))
         assert body["message"] == "only hub admins may read the queue"
+        # The admin's part of the service page lists the same, in the same order; a user's has no such part.
+        status, html = hub.http("GET", hub.service_url, token=user_token(hub, admin))
+        assert status == 200
+        queue = html[html.index('<section id="queue">') :]
+        queue = queue[: queue.index("</section>")]
+        assert queue.index(urgent) < queue.index(earlier) < queue.index(first)
+        assert "15 min (since" in queue or "16 min (since" in queue
+        _, html = hub.http("GET", hub.service_url, token=user_token(hub, researcher))
+        assert 'id="queue"' not in html
     status, body = hub.http("GET", url, token=user_token(hub, admin))
     assert not [entry for entry in body["queue"] if entry["user"] in {first, earlier, urgent}]

@@ -16,6 +16,7 @@ from typing import Any
 
 from fracnb_spawner.availability import requested_by_node
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy
+from fracnb_spawner.demand import QueueEntry
 from fracnb_spawner.quota import Allocation, QuotaPolicy, format_gpus, used_by
 from fracnb_spawner.units import format_bytes
 
@@ -79,6 +80,14 @@ class ServerRow:
             return "never stopped for idleness" if not self.idle_timeout else "not started yet"
         why = {"max-age": "max age", "demand": "idle while someone waits for a GPU"}.get(self.reason or "", "idle")
         return f"in {duration_text(max(self.seconds_left, 0))} ({why}, at {self.cull_at:%H:%M} UTC)"
+
+
+def waiting_text(queued_at: datetime | None, now: datetime) -> str:
+    """ "25 min (since 13:40 UTC)" for a spawn waiting in the queue; "—" when its queue time is unknown."""
+    if queued_at is None:
+        return "—"
+    seconds = max((now - queued_at).total_seconds(), 0.0)
+    return f"{duration_text(seconds) if seconds >= 1 else '0 s'} (since {queued_at:%H:%M} UTC)"
 
 
 @dataclass(frozen=True)
@@ -148,6 +157,7 @@ class AdminView:
     warnings: list[ServerRow]
     culls: list[CullRecord]
     totals: dict[str, Fraction] = field(default_factory=dict)
+    queue: list[QueueEntry] = field(default_factory=list)  # waiting spawns, in demand.queue_entries' order
 
 
 def _pod_budget(annotations: Mapping[str, str]) -> int | None:

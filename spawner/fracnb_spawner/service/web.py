@@ -21,6 +21,7 @@ from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuth
 from tornado import web
 from tornado.escape import xhtml_escape
 
+from fracnb_spawner.demand import queue_entries
 from fracnb_spawner.logsafe import shown
 from fracnb_spawner.quota import QuotaPolicy, allocations_from_pods
 from fracnb_spawner.service import page
@@ -87,6 +88,7 @@ async def admin_view(sources: PageSources, now: datetime) -> page.AdminView:
         users=holders,
         warnings=[row for row in rows if row.warning],
         culls=sorted(state.recent_culls, key=lambda c: c.when, reverse=True),
+        queue=queue_entries(pods),
     )
 
 
@@ -136,6 +138,7 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
             settings=state.settings,
             share_text=page.share_text,
             duration_text=page.duration_text,
+            waiting_text=page.waiting_text,
         )
 
 
