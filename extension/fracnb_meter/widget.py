@@ -219,7 +219,7 @@ class QuotaMeter:
             bar.style.bar_color = LEVEL_COLOURS[level]
             bar.layout.display = "" if view.show_bars else "none"
         self.label.value = html.escape(view.text)
-        self.quota.value = view.quota_text or ""
+        self.quota.value = html.escape(view.quota_text or "")  # group names are text, not markup
         self.quota.layout.display = "" if view.quota_text else "none"
         self.cull.value = html.escape(view.cull_text or "")
         self.cull.layout.display = "" if view.cull_text else "none"

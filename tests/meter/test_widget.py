@@ -90,6 +90,21 @@ def test_view_when_unavailable_and_with_quota() -> None:
     )
 
 
+def test_group_names_reach_the_widget_as_text_not_markup() -> None:
+    unlimited = {"state": "unlimited"}
+    quota = {
+        "user": {"used": {"gpus": 0.25, "exact": "1/4"}, "limit": unlimited},
+        "groups": [{"name": "<img src=x onerror=alert(1)>", "used": {"gpus": 0.25, "exact": "1/4"}, "limit": unlimited}],
+    }
+    meter = QuotaMeter(lambda: document(GIB, GIB) | {"quota": quota})
+    try:
+        meter.refresh()
+        assert "<img" not in meter.quota.value
+        assert "&lt;img src=x onerror=alert(1)&gt;: 0.25 GPUs, unlimited" in meter.quota.value
+    finally:
+        meter.close()
+
+
 def test_quota_text_for_every_limit_state() -> None:
     quarter = {"gpus": 0.25, "exact": "1/4"}
     assert quota_entry_text(quarter, {"state": "limited", "gpus": 1, "exact": "1"}) == "0.25 of 1 GPU"
