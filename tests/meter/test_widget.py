@@ -94,7 +94,9 @@ def test_group_names_reach_the_widget_as_text_not_markup() -> None:
     unlimited = {"state": "unlimited"}
     quota = {
         "user": {"used": {"gpus": 0.25, "exact": "1/4"}, "limit": unlimited},
-        "groups": [{"name": "<img src=x onerror=alert(1)>", "used": {"gpus": 0.25, "exact": "1/4"}, "limit": unlimited}],
+        "groups": [
+            {"name": "<img src=x onerror=alert(1)>", "used": {"gpus": 0.25, "exact": "1/4"}, "limit": unlimited}
+        ],
     }
     meter = QuotaMeter(lambda: document(GIB, GIB) | {"quota": quota})
     try:
