@@ -77,7 +77,9 @@ async def close_kube_clients() -> None:
             clients._client_cache.pop(key, None)
 
 
-async def drive(setup: RunSetup, testbed: Testbed, day: Day, params: Parameters, step: int) -> RunResult:
+async def drive(
+    setup: RunSetup, testbed: Testbed, day: Day, params: Parameters, step: int, *, packed: bool
+) -> RunResult:
     from kubernetes_asyncio import client
     from kubernetes_asyncio.config import kube_config
     from kubespawner import clients
@@ -89,7 +91,8 @@ async def drive(setup: RunSetup, testbed: Testbed, day: Day, params: Parameters,
     quotas = dict.fromkeys(day.groups, params.group_quota_gpus)
     started = time.perf_counter()
     async with testbed.api_client() as api:
-        run = DayRun(setup, day, params=params, step=step, core=client.CoreV1Api(api), namespace=namespace)
+        core = client.CoreV1Api(api)
+        run = DayRun(setup, day, params=params, step=step, core=core, namespace=namespace, packed=packed)
         try:
             outcomes = await run.run(spawner_factory(setup, setup.config(namespace, quotas), day))
         finally:
@@ -100,11 +103,11 @@ async def drive(setup: RunSetup, testbed: Testbed, day: Day, params: Parameters,
     return RunResult(setup.name, run.steps, summary, time.perf_counter() - started)
 
 
-def run_one(setup: RunSetup, day: Day, params: Parameters, step: int, state_root: Path) -> RunResult:
+def run_one(setup: RunSetup, day: Day, params: Parameters, step: int, state_root: Path, *, packed: bool) -> RunResult:
     print(f"[replay] {setup.name}: starting the testbed ({setup.cluster} cluster) ...", flush=True)
     state = up(load_cluster(setup.cluster), state_root / setup.name, bin_dir=find_bin_dir())
     try:
-        result = asyncio.run(drive(setup, Testbed(state), day, params, step))
+        result = asyncio.run(drive(setup, Testbed(state), day, params, step, packed=packed))
     finally:
         down(state.directory)
     print(f"[replay] {setup.name}: {len(result.steps)} steps in {result.seconds:.0f} s", flush=True)
@@ -127,6 +130,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--step", type=int, default=0, help="virtual seconds per step (default 60; 300 with --quick)")
     parser.add_argument("--quick", action="store_true", help="a reduced day (one group of 6), for CI")
+    parser.add_argument(
+        "--packed",
+        action="store_true",
+        help="model a device plugin that packs shares onto the fullest card instead of spreading them (what-if)",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "replay")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="[replay] %(message)s")
@@ -135,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     day = generate_day(params, args.seed)
     print(f"[replay] {describe(day, params, args.seed, step)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="fracnb-replay-") as directory:
-        results = {setup.name: run_one(setup, day, params, step, Path(directory)) for setup in RUNS}
+        results = {setup.name: run_one(setup, day, params, step, Path(directory), packed=args.packed) for setup in RUNS}
     baseline, fracnb = results["baseline"].summary, results["fracnb"].summary
     args.out.mkdir(parents=True, exist_ok=True)
     text = table(baseline, fracnb)

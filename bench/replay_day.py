@@ -120,8 +120,18 @@ def undecided(pod: dict[str, Any] | None, nodes: list[dict[str, Any]], pods: lis
 class DayRun:
     """The state of one run through the day; :meth:`run` drives it."""
 
-    def __init__(self, setup: RunSetup, day: Day, *, params: Parameters, step: int, core: Any, namespace: str) -> None:
-        self.setup, self.day, self.params, self.step = setup, day, params, step
+    def __init__(
+        self,
+        setup: RunSetup,
+        day: Day,
+        *,
+        params: Parameters,
+        step: int,
+        core: Any,
+        namespace: str,
+        packed: bool = False,
+    ) -> None:
+        self.setup, self.day, self.params, self.step, self.packed = setup, day, params, step, packed
         self.core, self.namespace = core, namespace
         self.desks: dict[str, Desk] = {}
         self.counters = Counters(jobs_submitted=len(day.jobs))
@@ -147,7 +157,7 @@ class DayRun:
             labels = node["metadata"]["labels"]
             cards = int(labels["nvidia.com/gpu.count"])
             layout[node["metadata"]["name"]] = (cards, int(labels.get("nvidia.com/gpu.replicas", "1")))
-        self.cards = CardModel(layout)
+        self.cards = CardModel(layout, packed=self.packed)
 
     # ---- one step --------------------------------------------------------------------------------------------
 

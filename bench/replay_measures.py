@@ -45,6 +45,7 @@ class StepFigures:
     dev_notebooks: int
     dev_cards_held: int
     stranded: float  # free GPUs on partly held cards
+    dev_idle_allocated: float = 0.0  # the part of idle_allocated on development GPUs
 
 
 def step_figures(moment: int, holders: Iterable[Holder], dev_pool: str = "development") -> StepFigures:
@@ -70,6 +71,7 @@ def step_figures(moment: int, holders: Iterable[Holder], dev_pool: str = "develo
         dev_notebooks=sum(1 for h in holders if h.notebook and h.pool == dev_pool),
         dev_cards_held=sum(1 for card in held if pool_of[card] == dev_pool),
         stranded=float(sum((1 - amount for amount in held.values() if amount < 1), Fraction(0))),
+        dev_idle_allocated=float(sum((h.share for h in holders if not h.busy and h.pool == dev_pool), Fraction(0))),
     )
 
 
@@ -100,6 +102,7 @@ class Summary:
     notebooks_per_gpu: float
     allocated_gpu_hours: float
     idle_gpu_hours: float
+    dev_idle_gpu_hours: float
     in_use_hours_per_card_day: float
     utilisation: float
     dev_utilisation: float
@@ -127,6 +130,7 @@ def summarize(
         notebooks_per_gpu=density,
         allocated_gpu_hours=sum(s.allocated for s in steps) * hours,
         idle_gpu_hours=sum(s.idle_allocated for s in steps) * hours,
+        dev_idle_gpu_hours=sum(s.dev_idle_allocated for s in steps) * hours,
         in_use_hours_per_card_day=sum(s.busy_cards for s in steps) * hours / cards * DAY / span,
         utilisation=sum(s.utilisation for s in steps) / (cards * max(1, len(steps))),
         dev_utilisation=sum(s.dev_utilisation for s in steps) / (dev_cards * max(1, len(steps))),

@@ -25,6 +25,7 @@ ROWS = (
     Row("notebooks per GPU at peak (development GPUs)", lambda s: s.notebooks_per_gpu, "{:.1f}", "1 → 8", "≥ 8"),
     Row("GPU-hours allocated", lambda s: s.allocated_gpu_hours, "{:.0f}"),
     Row("GPU-hours allocated but idle", lambda s: s.idle_gpu_hours, "{:.0f}", "", "≥ 60 % fewer"),
+    Row("... of which on development GPUs", lambda s: s.dev_idle_gpu_hours, "{:.0f}"),
     Row(
         "GPU time in use per card per day (h)", lambda s: s.in_use_hours_per_card_day, "{:.1f}", "14.4 → 22.8", "≥ 22.8"
     ),

@@ -43,12 +43,13 @@ def test_a_snapshot_counts_shares_busy_cards_capped_compute_and_stranded_capacit
         dev_notebooks=4,
         dev_cards_held=2,
         stranded=5 / 8 + 7 / 8,
+        dev_idle_allocated=0.25,
     )
 
 
 def test_the_day_summary_scales_in_use_hours_to_a_day_and_finds_the_densest_moment() -> None:
     steps = [
-        StepFigures(0, 2.0, 1, 1.0, 0.5, 0.5, 8, 8, 1, 0.0),
+        StepFigures(0, 2.0, 1, 1.0, 0.5, 0.5, 8, 8, 1, 0.0, dev_idle_allocated=0.25),
         StepFigures(3600, 1.0, 2, 0.0, 1.5, 0.0, 1, 0, 0, 0.5),
     ]
     outcomes = Outcomes(
@@ -59,6 +60,7 @@ def test_the_day_summary_scales_in_use_hours_to_a_day_and_finds_the_densest_mome
     assert summary.notebooks_per_gpu == 8.0
     assert summary.allocated_gpu_hours == 3.0
     assert summary.idle_gpu_hours == 1.0
+    assert summary.dev_idle_gpu_hours == 0.25
     assert summary.in_use_hours_per_card_day == pytest.approx(3 / 4 * 24 / 2)  # 2 simulated hours
     assert summary.utilisation == pytest.approx(2.0 / 8)
     assert summary.dev_utilisation == pytest.approx(0.5 / 4)
