@@ -137,7 +137,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "replay")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="[replay] %(message)s")
+    # The spawners' own warnings (e.g. "No pod ... to delete" after a refused start) are expected here.
+    logging.basicConfig(level=logging.ERROR, format="[replay] %(message)s")
+    logging.getLogger("replay").setLevel(logging.WARNING)
     params = quick_parameters() if args.quick else Parameters()
     step = args.step or (300 if args.quick else 60)
     day = generate_day(params, args.seed)

@@ -99,6 +99,7 @@ class Outcomes:
 @dataclass(frozen=True)
 class Summary:
     peak_researchers: int
+    researcher_hours: float  # hours of notebook servers running, summed over researchers
     notebooks_per_gpu: float
     allocated_gpu_hours: float
     idle_gpu_hours: float
@@ -127,6 +128,7 @@ def summarize(
     density = peak_dev.dev_notebooks / peak_dev.dev_cards_held if peak_dev and peak_dev.dev_cards_held else 0.0
     return Summary(
         peak_researchers=max((s.notebooks for s in steps), default=0),
+        researcher_hours=sum(s.notebooks for s in steps) * hours,
         notebooks_per_gpu=density,
         allocated_gpu_hours=sum(s.allocated for s in steps) * hours,
         idle_gpu_hours=sum(s.idle_allocated for s in steps) * hours,

@@ -22,6 +22,7 @@ class Row:
 
 ROWS = (
     Row("researchers served concurrently at peak", lambda s: s.peak_researchers, "{:.0f}"),
+    Row("researcher-hours with a running server", lambda s: s.researcher_hours, "{:.0f}"),
     Row("notebooks per GPU at peak (development GPUs)", lambda s: s.notebooks_per_gpu, "{:.1f}", "1 → 8", "≥ 8"),
     Row("GPU-hours allocated", lambda s: s.allocated_gpu_hours, "{:.0f}"),
     Row("GPU-hours allocated but idle", lambda s: s.idle_gpu_hours, "{:.0f}", "", "≥ 60 % fewer"),

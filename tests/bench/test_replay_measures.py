@@ -57,6 +57,7 @@ def test_the_day_summary_scales_in_use_hours_to_a_day_and_finds_the_densest_mome
     )
     summary = summarize(steps, 3600, cards=4, dev_cards=2, outcomes=outcomes)
     assert summary.peak_researchers == 8
+    assert summary.researcher_hours == 9.0
     assert summary.notebooks_per_gpu == 8.0
     assert summary.allocated_gpu_hours == 3.0
     assert summary.idle_gpu_hours == 1.0
