@@ -32,6 +32,7 @@ MAX_ATTEMPTS = 3  # ... up to 3 times, then gives up ...
 GIVE_UP_PAUSE = 3600  # ... for an hour
 SETTLE_LIMIT = 30.0  # real seconds a step may wait for the cluster to settle
 JOB_LABEL = "replay.fracnb.io/job"
+QUEUE_GATE = "fracnb.io/queue"  # the queue's scheduling gate (issue 11's contract)
 GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 
 
@@ -115,6 +116,17 @@ def undecided(pod: dict[str, Any] | None, nodes: list[dict[str, Any]], pods: lis
     if pod.get("spec", {}).get("nodeName"):
         return pod.get("status", {}).get("phase") != "Running"
     return fits_somewhere(pod, nodes, pods)
+
+
+def waits_for_a_slot(pod: dict[str, Any] | None, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> bool:
+    """A start's pod that waits: held in the hub's queue (its scheduling gate, docs/contract.md),
+    or Pending and unbound with no node that has room for it now."""
+    if pod is None or pod.get("spec", {}).get("nodeName") or pod.get("metadata", {}).get("deletionTimestamp"):
+        return False
+    gates = pod.get("spec", {}).get("schedulingGates") or []
+    if any(gate.get("name") == QUEUE_GATE for gate in gates):
+        return True  # the hub lifts the gate in its own time; the next step sees it
+    return not fits_somewhere(pod, nodes, pods)
 
 
 class DayRun:
@@ -333,7 +345,9 @@ class DayRun:
             waiting = [
                 d.name
                 for d in self.desks.values()
-                if d.task is not None and not d.task.done() and not self.queued(by_name.get(d.spawner.pod_name), pods)
+                if d.task is not None
+                and not d.task.done()
+                and not waits_for_a_slot(by_name.get(d.spawner.pod_name), self.nodes, pods)
             ]
             waiting += [
                 name
@@ -346,12 +360,6 @@ class DayRun:
                 log.warning("%s: still settling after %.0f s: %s", self.setup.name, SETTLE_LIMIT, waiting[:5])
                 return pods
             await asyncio.sleep(0.05)
-
-    def queued(self, pod: dict[str, Any] | None, pods: list[dict[str, Any]]) -> bool:
-        """A start's pod that waits for a node: Pending, unbound, and no node has room for it now."""
-        if pod is None or pod.get("spec", {}).get("nodeName") or pod.get("metadata", {}).get("deletionTimestamp"):
-            return False
-        return not fits_somewhere(pod, self.nodes, pods)
 
     def snapshot(self, moment: int, pods: list[dict[str, Any]]) -> StepFigures:
         holders = []

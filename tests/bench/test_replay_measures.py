@@ -7,6 +7,7 @@ from fractions import Fraction
 import pytest
 
 from bench.replay_cards import CardModel
+from bench.replay_day import fits_somewhere, undecided, waits_for_a_slot
 from bench.replay_measures import (
     Holder,
     Outcomes,
@@ -108,3 +109,39 @@ def test_the_device_plugin_model_spreads_replicas_and_gives_whole_gpus_the_lowes
 def test_a_packing_device_plugin_fills_one_card_before_the_next() -> None:
     model = CardModel({"dev-0": (2, 2)}, packed=True)
     assert [model.place(f"nb{i}", "dev-0").card for i in range(4)] == ["dev-0/0", "dev-0/0", "dev-0/1", "dev-0/1"]
+
+
+def _node(name: str, pool: str, shared: int) -> dict:
+    return {
+        "metadata": {"name": name, "labels": {"node-pool": pool}},
+        "status": {"allocatable": {"nvidia.com/gpu.shared": str(shared)}},
+    }
+
+
+def _pod(name: str, node: str | None = None, phase: str = "Pending", gates: list | None = None) -> dict:
+    spec = {
+        "nodeSelector": {"node-pool": "development"},
+        "containers": [{"name": "nb", "resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}],
+    }
+    if node:
+        spec["nodeName"] = node
+    if gates:
+        spec["schedulingGates"] = gates
+    return {"metadata": {"name": name}, "spec": spec, "status": {"phase": phase}}
+
+
+def test_the_clock_waits_for_pods_the_scheduler_can_still_place_and_not_for_queued_ones() -> None:
+    nodes = [_node("dev-0", "development", 2), _node("train-0", "training", 8)]
+    one_held = [_pod("a", "dev-0", "Running")]
+    full = [*one_held, _pod("b", "dev-0", "Running")]
+    waiting = _pod("c")
+    assert fits_somewhere(waiting, nodes, one_held)
+    assert undecided(waiting, nodes, one_held)  # there is room: the scheduler will bind it
+    assert not waits_for_a_slot(waiting, nodes, one_held)
+    assert not fits_somewhere(waiting, nodes, full)
+    assert waits_for_a_slot(waiting, nodes, full)  # no room anywhere: it waits, the clock may go on
+    gated = _pod("d", gates=[{"name": "fracnb.io/queue"}])
+    assert waits_for_a_slot(gated, nodes, one_held)  # the hub's queue holds it
+    assert undecided(_pod("e", "dev-0", "Pending"), nodes, full)  # bound, not yet running
+    assert not undecided(full[0], nodes, full)
+    assert undecided(None, nodes, full)
