@@ -22,7 +22,7 @@ from typing import Any
 
 from bench.replay_cards import CardModel
 from bench.replay_measures import Holder, Outcomes, StepFigures, step_figures
-from bench.replay_model import Day, Parameters, Researcher, Segment, TrainingJob
+from bench.replay_model import Day, Kind, Parameters, Researcher, Segment, TrainingJob
 from bench.replay_runs import DAY_ORIGIN, HubServer, RunSetup
 from fracnb_spawner.availability import requested_by_node
 
@@ -189,10 +189,8 @@ class DayRun:
         await self.stops_by_researchers(moment)
         await self.finish_jobs(moment)
         self.feed_activity(moment)
-        if moment >= self.next_cull:
-            self.next_cull += self.setup.culler.every * max(
-                1, -(-(moment - self.next_cull + 1) // self.setup.culler.every)
-            )
+        if moment >= self.next_cull:  # a pass every `every` seconds, at most one per step
+            self.next_cull = (moment // self.setup.culler.every + 1) * self.setup.culler.every
             await self.cull(moment)
         await self.time_out_starts(moment)
         self.request_servers(moment)
@@ -201,8 +199,9 @@ class DayRun:
         await self.collect_starts(moment)
         self.steps.append(self.snapshot(moment, pods))
 
-    def _stopping(self, session_end: int, moment: int) -> bool:
-        return moment - self.step < session_end <= moment
+    def _stopping(self, due: int, moment: int) -> bool:
+        """Whether ``due`` falls in the step that ends at ``moment`` (the first step takes time 0 too)."""
+        return moment - self.step < due <= moment
 
     async def stops_by_researchers(self, moment: int) -> None:
         stops = []
@@ -322,7 +321,7 @@ class DayRun:
         }
 
     async def submit_jobs(self, moment: int) -> None:
-        due = [job for job in self.day.jobs if self._stopping(job.submit, moment) or (moment == 0 and job.submit == 0)]
+        due = [job for job in self.day.jobs if self._stopping(job.submit, moment)]
         for job in due:
             await self.core.create_namespaced_pod(self.namespace, self.job_manifest(job))
 
@@ -382,11 +381,9 @@ class DayRun:
                 continue
             desk = owners.get(name)
             busy = desk.kernel_busy(moment) if desk is not None and desk.running_since is not None else None
-            demand = (
-                0.0
-                if busy is None
-                else (self.params.sm_demand_burst if busy.kind.value == "burst" else self.params.sm_demand_silent)
-            )
+            demand = 0.0
+            if busy is not None:
+                demand = self.params.sm_demand_burst if busy.kind is Kind.BURST else self.params.sm_demand_silent
             holders.append(Holder(placement.card, pool_of[node], placement.share, busy is not None, demand))
         return step_figures(moment, holders)
 
