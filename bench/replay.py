@@ -127,7 +127,7 @@ def describe(day: Day, params: Parameters, seed: int, step: int) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="which day to generate (default 1)")
     parser.add_argument("--step", type=int, default=0, help="virtual seconds per step (default 60; 300 with --quick)")
     parser.add_argument("--quick", action="store_true", help="a reduced day (one group of 6), for CI")
     parser.add_argument(
@@ -135,7 +135,9 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="model a device plugin that packs shares onto the fullest card instead of spreading them (what-if)",
     )
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "replay")
+    parser.add_argument(
+        "--out", type=Path, default=REPO / "bench" / "results" / "replay", help="where replay.md and replay.png go"
+    )
     args = parser.parse_args(argv)
     # The spawners' own warnings (e.g. "No pod ... to delete" after a refused start) are expected here.
     logging.basicConfig(level=logging.ERROR, format="[replay] %(message)s")
