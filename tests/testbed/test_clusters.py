@@ -102,3 +102,22 @@ def test_every_builtin_loads_and_large_is_large():
     for name in builtin_cluster_names():
         assert load_cluster(name).node_count > 0
     assert load_cluster("large").node_count >= 300
+
+
+def test_reference_clusters_are_the_same_hardware_split_two_ways():
+    """The replay's clusters: 4 servers x 8 GPUs; fracnb's shares the 16 development GPUs 8 ways."""
+    fractional, whole = load_cluster("reference"), load_cluster("reference-whole")
+    for spec in (fractional, whole):
+        assert [(g.name, g.count, g.labels["node-pool"]) for g in spec.groups] == [
+            ("dev", 2, "development"),
+            ("train", 2, "training"),
+        ]
+        assert {g.labels["nvidia.com/gpu.count"] for g in spec.groups} == {"8"}
+    dev, train = fractional.groups
+    assert dev.capacity["nvidia.com/gpu.shared"] == "64"
+    assert (dev.labels["nvidia.com/gpu.replicas"], dev.labels["nvidia.com/gpu.sharing-strategy"]) == (
+        "8",
+        "time-slicing",
+    )
+    assert train.capacity["nvidia.com/gpu"] == "8"
+    assert all(g.capacity["nvidia.com/gpu"] == "8" and "nvidia.com/gpu.shared" not in g.capacity for g in whole.groups)
