@@ -103,10 +103,11 @@ class FracnbCuller:
 
     def to_cull(self, servers: Sequence[HubServer], pods: Sequence[Mapping[str, Any]], now: datetime) -> list[str]:
         from fracnb_spawner.culling import Action
-        from fracnb_spawner.service.core import CullSettings, index_pods, judge_page
+        from fracnb_spawner.service.core import CullSettings, index_pods, judge_for, judge_page
 
         settings = CullSettings(self.default_policy, warning_lead=self.warning_lead)
-        verdicts = judge_page(user_models(servers), index_pods(pods), settings, now)
+        # All of the namespace's pods, gated ones included: a waiting pod is demand for its slot kind.
+        verdicts = judge_page(user_models(servers), index_pods(pods), judge_for(settings, pods, now))
         return [v.user for v in verdicts if v.decision.action is Action.CULL]
 
 
@@ -155,14 +156,14 @@ FRACNB_PROFILES = [
         "slug": "eighth",
         "gpu": {"fraction": "1/8"},
         "kubespawner_override": {"node_selector": dict(DEV_POOL)},
-        "cull": {"idle_timeout": 3600},
+        "cull": {"idle_timeout": 3600, "idle_timeout_under_demand": 1800},
     },
     {
         "display_name": "1 GPU",
         "slug": "whole",
         "gpu": {"count": 1},
         "kubespawner_override": {"node_selector": dict(TRAINING_POOL)},
-        "cull": {"idle_timeout": 1800},
+        "cull": {"idle_timeout": 1800, "idle_timeout_under_demand": 1200},
     },
 ]
 
