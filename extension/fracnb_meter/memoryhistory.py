@@ -62,23 +62,33 @@ class Series:
     points: list[Point] = field(default_factory=list)
     peak: Point | None = None
     latest: Point | None = None
+    # The points as JSON, kept in step with them: the usage endpoint shows them on every poll.
+    _points_json: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
 
     def add(self, at_s: float, value: int) -> None:
         point = Point(at_s, value)
         self.latest = point
         if self.peak is None or value > self.peak.bytes:
             self.peak = point
-        self.points = compact([*self.points, point], self.step_s)
-        while len(self.points) > self.capacity:
-            self.step_s *= 2
-            self.points = compact(self.points, self.step_s)
+        last = self.points[-1] if self.points else None
+        if last is not None and _bucket(last.at_s, self.step_s) == _bucket(at_s, self.step_s):
+            if value > last.bytes:
+                self.points[-1], self._points_json[-1] = point, point.as_json()
+            return
+        self.points.append(point)
+        self._points_json.append(point.as_json())
+        if len(self.points) > self.capacity:
+            while len(self.points) > self.capacity:
+                self.step_s *= 2
+                self.points = compact(self.points, self.step_s)
+            self._points_json = [kept.as_json() for kept in self.points]
 
     def as_json(self) -> dict[str, Any]:
         return {
             "step_s": self.step_s,
             "peak": None if self.peak is None else self.peak.as_json(),
             "latest": None if self.latest is None else self.latest.as_json(),
-            "points": [point.as_json() for point in self.points],
+            "points": list(self._points_json),
         }
 
 

@@ -26,6 +26,9 @@ def test_a_series_rises_and_falls_point_by_point_while_it_has_room() -> None:
     assert [(p.at_s, p.bytes // GIB) for p in series.points] == [(0, 1), (1, 4), (2, 9), (3, 2), (4, 0)]
     assert series.peak == Point(2, 9 * GIB)
     assert series.latest == Point(4, 0)
+    assert series.as_json()["points"] == [
+        {"at_s": at_s, "bytes": v * GIB} for at_s, v in [(0, 1), (1, 4), (2, 9), (3, 2), (4, 0)]
+    ]
 
 
 def test_a_long_session_stays_within_capacity_and_keeps_its_peak() -> None:
@@ -40,6 +43,7 @@ def test_a_long_session_stays_within_capacity_and_keeps_its_peak() -> None:
     times = [p.at_s for p in series.points]
     assert times == sorted(times)
     assert times[0] < 3600  # the chart still begins at the session's start
+    assert series.as_json()["points"] == [point.as_json() for point in series.points]
 
 
 def test_the_first_of_equal_peaks_is_the_peak() -> None:
