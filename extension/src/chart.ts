@@ -22,10 +22,11 @@ export function sparklineElement(
   name: string,
   series: IMemorySeries,
   nowS: number,
-  budgetBytes: number | null
+  budgetBytes: number | null,
+  note: string | null = null
 ): SVGElement {
   const shape = sparkGeometry(series, nowS, budgetBytes);
-  const words = sparkTitle(name, series, nowS, budgetBytes);
+  const words = [sparkTitle(name, series, nowS, budgetBytes), note].filter(Boolean).join(' ');
   const chart = svgElement('svg', {
     class: 'fracnb-sparkline',
     role: 'img',

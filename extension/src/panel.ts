@@ -6,6 +6,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { sparklineElement } from './chart';
+import { CARRIED_NOTE } from './sparkline';
 import { IUsageState, UsageModel } from './model';
 import { SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
 import { deviceName, softCapText } from './wording';
@@ -77,12 +78,14 @@ function historyChart(
   usage: IUsage,
   name: string,
   key: string,
-  series: IMemorySeries | undefined
+  series: IMemorySeries | undefined,
+  note: string | null = null
 ): SVGElement | null {
   if (usage.history === null || series === undefined || series.latest === null) {
     return null;
   }
-  const chart = sparklineElement(name, series, usage.history.now_s, budgetBytes(usage.budget));
+  const budget = budgetBytes(usage.budget);
+  const chart = sparklineElement(name, series, usage.history.now_s, budget, note);
   chart.dataset.series = key;
   return chart;
 }
@@ -186,8 +189,9 @@ function kernelsView(usage: IUsage, openPath: PathOpener | null): HTMLElement {
   const budget = budgetBytes(usage.budget);
   const list = el('ul', 'fracnb-meter-kernels');
   for (const kernel of sortKernels(usage.kernels)) {
-    const series = usage.history?.kernels.find(entry => entry.id === kernel.id)?.series;
-    const chart = historyChart(usage, kernelLabel(kernel), kernel.id, series);
+    const kept = usage.history?.kernels.find(entry => entry.id === kernel.id);
+    const note = kept?.carried_from ? CARRIED_NOTE : null;
+    const chart = historyChart(usage, kernelLabel(kernel), kernel.id, kept?.series, note);
     list.append(kernelRow(kernel, budget, openPath, chart));
   }
   return list;

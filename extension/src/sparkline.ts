@@ -74,6 +74,9 @@ export function durationWords(seconds: number): string {
   return `${Math.round(seconds)} s`;
 }
 
+/** Said of a kernel's chart that goes on from the notebook's previous kernel (carried_from). */
+export const CARRIED_NOTE = "It goes on from this notebook's previous kernel.";
+
 /** The chart in words, for its title: now, the peak and when, the budget. */
 export function sparkTitle(
   name: string,

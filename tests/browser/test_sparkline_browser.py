@@ -156,3 +156,29 @@ def test_the_widget_draws_the_same_chart(
         fake_gpu.processes.pop(pid, None)
         fake_gpu.write()
         lab_server.api("DELETE", f"api/sessions/{session['id']}")
+
+
+def test_a_new_kernel_for_the_same_notebook_goes_on_with_its_chart_and_says_so(
+    page: Page, lab_server: LabServer, fake_gpu: FakeGpu
+) -> None:
+    notebook = "carry-chart.ipynb"
+    first = lab_server.start_notebook(notebook)
+    first_pid = lab_server.kernel_pid(first["kernel"]["id"])
+    panel = open_panel(page)
+    set_memory(fake_gpu, first_pid, 7)
+    first_chart = panel.locator(f'[data-kernel-id="{first["kernel"]["id"]}"] svg.fracnb-sparkline')
+    expect_words(first_chart, r": now 7 GiB; peak 7 GiB")
+    expect(first_chart.locator("title")).not_to_contain_text("previous kernel")
+    lab_server.api("DELETE", f"api/sessions/{first['id']}")
+    fake_gpu.processes.pop(first_pid, None)
+
+    second = lab_server.start_notebook(notebook)
+    second_pid = lab_server.kernel_pid(second["kernel"]["id"])
+    try:
+        set_memory(fake_gpu, second_pid, 1)
+        chart = panel.locator(f'[data-kernel-id="{second["kernel"]["id"]}"] svg.fracnb-sparkline')
+        expect_words(chart, r": now 1 GiB; peak 7 GiB, .* It goes on from this notebook's previous kernel\.$")
+    finally:
+        fake_gpu.processes.pop(second_pid, None)
+        fake_gpu.write()
+        lab_server.api("DELETE", f"api/sessions/{second['id']}")
