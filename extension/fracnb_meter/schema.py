@@ -8,7 +8,9 @@ module (shipped in the wheel):
 - ``service-me.schema.json``: ``GET api/me`` of the hub's fracnb service, which
   ``fracnb_spawner.service`` produces and :mod:`.hubservice` checks on receipt;
 - ``pod-environment.schema.json``: the ``FRACNB_*`` variables the spawner sets, with the
-  lists of backends and isolation levels both sides must agree on.
+  lists of backends and isolation levels both sides must agree on;
+- ``memory-history.schema.json``: the usage document's ``history`` (GPU memory over the session,
+  for the charts), which :mod:`.memoryhistory` produces.
 
 The schemas refer to one another by file name. jsonschema is in the notebook extra (jupyter_server
 needs it too).
@@ -28,7 +30,8 @@ from referencing import Registry, Resource
 USAGE = "usage.schema.json"
 SERVICE_REPORT = "service-me.schema.json"
 POD_ENVIRONMENT = "pod-environment.schema.json"
-NAMES = (USAGE, SERVICE_REPORT, POD_ENVIRONMENT)
+MEMORY_HISTORY = "memory-history.schema.json"
+NAMES = (USAGE, SERVICE_REPORT, POD_ENVIRONMENT, MEMORY_HISTORY)
 
 
 class SchemaMismatchError(ValueError):

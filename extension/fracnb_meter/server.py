@@ -24,6 +24,7 @@ from traitlets import Bool, Float
 from .activity import HubActivity
 from .contract import Budget, ContractError, gpu_withheld, read_budget
 from .hubservice import ServiceReports
+from .memoryhistory import MemoryHistory, record_usage
 from .nvml import GpuReading, unavailable
 from .processes import looks_like_container, parent_pid
 from .sampler import Sampler
@@ -90,6 +91,14 @@ class FracnbMeter(ExtensionApp):
         c.FracnbMeter.service_interval = 30""",
     ).tag(config=True)
 
+    history_interval = Float(
+        10.0,
+        help="""How often, in seconds, the meter reads GPU memory for the panel's charts when no
+        page polls the usage endpoint (default 10), so the charts cover the whole session. Polls
+        count as readings too. 0 records only what polls read. Example:
+        c.FracnbMeter.history_interval = 30""",
+    ).tag(config=True)
+
     def initialize_settings(self) -> None:
         self.sampler = Sampler(self.sample_interval_floor)
         self.clock: Callable[[], float] = time.monotonic
@@ -99,6 +108,8 @@ class FracnbMeter(ExtensionApp):
         self._cached: tuple[float, str] | None = None
         self._sampling = asyncio.Lock()
         self._activity: PeriodicCallback | None = None
+        self.memory_history, self._history_origin = MemoryHistory(self.wall_clock()), self.clock()
+        self._history_timer: PeriodicCallback | None = None
         self.hub_activity = HubActivity.from_environment(os.environ)
         self.service = ServiceReports(
             os.environ.get("FRACNB_SERVICE_URL", ""),
@@ -122,6 +133,9 @@ class FracnbMeter(ExtensionApp):
         if self.activity_interval > 0:
             self._activity = PeriodicCallback(self.report_activity, self.activity_interval * 1000, jitter=0.1)
             self._activity.start()
+        if self.history_interval > 0 and self.no_gpu_reason is None:
+            self._history_timer = PeriodicCallback(self.usage_json, self.history_interval * 1000)
+            self._history_timer.start()
 
     def _enable_kernel_culling(self, manager: Any) -> None:
         """Cull idle kernels after FRACNB_KERNEL_CULL_IDLE_TIMEOUT seconds, unless configured already."""
@@ -138,6 +152,8 @@ class FracnbMeter(ExtensionApp):
     async def stop_extension(self) -> None:
         if self._activity is not None:
             self._activity.stop()
+        if self._history_timer is not None:
+            self._history_timer.stop()
         self.sampler.close()
 
     @property
@@ -192,6 +208,7 @@ class FracnbMeter(ExtensionApp):
             in_container=in_container,
             sampled_at=self.wall_clock(),
         )
+        document["history"] = record_usage(self.memory_history, document, self.clock() - self._history_origin)
         document["quota"], document["cull"] = await self.service.latest()
         return document
 

@@ -65,6 +65,7 @@ def build_usage(
         "budget": {**budget.as_json(), "error": budget_error},
         "quota": None,
         "cull": None,
+        "history": None,
         "sampled_at": sampled_at.isoformat(timespec="microseconds"),
     }
     if not reading.available:

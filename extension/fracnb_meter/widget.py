@@ -24,9 +24,11 @@ from IPython.display import display
 
 from .contract import Budget, ContractError, gpu_withheld, read_budget
 from .hubservice import NO_REPORT, Report, fetch_report_blocking
+from .memoryhistory import MemoryHistory, record_usage
 from .nvml import unavailable
 from .processes import looks_like_container, parent_pid
 from .sampler import Sampler
+from .sparkline import svg
 from .usage import KernelInfo, build_usage
 from .wording import cull_warning, format_bytes, format_share
 
@@ -140,6 +142,20 @@ def _memory_view(document: dict[str, Any]) -> MeterView:
     )
 
 
+def charts_html(document: Mapping[str, Any]) -> str:
+    """Pure: this kernel's and this server's memory over the session as inline SVG ('' without history)."""
+    history = document.get("history")
+    if not history or not document.get("available"):
+        return ""
+    budget = (document.get("budget") or {}).get("memory_bytes")
+    charts = [("this kernel", kernel["series"]) for kernel in history["kernels"][:1]]
+    charts.append(("this server", history["server"]))
+    return "".join(
+        f'<div class="fracnb-meter-chart"><span>{name}</span> {svg(name, series, history["now_s"], budget)}</div>'
+        for name, series in charts
+    )
+
+
 def server_pid() -> int:
     """The Jupyter server that started this kernel (jupyter_client exports JPY_PARENT_PID)."""
     value = os.environ.get("JPY_PARENT_PID", "")
@@ -159,6 +175,7 @@ class LocalUsage:
         except ContractError as error:
             self.budget, self.budget_error = Budget(), str(error)
         self.no_gpu_reason = gpu_withheld(self.budget, os.environ)
+        self.history, self._history_origin = MemoryHistory(datetime.now(timezone.utc)), time.monotonic()
 
     def __call__(self) -> dict[str, Any]:
         me = KernelInfo(
@@ -179,6 +196,7 @@ class LocalUsage:
             in_container=looks_like_container(os.environ, os.path.exists),
             sampled_at=datetime.now(timezone.utc),
         )
+        document["history"] = record_usage(self.history, document, time.monotonic() - self._history_origin)
         document["quota"], document["cull"] = self._service_report()
         return document
 
@@ -204,13 +222,17 @@ class QuotaMeter:
         self.server_bar = widgets.FloatProgress(min=0.0, max=1.0, description="server")
         self.label = widgets.HTML()
         self.quota = widgets.HTML()
+        self.charts = widgets.HTML()
         self.cull = widgets.HTML()
-        self.widget = widgets.VBox([self.label, self.kernel_bar, self.server_bar, self.quota, self.cull])
+        self.widget = widgets.VBox([self.label, self.kernel_bar, self.server_bar, self.charts, self.quota, self.cull])
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def refresh(self) -> MeterView:
-        view = view_of(self.source())
+        document = self.source()
+        view = view_of(document)
+        self.charts.value = charts_html(document)
+        self.charts.layout.display = "" if self.charts.value else "none"
         for bar, value, level in (
             (self.kernel_bar, view.kernel_fraction, view.kernel_level),
             (self.server_bar, view.server_fraction, view.server_level),

@@ -5,6 +5,8 @@
 import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
+import { sparklineElement } from './chart';
+import { CARRIED_NOTE } from './sparkline';
 import { IUsageState, UsageModel } from './model';
 import { SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
 import { deviceName, softCapText } from './wording';
@@ -21,7 +23,16 @@ import {
   sortKernels,
   summarizeState
 } from './summary';
-import type { IBudget, ICullStatus, IGpu, IKernelUsage, IQuota, IUsage, Isolation } from './usage';
+import type {
+  IBudget,
+  ICullStatus,
+  IGpu,
+  IKernelUsage,
+  IMemorySeries,
+  IQuota,
+  IUsage,
+  Isolation
+} from './usage';
 
 const GPU_SVG =
   '<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">' +
@@ -60,6 +71,23 @@ function meterBar(used: number, limit: number): HTMLElement {
   bar.setAttribute('role', 'meter');
   bar.setAttribute('aria-valuenow', String(Math.round(share * 100)));
   return bar;
+}
+
+/** The series' chart over the session, or nothing before its first reading. */
+function historyChart(
+  usage: IUsage,
+  name: string,
+  key: string,
+  series: IMemorySeries | undefined,
+  note: string | null = null
+): SVGElement | null {
+  if (usage.history === null || series === undefined || series.latest === null) {
+    return null;
+  }
+  const budget = budgetBytes(usage.budget);
+  const chart = sparklineElement(name, series, usage.history.now_s, budget, note);
+  chart.dataset.series = key;
+  return chart;
 }
 
 function section(title: string, ...children: Child[]): HTMLElement {
@@ -104,6 +132,7 @@ function totalView(usage: IUsage): HTMLElement {
       ` of ${formatGiB(limit)} ${against}${percent}`
     ),
     meterBar(server, limit),
+    historyChart(usage, 'this server', 'server', usage.history?.server),
     over
   );
 }
@@ -125,7 +154,8 @@ function kernelName(kernel: IKernelUsage, openPath: PathOpener | null): HTMLElem
 function kernelRow(
   kernel: IKernelUsage,
   budget: number | null,
-  openPath: PathOpener | null
+  openPath: PathOpener | null,
+  chart: SVGElement | null
 ): HTMLElement {
   const bytes = kernel.gpu_memory_bytes;
   const memory = bytes === null ? 'unknown' : formatBytes(bytes);
@@ -144,7 +174,8 @@ function kernelRow(
       `${kernel.name} · ${kernel.execution_state ?? 'unknown state'}` +
         (kernel.pid === null ? '' : ` · pid ${kernel.pid}`)
     ),
-    bytes !== null && budget !== null ? meterBar(bytes, budget) : null
+    bytes !== null && budget !== null ? meterBar(bytes, budget) : null,
+    chart
   );
   row.dataset.kernelId = kernel.id;
   row.title = kernel.path ?? kernel.id;
@@ -158,7 +189,10 @@ function kernelsView(usage: IUsage, openPath: PathOpener | null): HTMLElement {
   const budget = budgetBytes(usage.budget);
   const list = el('ul', 'fracnb-meter-kernels');
   for (const kernel of sortKernels(usage.kernels)) {
-    list.append(kernelRow(kernel, budget, openPath));
+    const kept = usage.history?.kernels.find(entry => entry.id === kernel.id);
+    const note = kept?.carried_from ? CARRIED_NOTE : null;
+    const chart = historyChart(usage, kernelLabel(kernel), kernel.id, kept?.series, note);
+    list.append(kernelRow(kernel, budget, openPath, chart));
   }
   return list;
 }

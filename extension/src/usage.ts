@@ -50,6 +50,10 @@ export interface IUsage {
    */
   cull: null | ICullStatus;
   /**
+   * GPU memory over the session, for the charts; null: the producer keeps none.
+   */
+  history: null | IMemoryHistory;
+  /**
    * When the figures were read, ISO 8601 with time zone.
    */
   sampled_at: string;
@@ -211,4 +215,69 @@ export interface IDeadline {
    * Whether the deadline is within warning_lead_seconds: the notebook warns its user.
    */
   warning: boolean;
+}
+/**
+ * GPU memory of this server and of each running kernel over the session, for the meter's charts: the history field of the usage document. Produced by fracnb_meter.memoryhistory; kept in the server's memory (bounded: at most capacity points a series), so it survives reloading the page but not a restart of the server.
+ */
+export interface IMemoryHistory {
+  /**
+   * When the history began (the meter's start), ISO 8601 with time zone; every at_s counts from here.
+   */
+  started_at: string;
+  /**
+   * Seconds from started_at to the latest reading: the right end of a chart.
+   */
+  now_s: number;
+  /**
+   * The most points a series holds; longer sessions are summarised in wider buckets.
+   */
+  capacity: number;
+  server: IMemorySeries;
+  /**
+   * The running kernels, each with its series.
+   */
+  kernels: IKernelHistory[];
+}
+/**
+ * One process group's GPU memory over time. Readings whose figure was unknown add no point.
+ */
+export interface IMemorySeries {
+  /**
+   * The width of the time bucket each point summarises, in seconds; it doubles whenever the series would hold more than capacity points.
+   */
+  step_s: number;
+  /**
+   * The highest reading of the session (the first, if reached more than once); null before any.
+   */
+  peak: null | IMemoryPoint;
+  /**
+   * The latest known reading; null before any.
+   */
+  latest: null | IMemoryPoint;
+  /**
+   * Oldest first: each bucket's highest reading, with the time it was taken.
+   */
+  points: IMemoryPoint[];
+}
+export interface IMemoryPoint {
+  /**
+   * Seconds after started_at.
+   */
+  at_s: number;
+  bytes: number;
+}
+export interface IKernelHistory {
+  /**
+   * The kernel's id, as in the usage document's kernels.
+   */
+  id: string;
+  /**
+   * The notebook's server-relative path; null for a kernel without a session.
+   */
+  path: string | null;
+  /**
+   * A kernel of the same notebook (same path) that was shut down and whose series this one continues; null when the series began with this kernel (a restart keeps the kernel's id and its series).
+   */
+  carried_from: string | null;
+  series: IMemorySeries;
 }

@@ -91,7 +91,7 @@ def test_the_widgets_kernel_bar_takes_the_server_bars_colours(
         fake_gpu.set_kernel_memory(pid, 24 * GIB)  # 120 % of the 20 GiB budget
         page.goto(f"{lab_server.url}lab/tree/{notebook}?reset&token={lab_server.token}")
         run_cell(page, "%load_ext fracnb_meter")
-        label = page.locator(".jp-OutputArea-output .widget-html-content", has_text="this kernel")
+        label = page.locator(".jp-OutputArea-output .widget-html-content", has_text="GPU memory of your")
         expect(label).to_contain_text("GPU memory of your 0.25 GPU (simulated GPU): this kernel 24 GiB", timeout=60_000)
         expect(label).to_contain_text("over budget: on a shared GPU you are now using your neighbours' memory")
         bars = page.locator(".jp-OutputArea-output .widget-hprogress .progress-bar")
