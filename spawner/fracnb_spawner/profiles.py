@@ -161,6 +161,10 @@ def _validate_profile(profile: Mapping, defaults: GPUDefaults, gpu_resource: Any
         if not option.get("choices") and not option["unlisted_choice"].get("enabled"):
             raise ProfileConfigError(f"option {option_name!r} has neither choices nor an unlisted choice")
         for key, choice in (option.get("choices") or {}).items():
+            if "queue" in choice:
+                raise ProfileConfigError(
+                    f"choice {option_name}={key}: 'queue' belongs on the profile, not on a choice; move it up"
+                )
             try:
                 check_override(choice.get("kubespawner_override") or {}, gpu_resource)
                 _spec_of(choice)

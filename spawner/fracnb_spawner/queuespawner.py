@@ -18,11 +18,11 @@ from typing import Any
 from kubernetes_asyncio.client.models import V1PodSchedulingGate
 
 from .culling import CullPolicy, ServerActivity, decide, policy_from_annotations
-from .queueconfig import FracnbQueue
+from .queueconfig import FracnbQueue, queue_max_wait
 from .queueing import Ticket, shared_queue
 from .queuemetrics import GAVE_UP, WAIT_SECONDS
-from .queueorder import QUEUE_GATE, SLOT_KIND_LABEL, queue_annotations
-from .queuetext import Release, estimate, gave_up_message, queued_message
+from .queueorder import QUEUE_GATE, SLOT_KIND_LABEL, queue_annotations, slot_kind
+from .queuetext import Release, estimate, form_text, gave_up_message, queued_message
 from .quota import SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
 from .units import format_decimal, parse_fraction
 
@@ -101,6 +101,24 @@ class QueueingSpawner:
         self._queue_started_limit = max(1.0, self.start_timeout * 0.9)  # type: ignore[has-type]
         self.start_timeout = self.start_timeout + plan.max_wait  # type: ignore[has-type]
         self.log.info("fracnb: %s queued for %s", self._log_name, plan.kind)  # type: ignore[attr-defined]
+
+    def form_queue_text(self, profiles: list[dict], key: Any, placement: tuple[str, dict[str, str], int]) -> str | None:
+        """The form's "queue: 2 waiting, about 10 min" for a choice whose spawn would wait now, else None."""
+        view = self._queue_view_now()
+        slug = key[0]
+        profile = next((p for p in profiles if p.get("slug") == slug), {})
+        if view is None or queue_max_wait(profile.get("queue")) <= 0:
+            return None
+        resource, selector, _units = placement
+        kind = slot_kind(resource, selector)
+        nodes, pods = view.nodes.objects(), view.pods.objects()
+        capacity = shared_queue(view, self.api, self.log).capacity(kind, resource, selector, nodes, pods)  # type: ignore[attr-defined]
+        if capacity.free > 0 and capacity.waiting == 0:
+            return None
+        now = datetime.now(timezone.utc)
+        release = estimate(self._releases(kind), capacity.waiting + 1, now)
+        minutes = (release.at - now).total_seconds() / 60 if release else None
+        return form_text(capacity.free, capacity.waiting, minutes)
 
     async def _view(self) -> Any:
         from .clusterview import shared_view  # noqa: PLC0415 - the view module imports this one's peers

@@ -338,7 +338,9 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits):
             placement = self._row_placement(profiles, key, row.plan)
             if nodes and placement:
                 resource, selector, units = placement
-                row = row.with_availability(free_units(nodes, pods, resource, selector))
+                row = row.with_availability(
+                    free_units(nodes, pods, resource, selector), self.form_queue_text(profiles, key, placement)
+                )
                 if self.refuse_unplaceable_choices and largest_allocatable(nodes, resource, selector) < units:
                     row = row.refused(no_node_reason(row.plan))
             if row.allowed and policy.has_limits and row.plan.fraction > 0:

@@ -113,3 +113,22 @@ def test_setup_names_the_choice_whose_idle_timeout_is_too_short() -> None:
     ]
     with pytest.raises(SystemExit, match=r"profile 'train' \('Train'\), choice length=short: cull.idle_timeout"):
         setup(c, service=False)
+
+
+def test_setup_refuses_bad_queue_settings_naming_profile_and_key() -> None:
+    c = Config()
+    c.FracnbQueue.group_priorities = {"staff": "high"}
+    with pytest.raises(SystemExit, match=r"FracnbQueue.group_priorities\['staff'\]: 'high' is not a priority"):
+        setup(c, service=False)
+    c = Config()
+    c.KubeSpawner.profile_list = [
+        {"display_name": "Quarter", "slug": "q", "gpu": {"fraction": 0.25}, "queue": {"max_wait": "an hour"}}
+    ]
+    with pytest.raises(SystemExit, match=r"profile 'q' \('Quarter'\): queue.max_wait: 'an hour'"):
+        setup(c, service=False)
+    c.KubeSpawner.profile_list = [
+        {"display_name": "Q", "slug": "q", "profile_options": {"size": {"display_name": "Size", "choices": {
+            "a": {"display_name": "A", "gpu": {"fraction": 0.25}, "queue": {"max_wait": 60}}}}}}
+    ]  # fmt: skip
+    with pytest.raises(SystemExit, match=r"choice size=a: 'queue' belongs on the profile"):
+        setup(c, service=False)

@@ -178,3 +178,27 @@ async def test_restarted_hub_keeps_the_place(cluster_spawner, testbed, k8s_names
     assert done == {tasks[1]}
     await asyncio.gather(*(s.stop() for s in (again_first, again_second)))
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_fifty_concurrent_spawns_into_a_full_cluster(cluster_spawner, testbed, k8s_namespace) -> None:
+    fillers = await fill_every_slot(testbed, k8s_namespace)
+    names = [f"dev{i:02d}" for i in range(50)]
+    config = quarter_config(max_wait=300)
+    config.FracnbQuotas.group_quotas = {"team-a": 6}  # 24 quarters
+    config.FractionalSpawner.start_timeout = 180
+    spawners = [cluster_spawner({"profile": "quarter"}, user=n, config=config) for n in names]
+    for spawner in spawners:
+        member(spawner, "team-a", *names)
+    tasks = [asyncio.ensure_future(s.start()) for s in spawners]
+    await wait_until(lambda: sum(1 for t in tasks if t.done()) == 26, timeout=120)
+    refused = [t.exception() for t in tasks if t.done()]
+    assert all(isinstance(e, web.HTTPError) and e.status_code == 403 for e in refused), refused
+    waiting = [s for s, t in zip(spawners, tasks, strict=True) if not t.done()]
+    await wait_until(lambda: sorted(s._queue_ticket.position or 0 for s in waiting) == list(range(1, 25)))
+    assert sum(1 for name in names if gated(testbed, k8s_namespace, f"jupyter-{name}")) == 24
+    for name in fillers[:24]:
+        testbed.delete_pod(k8s_namespace, name, grace_seconds=0)
+    results = await asyncio.wait_for(asyncio.gather(*(t for t in tasks if not t.done())), 240)
+    assert all(isinstance(url, str) for url in results)
+    assert not any(gated(testbed, k8s_namespace, f"jupyter-{name}") for name in names)
+    await asyncio.gather(*(s.stop() for s in waiting))
