@@ -27,7 +27,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from .availability import free_units
+from .availability import free_units, largest_allocatable
 from .clusterview import ClusterView, object_key
 from .queueorder import (
     QUEUE_GATE,
@@ -99,8 +99,10 @@ class QueueCoordinator:
         """True: the spawn may go to the scheduler now. False: it queues (its pod is created gated)."""
         async with self.lock:
             nodes, pods = await self.view.snapshot()
-            if not nodes:
-                return True  # the hub cannot see the cluster: the scheduler decides, as without a queue
+            if not nodes or largest_allocatable(nodes, ticket.resource, ticket.selector) < ticket.units:
+                # The hub cannot see the cluster, or no node could ever take it: the scheduler decides,
+                # as without a queue (waiting for a slot that cannot exist helps nobody).
+                return True
             adopted = self._adopt(ticket, pods)
             others = [t for t in self.tickets.values() if t.kind == ticket.kind and t.waiting]
             if not adopted and not others and self._free(ticket.kind, ticket, nodes, pods) >= ticket.units:

@@ -23,20 +23,18 @@ QUEUED_AT_ANNOTATION = "fracnb.io/queued-at"
 PRIORITY_ANNOTATION = "fracnb.io/queue-priority"
 MAX_WAIT_ANNOTATION = "fracnb.io/max-wait"
 DEFAULT_MAX_WAIT = 3600
-# Node-selector keys that decide which GPUs a pod can use (set by backends.py): pods that differ in
-# any of them never compete for the same slots, so they belong to different slot kinds.
-_GPU_SELECTOR_PREFIX = "nvidia.com/"
 
 
 def slot_kind(resource: str, node_selector: Mapping[str, str]) -> str:
-    """The label value naming the slots a pod competes for, from its GPU resource and GPU node selector.
+    """The label value naming the slots a pod competes for: its GPU resource and its node selector's values.
 
     ``nvidia.com/gpu.shared`` on time-sliced nodes with 4 replicas ->
-    ``nvidia.com-gpu.shared.time-slicing.4``; a product adds its name. Equal values mean the
-    same capacity; too long or odd text gets :func:`labels.label_value`'s hashed form.
+    ``nvidia.com-gpu.shared.4.time-slicing`` (values in the order of their keys); a product, or an
+    admin's own selector such as a node pool, adds its value, since pods that differ in any of
+    them can land on different nodes. Too long or odd text gets :func:`labels.label_value`'s
+    hashed form.
     """
-    parts = [resource.replace("/", "-")]
-    parts += [str(node_selector[key]) for key in sorted(node_selector) if key.startswith(_GPU_SELECTOR_PREFIX)]
+    parts = [resource.replace("/", "-")] + [str(node_selector[key]) for key in sorted(node_selector)]
     return label_value(".".join(parts))
 
 

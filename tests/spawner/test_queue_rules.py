@@ -34,9 +34,9 @@ T0 = datetime(2026, 11, 23, 14, 0, tzinfo=timezone.utc)
 QUARTER = GPUPlan("time-slicing", Fraction(1, 4), 20 * 2**30)
 
 
-def test_slot_kind_names_resource_and_gpu_selector() -> None:
+def test_slot_kind_names_resource_and_node_selector() -> None:
     shared = {"nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "4", "type": "kwok"}
-    assert slot_kind("nvidia.com/gpu.shared", shared) == "nvidia.com-gpu.shared.4.time-slicing"
+    assert slot_kind("nvidia.com/gpu.shared", shared) == "nvidia.com-gpu.shared.4.time-slicing.kwok"
     mig = {"nvidia.com/mig.strategy": "mixed", "nvidia.com/gpu.product": "A100"}
     assert slot_kind("nvidia.com/mig-1g.10gb", mig) == "nvidia.com-mig-1g.10gb.A100.mixed"
     eighth = {**shared, "nvidia.com/gpu.replicas": "8"}

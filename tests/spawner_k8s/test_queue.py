@@ -100,7 +100,7 @@ async def test_queued_spawns_start_in_order_as_slots_free(cluster_spawner, testb
     for spawner in (bob, carol, dave):
         assert gated(testbed, k8s_namespace, spawner.pod_name)
         found = pod(testbed, k8s_namespace, spawner.pod_name)
-        assert found["metadata"]["labels"][SLOT_KIND_LABEL] == "nvidia.com-gpu.shared.4.time-slicing"
+        assert found["metadata"]["labels"][SLOT_KIND_LABEL] == "nvidia.com-gpu.shared.4.time-slicing.kwok"
         assert found["metadata"]["annotations"][QUEUED_AT_ANNOTATION].endswith("Z")
     # dave first (priority); then carol (her team uses less of its quota than bob's), though bob came first
     # erin, bob's teammate, holds 2 GPUs elsewhere (an eighth-slot node with room): team-a uses 2 of its 8
@@ -172,6 +172,7 @@ async def test_restarted_hub_keeps_the_place(cluster_spawner, testbed, k8s_names
     again_first = in_group(cluster_spawner({"profile": "quarter"}, user="henry", config=quarter_config()))
     tasks = await queued([again_second, again_first])
     await wait_until(lambda: again_first._queue_ticket.position == 1)
+    await wait_until(lambda: gated(testbed, k8s_namespace, first.pod_name))  # taken over: deleted, made again
     assert pod(testbed, k8s_namespace, first.pod_name)["metadata"]["annotations"][QUEUED_AT_ANNOTATION] == queued_at
     testbed.delete_pod(k8s_namespace, fillers[0], grace_seconds=0)
     done, _ = await asyncio.wait(tasks, timeout=60, return_when=asyncio.FIRST_COMPLETED)
@@ -202,3 +203,25 @@ async def test_fifty_concurrent_spawns_into_a_full_cluster(cluster_spawner, test
     assert all(isinstance(url, str) for url in results)
     assert not any(gated(testbed, k8s_namespace, f"jupyter-{name}") for name in names)
     await asyncio.gather(*(s.stop() for s in waiting))
+
+
+async def test_progress_shows_the_place_not_the_patience_message(cluster_spawner, testbed, k8s_namespace) -> None:
+    await fill_every_slot(testbed, k8s_namespace)
+    config = quarter_config()
+    config.FractionalSpawner.slow_spawn_message_threshold = 1  # KubeSpawner's "taking longer" after 1 s
+    spawner = in_group(cluster_spawner({"profile": "quarter"}, user="jack", config=config))
+    (task,) = await queued([spawner])
+    messages: list[str] = []
+
+    async def read() -> None:
+        async for event in spawner.progress():
+            messages.append(event["message"])
+
+    reader = asyncio.ensure_future(read())
+    await wait_until(lambda: any(m.startswith("Queued for a 0.25 GPU (time-slicing): 1st in line.") for m in messages))
+    await asyncio.sleep(3)  # three patience messages would have come by now
+    assert not [m for m in messages if "taking longer" in m], messages
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await asyncio.wait_for(reader, 10)
+    await spawner.stop()
