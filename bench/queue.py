@@ -4,7 +4,7 @@
    spawn waits gated, a filler pod is deleted; the time until that spawn's start() returns. Beside
    it, the scheduler's own binding time: a plain pod created into a free slot, until it is bound.
 2. start() with a free slot, the queue enabled (``queue.max_wait`` 3600) vs without (0), in
-   alternating batches of concurrent starts: medians and their ratio.
+   alternating rounds of starts one after the other: medians and their ratio.
 
     python -m bench.queue [--rounds 5] [--notebooks 20] [--frees 5]
 """
@@ -107,17 +107,16 @@ async def scheduler_binding_in_full(testbed: Testbed, namespace: str, index: int
     return done - freed
 
 
-async def batch(cls: type, c: Config, notebooks: int, tag: str) -> list[float]:
+async def one_by_one(cls: type, c: Config, notebooks: int, tag: str) -> list[float]:
+    """start() of ``notebooks`` servers one after the other (each alone: the queue's own cost, not contention)."""
     spawners = [spawner(cls, c, f"{tag}-{i}") for i in range(notebooks)]
-
-    async def timed(s: Any) -> float:
+    latencies = []
+    for s in spawners:
         started = time.perf_counter()
         await s.start()
-        return time.perf_counter() - started
-
-    latencies = await asyncio.gather(*(timed(s) for s in spawners))
+        latencies.append(time.perf_counter() - started)
     await asyncio.gather(*(s.stop() for s in spawners))
-    return list(latencies)
+    return latencies
 
 
 async def run(testbed: Testbed, rounds: int, notebooks: int, frees: int) -> None:
@@ -136,11 +135,11 @@ async def run(testbed: Testbed, rounds: int, notebooks: int, frees: int) -> None
     variants = [("queue", 3600), ("no-queue", 0)]
     samples: dict[str, list[float]] = {name: [] for name, _ in variants}
     for name, wait in variants:  # warm-up
-        await batch(cls, config(namespace, wait), 5, f"warm-{name}")
+        await one_by_one(cls, config(namespace, wait), 5, f"warm-{name}")
     for round_ in range(rounds):
         order = variants if round_ % 2 == 0 else variants[::-1]
         for name, wait in order:
-            latencies = await batch(cls, config(namespace, wait), notebooks, f"{name}{round_}")
+            latencies = await one_by_one(cls, config(namespace, wait), notebooks, f"{name}{round_}")
             samples[name].extend(latencies)
             print(f"round {round_ + 1} {name:8}: median start {statistics.median(latencies):.3f} s")
     ours, theirs = statistics.median(samples["queue"]), statistics.median(samples["no-queue"])

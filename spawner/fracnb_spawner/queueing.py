@@ -122,8 +122,10 @@ class QueueCoordinator:
         ticket.queued_at, ticket.priority = waiting.queued_at, waiting.priority
         return True
 
-    def forget(self, ticket: Ticket | None) -> None:
-        """The spawn ended (started, failed or was cancelled): it no longer holds a place."""
+    def forget(self, key: str, ticket: Ticket | None) -> None:
+        """The spawn of pod ``key`` ended (started, failed or was cancelled): it no longer holds a place,
+        and its pod, if any, now counts as what it is (bound, or gone)."""
+        self.admitted.pop(key, None)
         if ticket is not None and self.tickets.get(ticket.key) is ticket:
             del self.tickets[ticket.key]
             self.view.changed.set()  # positions behind it move up

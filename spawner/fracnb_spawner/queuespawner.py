@@ -158,15 +158,14 @@ class QueueingSpawner:
 
     def _leave_queue(self, *, cancelled: bool) -> None:
         ticket, self._queue_ticket = self._queue_ticket, None
-        if ticket is None:
-            return
-        if ticket.lifted.is_set():
+        if ticket is not None and ticket.lifted.is_set():
             WAIT_SECONDS.observe(max(ticket.lifted_at - ticket.queued_at.timestamp(), 0.0))
-        elif cancelled:
+        elif ticket is not None and cancelled:
             GAVE_UP.labels(reason="cancelled").inc()
         view = self._queue_view_now()
-        if view is not None:
-            shared_queue(view, self.api, self.log).forget(ticket)  # type: ignore[attr-defined]
+        if view is not None and self._queue_plan is not None:
+            key = f"{self.namespace}/{self.pod_name}"  # type: ignore[attr-defined]
+            shared_queue(view, self.api, self.log).forget(key, ticket)  # type: ignore[attr-defined]
 
     def _queue_view_now(self) -> Any:
         from .clusterview import _views  # noqa: PLC0415

@@ -6,6 +6,7 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
+from prometheus_client import REGISTRY
 from tornado import web
 from traitlets.config import Config
 
@@ -68,6 +69,10 @@ def gated(testbed, namespace: str, name: str) -> bool:
     return found is not None and QUEUE_GATE in [g["name"] for g in found["spec"].get("schedulingGates") or []]
 
 
+def gave_up_count(reason: str) -> float:
+    return REGISTRY.get_sample_value("fracnb_queue_gave_up_total", {"reason": reason}) or 0
+
+
 def member(spawner, group: str, *users: str) -> None:
     spawner.user.groups = [SimpleNamespace(name=group, users=[SimpleNamespace(name=u) for u in users])]
 
@@ -115,6 +120,7 @@ async def test_queued_spawns_start_in_order_as_slots_free(cluster_spawner, testb
     await wait_until(lambda: (dave._queue_ticket.position, carol._queue_ticket.position) == (1, 2))
     assert bob._queue_ticket.position == 3
     assert "1st in line" in dave.queue_status_text()
+    waits = REGISTRY.get_sample_value("fracnb_queue_wait_seconds_count") or 0
     started = []
     for index, expected in enumerate((dave, carol, bob)):
         testbed.delete_pod(k8s_namespace, fillers[index], grace_seconds=0)
@@ -125,6 +131,7 @@ async def test_queued_spawns_start_in_order_as_slots_free(cluster_spawner, testb
         started.append(winner)
         assert tasks.index(winner) == [bob, carol, dave].index(expected), [s.user.name for s in (bob, carol, dave)]
         assert isinstance(winner.result(), str)
+    assert REGISTRY.get_sample_value("fracnb_queue_wait_seconds_count") == waits + 3
     await asyncio.gather(*(s.stop() for s in (bob, carol, dave)))
 
 
@@ -133,9 +140,11 @@ async def test_cancel_while_queued_leaves_no_pod(cluster_spawner, testbed, k8s_n
     spawner = in_group(cluster_spawner({"profile": "quarter"}, user="frank", config=quarter_config()))
     (task,) = await queued([spawner])
     assert gated(testbed, k8s_namespace, spawner.pod_name)
+    cancelled = gave_up_count("cancelled")
     task.cancel()  # what the hub does to a pending spawn on "Stop My Server" / DELETE
     await asyncio.gather(task, return_exceptions=True)
     await spawner.stop()
+    assert gave_up_count("cancelled") == cancelled + 1
     assert pod(testbed, k8s_namespace, spawner.pod_name) is None
     view = shared_view(spawner.api)
     assert not shared_queue(view, spawner.api).tickets
@@ -146,8 +155,10 @@ async def test_cancel_while_queued_leaves_no_pod(cluster_spawner, testbed, k8s_n
 async def test_maximum_wait_fails_cleanly(cluster_spawner, testbed, k8s_namespace) -> None:
     await fill_every_slot(testbed, k8s_namespace)
     spawner = in_group(cluster_spawner({"profile": "quarter"}, user="gina", config=quarter_config(max_wait=3)))
+    gave_up = gave_up_count("max-wait")
     with pytest.raises(web.HTTPError) as refused:
         await spawner.start()
+    assert gave_up_count("max-wait") == gave_up + 1  # on the hub's /hub/metrics (the default registry)
     message = refused.value.jupyterhub_message
     assert "No 0.25 GPU (time-slicing) became free within 3 s" in message
     assert "smaller share or a CPU-only profile, or try again later" in message
