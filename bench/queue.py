@@ -38,7 +38,7 @@ def config(namespace: str, max_wait: int) -> Config:
     ]
     c.FractionalSpawner.namespace = namespace
     c.FractionalSpawner.node_selector = {"type": "kwok"}
-    c.FractionalSpawner.start_timeout = 300
+    c.FractionalSpawner.start_timeout = 60
     return c
 
 
@@ -86,7 +86,13 @@ async def slot_freed_to_running(cls: type, testbed: Testbed, namespace: str, ind
     await queued(waiting)
     freed = time.perf_counter()
     testbed.delete_pod(namespace, f"filler-{index:02d}", grace_seconds=0)
-    await task
+    try:
+        await task
+    except Exception:
+        pod = testbed.get(f"/api/v1/namespaces/{namespace}/pods/{waiting.pod_name}")
+        print("the queued pod did not start:", pod.get("spec", {}).get("schedulingGates"), pod.get("status"))
+        print("events:", [e.get("message") for e in testbed.events_for(namespace, waiting.pod_name)])
+        raise
     running = time.perf_counter() - freed
     await waiting.stop()
     testbed.create_pod(namespace, plain_pod(f"filler-{index:02d}"))  # full again
