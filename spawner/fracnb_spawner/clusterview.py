@@ -25,6 +25,10 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from .culling import IDLE_TIMEOUT_ANNOTATION, MAX_AGE_ANNOTATION
+from .queueorder import MAX_WAIT_ANNOTATION, PRIORITY_ANNOTATION, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
+from .quota import FRACTION_ANNOTATION, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
+
 Trim = Callable[[Mapping[str, Any]], "dict[str, Any] | None"]
 
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
@@ -34,6 +38,11 @@ FIRST_LOAD_WAIT = 10.0  # how long the first form load waits for the first LIST
 RETRY_SECONDS = (1, 2, 5, 10, 30, 60, 120, 300)  # back-off after failures; the last one repeats
 
 default_log = logging.getLogger("fracnb.clusterview")
+# What the queue reads of fracnb's GPU pods: who holds how much, and each queued spawn's place.
+QUEUE_READS = (
+    FRACTION_ANNOTATION, USERNAME_ANNOTATION, SERVERNAME_ANNOTATION,
+    QUEUED_AT_ANNOTATION, PRIORITY_ANNOTATION, MAX_WAIT_ANNOTATION, IDLE_TIMEOUT_ANNOTATION, MAX_AGE_ANNOTATION,
+)  # fmt: skip
 
 
 # ---- what is kept (pure) -------------------------------------------------------------------------
@@ -55,9 +64,16 @@ def _extended(amounts: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A pod bound to a node, reduced to its extended-resource requests; None if it holds none."""
+    """A pod reduced to its extended-resource requests; None if it holds none.
+
+    Pods bound to a node count against its capacity. Of unbound pods only fracnb's own GPU pods
+    (those with a slot kind) are kept, with what the queue reads: a gated one waits in the queue,
+    an ungated one is about to take a slot.
+    """
     spec = pod.get("spec") or {}
-    if not spec.get("nodeName"):
+    metadata = pod.get("metadata") or {}
+    kind = (metadata.get("labels") or {}).get(SLOT_KIND_LABEL)
+    if not spec.get("nodeName") and kind is None:
         return None
     containers = []
     for container in spec.get("containers") or []:
@@ -67,12 +83,18 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any] | None:
             containers.append({"resources": {"requests": requests, "limits": limits}})
     if not containers:
         return None
-    metadata = pod.get("metadata") or {}
-    return {
+    trimmed: dict[str, Any] = {
         "metadata": {"name": metadata.get("name", ""), "namespace": metadata.get("namespace", "")},
-        "spec": {"nodeName": spec["nodeName"], "containers": containers},
+        "spec": {"nodeName": spec.get("nodeName"), "containers": containers},
         "status": {"phase": (pod.get("status") or {}).get("phase", "")},
     }
+    if kind is not None:
+        annotations = metadata.get("annotations") or {}
+        trimmed["metadata"]["labels"] = {SLOT_KIND_LABEL: kind}
+        trimmed["metadata"]["annotations"] = {k: annotations[k] for k in QUEUE_READS if k in annotations}
+        trimmed["spec"]["nodeSelector"] = dict(spec.get("nodeSelector") or {})
+        trimmed["spec"]["schedulingGates"] = list(spec.get("schedulingGates") or [])
+    return trimmed
 
 
 def object_key(obj: Mapping[str, Any]) -> str:
@@ -106,9 +128,12 @@ class Mirror:
         call: Callable[..., Awaitable[Any]],
         trim: Trim,
         field_selector: str = "",
+        *,
         log: logging.Logger | logging.LoggerAdapter = default_log,
+        changed: asyncio.Event | None = None,
     ) -> None:
         self.kind, self.call, self.trim, self.field_selector = kind, call, trim, field_selector
+        self.changed = changed or asyncio.Event()  # set on every change; the queue waits on it
         self.items: dict[str, dict[str, Any]] = {}
         self.loaded = asyncio.Event()
         self.settled = asyncio.Event()  # the first LIST answered, or failed: the form need wait no longer
@@ -132,6 +157,7 @@ class Mirror:
         self.items = items  # replaced whole: readers never see half a list
         self.loaded.set()
         self.settled.set()
+        self.changed.set()
         return data["metadata"]["resourceVersion"]
 
     async def _watch(self, version: str) -> str:
@@ -160,6 +186,7 @@ class Mirror:
                 version = (obj.get("metadata") or {}).get("resourceVersion") or version
                 if event.get("type") != "BOOKMARK":
                     apply_event(self.items, event["type"], obj, self.trim)
+                    self.changed.set()
         return version
 
     async def run(self) -> None:
@@ -189,6 +216,7 @@ class Mirror:
         self.items = {}
         self.loaded.clear()
         self.settled.set()
+        self.changed.set()
         await asyncio.sleep(delay)
 
 
@@ -196,10 +224,13 @@ class ClusterView:
     """Nodes and GPU-holding pods of the whole cluster, for :func:`availability.free_units`."""
 
     def __init__(self, api: Any, log: logging.Logger | logging.LoggerAdapter = default_log) -> None:
-        self.nodes = Mirror("nodes", api.list_node, trim_node, log=log)
-        self.pods = Mirror("pods", api.list_pod_for_all_namespaces, trim_pod, LIVE_PODS, log=log)
+        self.changed = asyncio.Event()  # either kind changed
+        self.nodes = Mirror("nodes", api.list_node, trim_node, log=log, changed=self.changed)
+        self.pods = Mirror("pods", api.list_pod_for_all_namespaces, trim_pod, LIVE_PODS, log=log, changed=self.changed)
         self.loop = asyncio.get_running_loop()
         self.tasks = [asyncio.ensure_future(mirror.run()) for mirror in (self.nodes, self.pods)]
+        self.on_stop: list[Callable[[], Awaitable[None]]] = []  # what depends on the view (the queue) stops first
+        self.api = api
 
     async def snapshot(self, wait: float = FIRST_LOAD_WAIT) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Nodes and pods now; empty while either kind cannot be read (the form then shows no counts)."""
@@ -212,6 +243,8 @@ class ClusterView:
         return self.nodes.objects(), self.pods.objects()
 
     async def stop(self) -> None:
+        for hook in self.on_stop:
+            await hook()
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)

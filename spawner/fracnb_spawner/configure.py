@@ -17,6 +17,7 @@ from .backends import is_gpu_resource
 from .culling import CullTimingError, check_timing
 from .overrides import OverrideError, check_spawner_traits
 from .profiles import ProfileConfigError, initialize_profiles, iter_combinations, profile_name, validate_profiles
+from .queueconfig import FracnbQueue
 from .quota import FracnbQuotas
 from .traits import FractionalTraits
 from .units import parse_duration
@@ -90,7 +91,7 @@ def check_config(c: Config) -> None:
     ``OverrideError``, ``CullTimingError``.
 
     Its traits (types and bounds), GPUs asked for outside the ``gpu`` key, the profile list,
-    ``c.FracnbQuotas``, and idle timeouts the fracnb service could not honour.
+    ``c.FracnbQuotas``, ``c.FracnbQueue``, and idle timeouts the fracnb service could not honour.
     """
     section = spawner_section(c)
     settings = configured_traits(c)
@@ -103,6 +104,7 @@ def check_config(c: Config) -> None:
         except ProfileConfigError as error:
             raise ProfileConfigError(f"FractionalSpawner.profile_list: {error}") from None
     FracnbQuotas(config=c).policy()
+    FracnbQueue(config=c)
     check_cull_timing(c, settings, [] if callable(raw) else initialize_profiles(raw))
 
 

@@ -39,9 +39,10 @@ class ChoiceRow:
     free: int | None = None
     allowed: bool = True
     reason: str | None = None
+    queue: str | None = None  # "queue: 2 waiting, about 10 min" when a spawn of it would wait
 
-    def with_availability(self, free: int | None) -> ChoiceRow:
-        return replace(self, free=free)
+    def with_availability(self, free: int | None, queue: str | None = None) -> ChoiceRow:
+        return replace(self, free=free, queue=queue)
 
     def refused(self, reason: str) -> ChoiceRow:
         return replace(self, allowed=False, reason=reason)

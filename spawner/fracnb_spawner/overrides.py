@@ -17,7 +17,7 @@ from .backends import GPU_REQUEST_ANNOTATIONS, GPU_VISIBILITY_VARIABLES, RESERVE
 from .labels import key_problem, label_problem
 
 # Keys of a profile or choice that KubeSpawner would take for traits if put in the override.
-FRACNB_KEYS = ("gpu", "cull")
+FRACNB_KEYS = ("gpu", "cull", "queue")
 RESOURCE_TRAITS = ("extra_resource_limits", "extra_resource_guarantees")
 # Traits holding container or pod specs, where "resources" may ask for extended resources.
 SPEC_TRAITS = ("extra_container_config", "extra_containers", "init_containers", "extra_pod_config")

@@ -20,6 +20,7 @@ from .backends import BackendSettings, is_gpu_resource
 from .culling import CullPolicy
 from .gpu import GPUConfigError, GPUDefaults, GPUSpec, parse_gpu_spec, plan_gpu
 from .overrides import OverrideError, check_override, fill_unlisted, gpu_requests
+from .queueconfig import QueueConfigError, queue_max_wait
 from .shapes import ShapeError, check_profile_shape
 from .units import QuantityError, parse_duration
 
@@ -162,10 +163,18 @@ def _validate_profile(
     profile: Mapping, defaults: GPUDefaults, gpu_resource: Any, cull_defaults: tuple[CullPolicy, CullPolicy]
 ) -> None:
     check_override(profile.get("kubespawner_override") or {}, gpu_resource)
+    try:
+        queue_max_wait(profile.get("queue"))
+    except QueueConfigError as error:
+        raise ProfileConfigError(str(error)) from None
     for option_name, option in (profile.get("profile_options") or {}).items():
         if not option.get("choices") and not option["unlisted_choice"].get("enabled"):
             raise ProfileConfigError(f"option {option_name!r} has neither choices nor an unlisted choice")
         for key, choice in (option.get("choices") or {}).items():
+            if "queue" in choice:
+                raise ProfileConfigError(
+                    f"choice {option_name}={key}: 'queue' belongs on the profile, not on a choice; move it up"
+                )
             try:
                 check_override(choice.get("kubespawner_override") or {}, gpu_resource)
                 _spec_of(choice)

@@ -14,6 +14,7 @@ _EXAMPLES = {
     "choices": "{'small': {'display_name': 'Small', 'gpu': {'fraction': 0.25}}}",
     "unlisted_choice": "{'enabled': True, 'display_name': 'Image', 'kubespawner_override': {'image': '{value}'}}",
     "cull": "{'idle_timeout': '1h'}",
+    "queue": "{'max_wait': '1h'}",
 }
 _TEXT_KEYS = ("display_name", "description", "display_name_in_choices", "validation_regex", "validation_message")
 
@@ -60,7 +61,7 @@ def _check_entry(entry: Mapping, prefix: str) -> None:
     for key in _TEXT_KEYS:
         if key in entry and entry[key] is not None and not isinstance(entry[key], str):
             raise ShapeError(f"{prefix}{key} must be a string, not {_kind(entry[key])}")
-    for key in ("kubespawner_override", "cull"):
+    for key in ("kubespawner_override", "cull", "queue"):
         if entry.get(key) is not None:
             _need_mapping(entry[key], prefix + key, _EXAMPLES[key])
 

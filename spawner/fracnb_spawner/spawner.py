@@ -48,6 +48,9 @@ from .profiles import (
     validate_profiles,
 )
 from .progress import no_node_reason, scheduler_saw_slots, unschedulable_message, waiting_message
+from .queueconfig import queue_max_wait
+from .queueorder import SLOT_KIND_LABEL, slot_kind
+from .queuespawner import QueueingSpawner, QueuePlan, QueueTimeoutError, merge
 from .quota import Allocation, FracnbQuotas, QuotaDecision, QuotaPolicy, allocations_from_pods, check_request
 from .traits import FractionalTraits
 from .units import format_fraction, parse_duration, parse_fraction
@@ -68,7 +71,7 @@ _validated: dict[int, tuple[Any, Any, tuple[GPUDefaults, BackendSettings]]] = {}
 _quota_policies: dict[int, tuple[Any, QuotaPolicy]] = {}
 
 
-class FractionalSpawner(KubeSpawner, FractionalTraits):
+class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits):
     """KubeSpawner whose profiles may carry a ``gpu`` key; see docs/spawner.md."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -109,6 +112,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 raw = await maybe_future(raw(self))
             profiles = initialize_profiles(raw)
             self._validate_once(raw, profiles)
+            self._longest_queue_wait = max((queue_max_wait(p.get("queue")) for p in profiles), default=0)
         except ProfileConfigError as error:
             self.log.error("fracnb: invalid profile_list: %s", error)
             raise HubConfigError(f"The hub's profile configuration is invalid: {error}") from None
@@ -334,7 +338,9 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             placement = self._row_placement(profiles, key, row.plan)
             if nodes and placement:
                 resource, selector, units = placement
-                row = row.with_availability(free_units(nodes, pods, resource, selector))
+                row = row.with_availability(
+                    free_units(nodes, pods, resource, selector), self.form_queue_text(profiles, key, placement)
+                )
                 if self.refuse_unplaceable_choices and largest_allocatable(nodes, resource, selector) < units:
                     row = row.refused(no_node_reason(row.plan))
             if row.allowed and policy.has_limits and row.plan.fraction > 0:
@@ -452,6 +458,21 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         self.fracnb_plan = plan
         self.fracnb_selection = {"profile": selection.slug, "choice": selection.choice_text}
         self._spawn_placement = self._placement(selection, plan)
+        self._apply_queue_plan(selection, fields)
+
+    def _apply_queue_plan(self, selection: Selection, fields: Any) -> None:
+        """The slot-kind label of a GPU pod, and what its spawn queues for (None: it never queues)."""
+        placement = self._spawn_placement
+        if placement is not None:
+            resource, selector, units = placement
+            kind = slot_kind(resource, selector)
+            max_wait = queue_max_wait(selection.profile.get("queue"))
+            self._queue_plan = QueuePlan(kind, resource, selector, units, max_wait) if max_wait > 0 else None
+        elif fields.resources or fields.scheduler_name:
+            kind = slot_kind(next(iter(fields.resources), fields.scheduler_name or ""), fields.node_selector)
+        else:
+            return
+        self._fracnb_labels[SLOT_KIND_LABEL] = kind
 
     def get_env(self) -> dict[str, str]:
         """The environment, with GPU-visibility and FRACNB_* variables only as fracnb sets them."""
@@ -500,10 +521,21 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         self.fracnb_selection = {}
 
     async def _start(self) -> Any:
-        """KubeSpawner's start, failing with a plain reason shortly before the hub's own timeout."""
+        """KubeSpawner's start, queued when no slot is free, failing with a plain reason before the hub's timeout."""
+        inner = asyncio.ensure_future(super()._start())
+        cancelled = True
         try:
-            return await asyncio.wait_for(super()._start(), timeout=max(1.0, self.start_timeout * 0.9))
+            result = await self._await_started(inner)
+            cancelled = False
+            return result
+        except QueueTimeoutError:
+            cancelled = False
+            inner.cancel()  # KubeSpawner's own wait for the pod, before the pod goes
+            await asyncio.gather(inner, return_exceptions=True)
+            message = await self._give_up_waiting()
+            raise RefusedSpawnError(503, message, reason="queue-timeout") from None
         except (asyncio.TimeoutError, TimeoutError):
+            cancelled = False
             reason = self._scheduling_failure()
             if reason is None:
                 raise
@@ -514,12 +546,21 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             message = unschedulable_message(self.fracnb_plan, self.start_timeout, slots_exist=slots)
             raise RefusedSpawnError(503, message, reason="unschedulable") from None
         except ApiException as error:
+            cancelled = False
             if error.status not in _INVALID_OBJECT_STATUSES:
                 raise
             # The apiserver refused an object built from the profile and the user's choices: say why,
             # as a refusal (it repeats for every spawn of this choice; restarting the hub fixes nothing).
             message = f"The cluster refused this server's pod: {_api_message(error)}"
             raise RefusedSpawnError(400, message, reason="invalid-pod") from None
+        except Exception:
+            cancelled = False
+            raise
+        finally:
+            if not inner.done():
+                inner.cancel()
+                await asyncio.gather(inner, return_exceptions=True)
+            self._leave_queue(cancelled=cancelled)
 
     def _scheduling_failure(self) -> str | None:
         events = getattr(self, "events", None) or []
@@ -536,7 +577,13 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         The spawn page shows the latest message as its headline: repeating the plain one after every
         raw ``FailedScheduling`` event keeps the scheduler's text in the log only.
         """
+        async for event in merge(self._kube_progress(), self.queue_progress()):
+            yield event
+
+    async def _kube_progress(self) -> Any:
         async for event in super().progress():
+            if "raw_event" not in event and self.queue_status_text():
+                continue  # KubeSpawner's "taking longer than expected": the queue headline says more
             yield event
             message = waiting_message(self.fracnb_plan, event.get("raw_event") or {})
             if message:
@@ -603,6 +650,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         for name, value in self._pristine.items():
             setattr(self, name, _copy_plain(value))
         self._fracnb_env, self._fracnb_labels, self._fracnb_annotations = {}, {}, {}
+        self._queue_plan = self._queue_ticket = self._queue_started_limit = None
 
 
 def _applied_by_load_user_options(spawner: FractionalSpawner, user_options: dict) -> None:

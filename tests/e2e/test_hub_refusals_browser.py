@@ -21,7 +21,8 @@ from fracnb_testbed.demo import PROFILES, DemoSettings, RunningDemo, free_port, 
 from .pages import log_in, profile_row, shot
 
 TOKEN = secrets.token_hex(16)
-EIGHT = {"display_name": "8 GPUs", "slug": "eight", "gpu": {"count": 8}}
+# Without the queue (max_wait 0): this file checks the plain words of a spawn that finds no slot and fails.
+EIGHT = {"display_name": "8 GPUs", "slug": "eight", "gpu": {"count": 8}, "queue": {"max_wait": 0}}
 START_TIMEOUT = 25
 EXTRA_CONFIG = f"""
 c.JupyterHub.services = [{{"name": "e2e-admin", "api_token": {TOKEN!r}}}]

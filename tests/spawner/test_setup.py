@@ -147,3 +147,22 @@ def test_setup_refuses_a_timeout_under_demand_that_would_warn_servers_in_use() -
         setup(c, service=False)
     c.FracnbService.warning_lead = 300
     setup(c, service=False)
+
+
+def test_setup_refuses_bad_queue_settings_naming_profile_and_key() -> None:
+    c = Config()
+    c.FracnbQueue.group_priorities = {"staff": "high"}
+    with pytest.raises(SystemExit, match=r"FracnbQueue.group_priorities\['staff'\]: 'high' is not a priority"):
+        setup(c, service=False)
+    c = Config()
+    c.KubeSpawner.profile_list = [
+        {"display_name": "Quarter", "slug": "q", "gpu": {"fraction": 0.25}, "queue": {"max_wait": "an hour"}}
+    ]
+    with pytest.raises(SystemExit, match=r"profile 'q' \('Quarter'\): queue.max_wait: 'an hour'"):
+        setup(c, service=False)
+    c.KubeSpawner.profile_list = [
+        {"display_name": "Q", "slug": "q", "profile_options": {"size": {"display_name": "Size", "choices": {
+            "a": {"display_name": "A", "gpu": {"fraction": 0.25}, "queue": {"max_wait": 60}}}}}}
+    ]  # fmt: skip
+    with pytest.raises(SystemExit, match=r"choice size=a: 'queue' belongs on the profile"):
+        setup(c, service=False)

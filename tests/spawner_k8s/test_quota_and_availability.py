@@ -90,7 +90,8 @@ async def form_shows(free_on_form, expected: int, timeout: float = 15) -> None:
 
 async def test_form_free_count_matches_the_scheduler(cluster_spawner, testbed, k8s_namespace) -> None:
     config = Config()
-    config.FractionalSpawner.profile_list = QUARTER
+    # Without the queue, so that the fifth pod goes to the scheduler (test_queue.py has it queued).
+    config.FractionalSpawner.profile_list = [{**QUARTER[0], "queue": {"max_wait": 0}}]
     config.FractionalSpawner.node_selector = {"fracnb.io/runner": "local"}
     config.FractionalSpawner.cmd = ["python3", "-c", "import time; time.sleep(600)"]
     config.FractionalSpawner.start_timeout = 30

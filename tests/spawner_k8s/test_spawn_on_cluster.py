@@ -66,12 +66,15 @@ async def test_four_quarters_share_a_gpu_and_the_fifth_waits(cluster_spawner, te
     async def collect() -> None:
         async for event in waiting.progress():
             messages.append(event["message"])
-            if "Waiting for a free 0.25 GPU" in event["message"]:
+            if "Queued for a 0.25 GPU" in event["message"]:
                 return
 
     await asyncio.wait_for(collect(), timeout=30)
     assert not start.done()
-    assert any("Waiting for a free 0.25 GPU (time-slicing) slot" in m for m in messages), messages
+    # The fifth waits in the GPU queue (its pod gated) and starts as soon as a quarter frees.
+    assert any(m.startswith("Queued for a 0.25 GPU (time-slicing): 1st in line.") for m in messages), messages
+    pod = next(p for p in testbed.list_pods(k8s_namespace) if p["metadata"]["name"] == waiting.pod_name)
+    assert pod["spec"]["schedulingGates"] == [{"name": "fracnb.io/queue"}]
     await spawners[0].stop()
     assert (await asyncio.wait_for(start, timeout=45)).startswith("http://")
     for spawner in spawners[1:]:

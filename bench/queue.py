@@ -1,0 +1,190 @@
+"""The GPU queue's costs on the testbed (the ``mixed`` cluster), side by side in one run.
+
+1. Slot freed -> queued server running: every quarter slot of the time-sliced nodes is taken, one
+   spawn waits gated, a filler pod is deleted; the time until that spawn's start() returns. Beside
+   it, the scheduler's own binding time: a plain pod created into a free slot, until it is bound.
+2. start() with a free slot, the queue enabled (``queue.max_wait`` 3600) vs without (0), in
+   alternating rounds of starts one after the other: medians and their ratio.
+
+    python -m bench.queue [--rounds 5] [--notebooks 20] [--frees 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from traitlets.config import Config
+
+from fracnb_testbed.binaries import find_bin_dir
+from fracnb_testbed.clusters import load_cluster
+from fracnb_testbed.controlplane import down, up
+from fracnb_testbed.handle import Testbed
+
+TS4 = {"type": "kwok", "nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "4"}
+SLOTS = 64
+
+
+def config(namespace: str, max_wait: int) -> Config:
+    c = Config()
+    c.FractionalSpawner.profile_list = [
+        {"display_name": "Quarter", "slug": "q", "gpu": {"fraction": 0.25}, "queue": {"max_wait": max_wait}}
+    ]
+    c.FractionalSpawner.namespace = namespace
+    c.FractionalSpawner.node_selector = {"type": "kwok"}
+    c.FractionalSpawner.start_timeout = 60
+    return c
+
+
+def plain_pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": TS4,
+            "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}],
+        },
+    }
+
+
+def spawner(cls: type, c: Config, name: str) -> Any:
+    s = cls(_mock=True, config=c)
+    s.user.name = name
+    s.user.groups = []
+    s.pod_name = f"jupyter-{name}"
+    s.user_options = {"profile": "q"}
+    return s
+
+
+async def bound(testbed: Testbed, namespace: str, name: str) -> float:
+    while True:
+        pod = testbed.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        if pod and pod.get("spec", {}).get("nodeName"):
+            return time.perf_counter()
+        await asyncio.sleep(0.01)
+
+
+async def queued(waiting: Any) -> None:
+    """Until the spawn holds a place in line (polled: the place is a plain attribute)."""
+    while True:
+        ticket = waiting._queue_ticket
+        if ticket is not None and ticket.position is not None:
+            return
+        await asyncio.sleep(0.01)
+
+
+async def slot_freed_to_running(cls: type, testbed: Testbed, namespace: str, index: int) -> tuple[float, float]:
+    waiting = spawner(cls, config(namespace, 3600), f"queued{index}")
+    task = asyncio.ensure_future(waiting.start())
+    await queued(waiting)
+    freed = time.perf_counter()
+    testbed.delete_pod(namespace, f"filler-{index:02d}", grace_seconds=0)
+    try:
+        await task
+    except Exception:
+        pod = testbed.get(f"/api/v1/namespaces/{namespace}/pods/{waiting.pod_name}")
+        print("the queued pod did not start:", pod.get("spec", {}).get("schedulingGates"), pod.get("status"))
+        print("events:", [e.get("message") for e in testbed.events_for(namespace, waiting.pod_name)])
+        raise
+    running = time.perf_counter() - freed
+    await waiting.stop()
+    testbed.create_pod(namespace, plain_pod(f"filler-{index:02d}"))  # full again
+    return running, await scheduler_binding_in_full(testbed, namespace, index)
+
+
+async def scheduler_binding_in_full(testbed: Testbed, namespace: str, index: int) -> float:
+    """The scheduler's floor for the same event: a pending plain pod, a slot freed, until it is bound."""
+    await bound(testbed, namespace, f"filler-{index:02d}")
+    testbed.create_pod(namespace, plain_pod(f"pending-{index}"))
+    await asyncio.sleep(0.5)  # let the scheduler find it unschedulable first
+    freed = time.perf_counter()
+    testbed.delete_pod(namespace, f"filler-{index:02d}", grace_seconds=0)
+    done = await bound(testbed, namespace, f"pending-{index}")
+    testbed.delete_pod(namespace, f"pending-{index}", grace_seconds=0)
+    testbed.create_pod(namespace, plain_pod(f"filler-{index:02d}"))
+    await bound(testbed, namespace, f"filler-{index:02d}")
+    return done - freed
+
+
+async def one_by_one(cls: type, c: Config, notebooks: int, tag: str) -> list[float]:
+    """start() of ``notebooks`` servers one after the other (each alone: the queue's own cost, not contention)."""
+    spawners = [spawner(cls, c, f"{tag}-{i}") for i in range(notebooks)]
+    latencies = []
+    for s in spawners:
+        started = time.perf_counter()
+        await s.start()
+        latencies.append(time.perf_counter() - started)
+    await asyncio.gather(*(s.stop() for s in spawners))
+    return latencies
+
+
+async def run(testbed: Testbed, rounds: int, notebooks: int, frees: int) -> None:
+    from kubernetes_asyncio.config import kube_config
+    from kubespawner import KubeSpawner, clients
+
+    from fracnb_spawner.clusterview import stop_shared_views
+    from fracnb_spawner.spawner import FractionalSpawner
+
+    os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(testbed.kubeconfig)
+    clients.load_config.cache_clear()
+    namespace = testbed.create_namespace("bench")
+    cls = FractionalSpawner
+
+    variants = [("queue", 3600), ("no-queue", 0)]
+    samples: dict[str, list[float]] = {name: [] for name, _ in variants}
+    for name, wait in variants:  # warm-up
+        await one_by_one(cls, config(namespace, wait), 5, f"warm-{name}")
+    for round_ in range(rounds):
+        order = variants if round_ % 2 == 0 else variants[::-1]
+        for name, wait in order:
+            latencies = await one_by_one(cls, config(namespace, wait), notebooks, f"{name}{round_}")
+            samples[name].extend(latencies)
+            print(f"round {round_ + 1} {name:8}: median start {statistics.median(latencies):.3f} s")
+    ours, theirs = statistics.median(samples["queue"]), statistics.median(samples["no-queue"])
+    print(f"start() with a free slot: queue {ours:.3f} s vs no queue {theirs:.3f} s, ratio {ours / theirs:.3f}")
+
+    for index in range(SLOTS):
+        testbed.create_pod(namespace, plain_pod(f"filler-{index:02d}"))
+    for index in range(SLOTS):
+        await bound(testbed, namespace, f"filler-{index:02d}")
+    ours_freed, floor = [], []
+    for index in range(frees):
+        running, binding = await slot_freed_to_running(cls, testbed, namespace, index)
+        ours_freed.append(running)
+        floor.append(binding)
+        print(
+            f"free {index + 1}: queued server running {running:.3f} s after the slot freed; scheduler {binding:.3f} s"
+        )
+    print(
+        f"slot freed -> queued server running: median {statistics.median(ours_freed):.3f} s;"
+        f" scheduler's own binding of a pending pod: median {statistics.median(floor):.3f} s"
+    )
+    await stop_shared_views()
+    await KubeSpawner._stop_all_reflectors()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--notebooks", type=int, default=20)
+    parser.add_argument("--frees", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as directory:
+        print("starting the testbed (mixed cluster) ...")
+        state = up(load_cluster("mixed"), Path(directory) / "state", bin_dir=find_bin_dir())
+        try:
+            asyncio.run(run(Testbed(state), args.rounds, args.notebooks, args.frees))
+        finally:
+            down(state.directory)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,238 @@
+"""The GPU queue against the real apiserver and scheduler: gated pods, order, restart, cancel, max wait."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+from prometheus_client import REGISTRY
+from tornado import web
+from traitlets.config import Config
+
+from fracnb_spawner.clusterview import shared_view, stop_shared_views
+from fracnb_spawner.queueing import shared_queue
+from fracnb_spawner.queueorder import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
+
+pytestmark = pytest.mark.k8s
+
+# The quarter slots of the testbed's two a100-ts4 KWOK nodes (32 each).
+TS4 = {"type": "kwok", "nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "4"}
+SLOTS = 64
+
+
+def quarter_config(max_wait: object = 120) -> Config:
+    config = Config()
+    config.FractionalSpawner.profile_list = [
+        {"display_name": "Quarter", "slug": "quarter", "gpu": {"fraction": 0.25}, "queue": {"max_wait": max_wait}}
+    ]
+    config.FractionalSpawner.start_timeout = 60
+    config.FracnbQuotas.group_quotas = {"team-a": 8, "team-b": 8}
+    config.FracnbQueue.group_priorities = {"staff": 10}
+    return config
+
+
+def filler(index: int) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"filler-{index:02d}"},
+        "spec": {
+            "nodeSelector": TS4,
+            "containers": [
+                {"name": "job", "image": "example.invalid/job", "resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}
+            ],
+        },
+    }
+
+
+async def fill_every_slot(testbed, namespace: str) -> list[str]:
+    names = [testbed.create_pod(namespace, filler(i))["metadata"]["name"] for i in range(SLOTS)]
+    await wait_until(lambda: sum(1 for p in testbed.list_pods(namespace) if p["spec"].get("nodeName")) == SLOTS)
+    return names
+
+
+async def wait_until(condition, timeout: float = 60) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.2)
+
+
+def pod(testbed, namespace: str, name: str) -> dict | None:
+    return next((p for p in testbed.list_pods(namespace) if p["metadata"]["name"] == name), None)
+
+
+def gated(testbed, namespace: str, name: str) -> bool:
+    found = pod(testbed, namespace, name)
+    return found is not None and QUEUE_GATE in [g["name"] for g in found["spec"].get("schedulingGates") or []]
+
+
+def gave_up_count(reason: str) -> float:
+    return REGISTRY.get_sample_value("fracnb_queue_gave_up_total", {"reason": reason}) or 0
+
+
+def member(spawner, group: str, *users: str) -> None:
+    spawner.user.groups = [SimpleNamespace(name=group, users=[SimpleNamespace(name=u) for u in users])]
+
+
+def in_group(spawner, group: str = "team-b"):
+    member(spawner, group, spawner.user.name)
+    return spawner
+
+
+async def queued(spawners) -> list:
+    """Start spawners one after the other, each waiting until its pod is gated (so enqueue times differ)."""
+    tasks = []
+    for spawner in spawners:
+        tasks.append(asyncio.ensure_future(spawner.start()))
+        await wait_until(lambda s=spawner: s._queue_ticket is not None and s._queue_ticket.position is not None)
+    return tasks
+
+
+async def test_queued_spawns_start_in_order_as_slots_free(cluster_spawner, testbed, k8s_namespace) -> None:
+    fillers = await fill_every_slot(testbed, k8s_namespace)
+    config = quarter_config()
+    # carol (team-b, holds nothing), bob (team-a, already holds GPUs), dave (staff: higher priority)
+    carol = cluster_spawner({"profile": "quarter"}, user="carol", config=config)
+    bob = cluster_spawner({"profile": "quarter"}, user="bob", config=config)
+    dave = cluster_spawner({"profile": "quarter"}, user="dave", config=config)
+    member(carol, "team-b", "carol")
+    member(bob, "team-a", "bob", "erin")
+    member(dave, "staff", "dave")
+    tasks = await queued([bob, carol, dave])
+    for spawner in (bob, carol, dave):
+        assert gated(testbed, k8s_namespace, spawner.pod_name)
+        found = pod(testbed, k8s_namespace, spawner.pod_name)
+        assert found["metadata"]["labels"][SLOT_KIND_LABEL] == "nvidia.com-gpu.shared.4.time-slicing.kwok"
+        assert found["metadata"]["annotations"][QUEUED_AT_ANNOTATION].endswith("Z")
+    # dave first (priority); then carol (her team uses less of its quota than bob's), though bob came first
+    # erin, bob's teammate, holds 2 GPUs elsewhere (an eighth-slot node with room): team-a uses 2 of its 8
+    holding = filler(99)
+    holding["metadata"] = {
+        "name": "erin-gpu",
+        "labels": {SLOT_KIND_LABEL: "elsewhere"},
+        "annotations": {"fracnb.io/gpu-fraction": "2", "hub.jupyter.org/username": "erin"},
+    }
+    holding["spec"]["nodeSelector"] = {**TS4, "nvidia.com/gpu.replicas": "8"}
+    testbed.create_pod(k8s_namespace, holding)  # fmt: skip
+    await wait_until(lambda: (dave._queue_ticket.position, carol._queue_ticket.position) == (1, 2))
+    assert bob._queue_ticket.position == 3
+    assert "1st in line" in dave.queue_status_text()
+    waits = REGISTRY.get_sample_value("fracnb_queue_wait_seconds_count") or 0
+    started = []
+    for index, expected in enumerate((dave, carol, bob)):
+        testbed.delete_pod(k8s_namespace, fillers[index], grace_seconds=0)
+        pending = [t for t in tasks if t not in started]
+        done, _ = await asyncio.wait(pending, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        assert len(done) == 1, f"{len(done)} spawns started when slot {index + 1} was freed"
+        (winner,) = done
+        started.append(winner)
+        assert tasks.index(winner) == [bob, carol, dave].index(expected), [s.user.name for s in (bob, carol, dave)]
+        assert isinstance(winner.result(), str)
+    assert REGISTRY.get_sample_value("fracnb_queue_wait_seconds_count") == waits + 3
+    await asyncio.gather(*(s.stop() for s in (bob, carol, dave)))
+
+
+async def test_cancel_while_queued_leaves_no_pod(cluster_spawner, testbed, k8s_namespace) -> None:
+    await fill_every_slot(testbed, k8s_namespace)
+    spawner = in_group(cluster_spawner({"profile": "quarter"}, user="frank", config=quarter_config()))
+    (task,) = await queued([spawner])
+    assert gated(testbed, k8s_namespace, spawner.pod_name)
+    cancelled = gave_up_count("cancelled")
+    task.cancel()  # what the hub does to a pending spawn on "Stop My Server" / DELETE
+    await asyncio.gather(task, return_exceptions=True)
+    await spawner.stop()
+    assert gave_up_count("cancelled") == cancelled + 1
+    assert pod(testbed, k8s_namespace, spawner.pod_name) is None
+    view = shared_view(spawner.api)
+    assert not shared_queue(view, spawner.api).tickets
+    quota = await spawner._quota_decision(spawner.fracnb_plan.fraction, fresh=True)
+    assert quota.user_used == 0
+
+
+async def test_maximum_wait_fails_cleanly(cluster_spawner, testbed, k8s_namespace) -> None:
+    await fill_every_slot(testbed, k8s_namespace)
+    spawner = in_group(cluster_spawner({"profile": "quarter"}, user="gina", config=quarter_config(max_wait=3)))
+    gave_up = gave_up_count("max-wait")
+    with pytest.raises(web.HTTPError) as refused:
+        await spawner.start()
+    assert gave_up_count("max-wait") == gave_up + 1  # on the hub's /hub/metrics (the default registry)
+    message = refused.value.jupyterhub_message
+    assert "No 0.25 GPU (time-slicing) became free within 3 s" in message
+    assert "smaller share or a CPU-only profile, or try again later" in message
+    await wait_until(lambda: pod(testbed, k8s_namespace, spawner.pod_name) is None)
+
+
+async def test_restarted_hub_keeps_the_place(cluster_spawner, testbed, k8s_namespace) -> None:
+    fillers = await fill_every_slot(testbed, k8s_namespace)
+    first = in_group(cluster_spawner({"profile": "quarter"}, user="henry", config=quarter_config()))
+    second = in_group(cluster_spawner({"profile": "quarter"}, user="iris", config=quarter_config()))
+    tasks = await queued([first, second])
+    queued_at = pod(testbed, k8s_namespace, first.pod_name)["metadata"]["annotations"][QUEUED_AT_ANNOTATION]
+    # The hub goes away: its spawns end without stopping the pods, the queue and view stop.
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await stop_shared_views()
+    assert gated(testbed, k8s_namespace, first.pod_name)
+    assert gated(testbed, k8s_namespace, second.pod_name)
+    # A new hub: iris comes back first, henry after, yet henry keeps his earlier place.
+    again_second = in_group(cluster_spawner({"profile": "quarter"}, user="iris", config=quarter_config()))
+    again_first = in_group(cluster_spawner({"profile": "quarter"}, user="henry", config=quarter_config()))
+    tasks = await queued([again_second, again_first])
+    await wait_until(lambda: again_first._queue_ticket.position == 1)
+    await wait_until(lambda: gated(testbed, k8s_namespace, first.pod_name))  # taken over: deleted, made again
+    assert pod(testbed, k8s_namespace, first.pod_name)["metadata"]["annotations"][QUEUED_AT_ANNOTATION] == queued_at
+    testbed.delete_pod(k8s_namespace, fillers[0], grace_seconds=0)
+    done, _ = await asyncio.wait(tasks, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+    assert done == {tasks[1]}
+    await asyncio.gather(*(s.stop() for s in (again_first, again_second)))
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_fifty_concurrent_spawns_into_a_full_cluster(cluster_spawner, testbed, k8s_namespace) -> None:
+    fillers = await fill_every_slot(testbed, k8s_namespace)
+    names = [f"dev{i:02d}" for i in range(50)]
+    config = quarter_config(max_wait=300)
+    config.FracnbQuotas.group_quotas = {"team-a": 6}  # 24 quarters
+    config.FractionalSpawner.start_timeout = 180
+    spawners = [cluster_spawner({"profile": "quarter"}, user=n, config=config) for n in names]
+    for spawner in spawners:
+        member(spawner, "team-a", *names)
+    tasks = [asyncio.ensure_future(s.start()) for s in spawners]
+    await wait_until(lambda: sum(1 for t in tasks if t.done()) == 26, timeout=120)
+    refused = [t.exception() for t in tasks if t.done()]
+    assert all(isinstance(e, web.HTTPError) and e.status_code == 403 for e in refused), refused
+    waiting = [s for s, t in zip(spawners, tasks, strict=True) if not t.done()]
+    await wait_until(lambda: sorted(s._queue_ticket.position or 0 for s in waiting) == list(range(1, 25)))
+    assert sum(1 for name in names if gated(testbed, k8s_namespace, f"jupyter-{name}")) == 24
+    for name in fillers[:24]:
+        testbed.delete_pod(k8s_namespace, name, grace_seconds=0)
+    results = await asyncio.wait_for(asyncio.gather(*(t for t in tasks if not t.done())), 240)
+    assert all(isinstance(url, str) for url in results)
+    assert not any(gated(testbed, k8s_namespace, f"jupyter-{name}") for name in names)
+    await asyncio.gather(*(s.stop() for s in waiting))
+
+
+async def test_progress_shows_the_place_not_the_patience_message(cluster_spawner, testbed, k8s_namespace) -> None:
+    await fill_every_slot(testbed, k8s_namespace)
+    config = quarter_config()
+    config.FractionalSpawner.slow_spawn_message_threshold = 1  # KubeSpawner's "taking longer" after 1 s
+    spawner = in_group(cluster_spawner({"profile": "quarter"}, user="jack", config=config))
+    (task,) = await queued([spawner])
+    messages: list[str] = []
+
+    async def read() -> None:
+        async for event in spawner.progress():
+            messages.append(event["message"])
+
+    reader = asyncio.ensure_future(read())
+    await wait_until(lambda: any(m.startswith("Queued for a 0.25 GPU (time-slicing): 1st in line.") for m in messages))
+    await asyncio.sleep(3)  # three patience messages would have come by now
+    assert not [m for m in messages if "taking longer" in m], messages
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await asyncio.wait_for(reader, 10)
+    await spawner.stop()
