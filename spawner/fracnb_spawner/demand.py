@@ -12,24 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
+from fractions import Fraction
 from typing import Any
 
 from .culling import isoformat, parse_timestamp
+from .queueorder import PRIORITY_ANNOTATION, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL, Waiting, queue_order
+from .queueorder import pod_is_gated as is_queued
 from .quota import SERVERNAME_ANNOTATION, USERNAME_ANNOTATION, pod_profile
 
-QUEUE_GATE = "fracnb.io/queue"
-SLOT_KIND_LABEL = "fracnb.io/slot-kind"
-QUEUED_AT_ANNOTATION = "fracnb.io/queued-at"
-QUEUE_PRIORITY_ANNOTATION = "fracnb.io/queue-priority"
-
 Pod = Mapping[str, Any]
-
-
-def is_queued(pod: Pod) -> bool:
-    """Whether the pod still carries the queue's scheduling gate: a spawn waiting for a slot."""
-    gates = (pod.get("spec") or {}).get("schedulingGates") or []
-    return any(isinstance(gate, Mapping) and gate.get("name") == QUEUE_GATE for gate in gates)
 
 
 def slot_kind(pod: Pod) -> str:
@@ -52,7 +44,7 @@ def queued_at(pod: Pod) -> datetime | None:
 
 def queue_priority(pod: Pod) -> int:
     """The pod's queue priority; 0 when it has none or it is not a decimal integer."""
-    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(QUEUE_PRIORITY_ANNOTATION, "0")
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(PRIORITY_ANNOTATION, "0")
     try:
         return int(raw)
     except (TypeError, ValueError):
@@ -111,32 +103,32 @@ class QueueEntry:
 
 
 def queue_entries(pods: Iterable[Pod]) -> list[QueueEntry]:
-    """The waiting spawns, highest priority first, then longest waiting (unknown queue times last).
+    """The waiting spawns in the hub's order (``queueorder.queue_order``), unknown queue times last.
 
-    The hub's queue decides the exact order (fair share between groups within a priority);
-    this is the order an admin reads the cluster in.
+    The service knows no quota shares, so within a priority it lists by arrival; the hub also
+    puts the group using less of its quota first, so it may lift gates in a slightly different order.
     """
-    entries = []
+    entries: dict[str, QueueEntry] = {}
     for pod in pods:
         if not is_queued(pod):
             continue
         metadata = pod.get("metadata") or {}
         annotations = metadata.get("annotations") or {}
-        entries.append(
-            QueueEntry(
-                user=annotations.get(USERNAME_ANNOTATION, ""),
-                server=annotations.get(SERVERNAME_ANNOTATION, ""),
-                profile=pod_profile(metadata),
-                slot_kind=slot_kind(pod),
-                priority=queue_priority(pod),
-                queued_at=queued_at(pod),
-                namespace=metadata.get("namespace", ""),
-                pod=metadata.get("name", ""),
-            )
+        entry = QueueEntry(
+            user=annotations.get(USERNAME_ANNOTATION, ""),
+            server=annotations.get(SERVERNAME_ANNOTATION, ""),
+            profile=pod_profile(metadata),
+            slot_kind=slot_kind(pod),
+            priority=queue_priority(pod),
+            queued_at=queued_at(pod),
+            namespace=metadata.get("namespace", ""),
+            pod=metadata.get("name", ""),
         )
-    return sorted(entries, key=_queue_order)
+        entries[f"{entry.namespace}/{entry.pod}"] = entry
+    places = [
+        Waiting(key, entry.priority, Fraction(0), entry.queued_at or _UNKNOWN_TIME) for key, entry in entries.items()
+    ]
+    return [entries[place.key] for place in queue_order(places)]
 
 
-def _queue_order(entry: QueueEntry) -> tuple[int, bool, float, str, str]:
-    waiting_since = entry.queued_at.timestamp() if entry.queued_at else 0.0
-    return (-entry.priority, entry.queued_at is None, waiting_since, entry.user, entry.server)
+_UNKNOWN_TIME = datetime.max.replace(tzinfo=timezone.utc)
