@@ -8,7 +8,9 @@ module (shipped in the wheel):
 - ``service-me.schema.json``: ``GET api/me`` of the hub's fracnb service, which
   ``fracnb_spawner.service`` produces and :mod:`.hubservice` checks on receipt;
 - ``pod-environment.schema.json``: the ``FRACNB_*`` variables the spawner sets, with the
-  lists of backends and isolation levels both sides must agree on.
+  lists of backends and isolation levels both sides must agree on;
+- ``session-report.schema.json``: ``POST api/sessions`` of the hub's fracnb service, a server
+  session's GPU statistics, which :mod:`.sessionreport` produces and the service checks on receipt.
 
 The schemas refer to one another by file name. jsonschema is in the notebook extra (jupyter_server
 needs it too).
@@ -28,7 +30,8 @@ from referencing import Registry, Resource
 USAGE = "usage.schema.json"
 SERVICE_REPORT = "service-me.schema.json"
 POD_ENVIRONMENT = "pod-environment.schema.json"
-NAMES = (USAGE, SERVICE_REPORT, POD_ENVIRONMENT)
+SESSION_REPORT = "session-report.schema.json"
+NAMES = (USAGE, SERVICE_REPORT, POD_ENVIRONMENT, SESSION_REPORT)
 
 
 class SchemaMismatchError(ValueError):

@@ -27,6 +27,8 @@ from .hubservice import ServiceReports
 from .nvml import GpuReading, unavailable
 from .processes import looks_like_container, parent_pid
 from .sampler import Sampler
+from .sessionreport import SessionIdentity, SessionReporter, report_document
+from .sessionstats import SessionStats, reading_from_usage
 from .usage import KernelInfo, build_usage
 
 
@@ -90,6 +92,22 @@ class FracnbMeter(ExtensionApp):
         c.FracnbMeter.service_interval = 30""",
     ).tag(config=True)
 
+    session_sample_interval = Float(
+        5.0,
+        help="""How often, in seconds, the meter reads GPU memory for this session's statistics
+        (peaks, time near the budget, out-of-memory events) when no client polls the usage
+        endpoint (default 5). Client polls count as readings too. 0 records only what polls
+        read. Example: c.FracnbMeter.session_sample_interval = 10""",
+    ).tag(config=True)
+
+    session_report_interval = Float(
+        60.0,
+        help="""How often, in seconds, this session's statistics are posted to the hub's fracnb
+        service (default 60); they are posted once more when the server stops. A failed post is
+        retried at the next interval. 0 posts only at the stop. Example:
+        c.FracnbMeter.session_report_interval = 300""",
+    ).tag(config=True)
+
     def initialize_settings(self) -> None:
         self.sampler = Sampler(self.sample_interval_floor)
         self.clock: Callable[[], float] = time.monotonic
@@ -106,6 +124,11 @@ class FracnbMeter(ExtensionApp):
             os.environ.get("JUPYTERHUB_SERVER_NAME", ""),
             self.service_interval,
         )
+        self.session = SessionIdentity.for_server(os.environ, self.budget, self.wall_clock())
+        self.session_stats = SessionStats(self.budget.memory_bytes)
+        reporter_url = os.environ.get("FRACNB_SERVICE_URL", "") if self.no_gpu_reason is None else ""
+        self.session_reporter = SessionReporter(reporter_url, os.environ.get("JUPYTERHUB_API_TOKEN", ""))
+        self._session_timers: list[PeriodicCallback] = []
 
     def initialize_handlers(self) -> None:
         self.handlers.append((r"/fracnb/api/usage", UsageHandler))
@@ -122,6 +145,35 @@ class FracnbMeter(ExtensionApp):
         if self.activity_interval > 0:
             self._activity = PeriodicCallback(self.report_activity, self.activity_interval * 1000, jitter=0.1)
             self._activity.start()
+        if self.no_gpu_reason is None:
+            self._start_session_timers()
+
+    def _start_session_timers(self) -> None:
+        timers = [(self.session_sample_interval, self.usage_json)]
+        if self.session_reporter.enabled:
+            timers.append((self.session_report_interval, self.report_session))
+        for interval, callback in timers:
+            if interval > 0:
+                self._session_timers.append(PeriodicCallback(callback, interval * 1000, jitter=0.1))
+                self._session_timers[-1].start()
+
+    def session_report(self, *, ended: bool = False) -> dict[str, Any]:
+        """This session's report so far (schemas/session-report.schema.json)."""
+        now = self.wall_clock()
+        return report_document(self.session, self.session_stats, reported_at=now, ended_at=now if ended else None)
+
+    async def report_session(self, *, ended: bool = False) -> bool:
+        """Post the session's report to the hub's fracnb service; never raises."""
+        if not self.session_reporter.enabled:
+            return False
+        try:
+            if ended:
+                self._cached = None
+                await self.usage_json()  # the last reading, so a peak just before the stop counts
+            return await self.session_reporter.send(self.session_report(ended=ended))
+        except Exception:
+            self.log.exception("fracnb_meter: could not report this session")
+            return False
 
     def _enable_kernel_culling(self, manager: Any) -> None:
         """Cull idle kernels after FRACNB_KERNEL_CULL_IDLE_TIMEOUT seconds, unless configured already."""
@@ -138,6 +190,9 @@ class FracnbMeter(ExtensionApp):
     async def stop_extension(self) -> None:
         if self._activity is not None:
             self._activity.stop()
+        for timer in self._session_timers:
+            timer.stop()
+        await self.report_session(ended=True)
         self.sampler.close()
 
     @property
@@ -192,6 +247,7 @@ class FracnbMeter(ExtensionApp):
             in_container=in_container,
             sampled_at=self.wall_clock(),
         )
+        self.session_stats.observe(reading_from_usage(document, self.clock()))
         document["quota"], document["cull"] = await self.service.latest()
         return document
 

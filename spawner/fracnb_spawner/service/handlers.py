@@ -68,6 +68,16 @@ class NotFoundHandler(ServiceHandler):
         raise web.HTTPError(404)
 
 
+def history_routes(prefix: str, state: Any) -> list[Any]:
+    # Imported here: the sessions handler builds on ServiceHandler, defined above.
+    from fracnb_spawner.service.sessions import SessionsHandler  # noqa: PLC0415
+
+    return [
+        (rf"{prefix}api/sessions", SessionsHandler, {"state": state}),
+        (rf"{prefix}api/users/([^/]+)/sessions", SessionsHandler, {"state": state}),
+    ]
+
+
 def make_app(state: Any, prefix: str, pages: PageSources | None = None) -> web.Application:
     """The API under ``prefix``; with ``pages``, the web page at ``prefix`` itself too."""
     prefix = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
@@ -75,6 +85,7 @@ def make_app(state: Any, prefix: str, pages: PageSources | None = None) -> web.A
         (rf"{prefix}api/me", UserStatusHandler, {"state": state}),
         (rf"{prefix}api/users/([^/]+)", UserStatusHandler, {"state": state}),
         (rf"{prefix}metrics", MetricsHandler, {"state": state}),
+        *history_routes(prefix, state),
     ]
     settings: dict[str, Any] = {}
     if pages is not None:

@@ -1,0 +1,106 @@
+"""``api/sessions``: notebooks report their session statistics; users read their own history.
+
+- ``POST api/sessions`` takes a report (schemas/session-report.schema.json) only with the token of
+  the server it describes: JupyterHub gives a server's token ``access:servers!server=<user>/<server>``
+  and no other token of the user has that exact scope unless the user asked for it. Anything else
+  is a 403, a malformed report a 400, both before anything is stored.
+- ``GET api/sessions`` lists the caller's own sessions; ``GET api/users/<name>/sessions`` the same
+  for ``name``, which only the user themself or a hub admin may read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from tornado import web
+
+from fracnb_meter.schema import SESSION_REPORT, problems
+from fracnb_spawner.logsafe import shown
+from fracnb_spawner.service.handlers import ServiceHandler
+from fracnb_spawner.service.history.store import ReportConflictError, sessions_of, store_report
+
+MAX_LISTED = 500
+GROUPS_TTL = 600.0  # seconds a user's groups are reused for the per-group metrics
+
+log = logging.getLogger("fracnb.service")
+
+
+async def user_groups(state: Any, user: str) -> list[str]:
+    """The user's JupyterHub groups, asked of the hub at most every GROUPS_TTL seconds; [] if it fails."""
+    cache: dict[str, tuple[float, list[str]]] = state.__dict__.setdefault("_groups_cache", {})
+    now = time.monotonic()
+    if user in cache and now - cache[user][0] < GROUPS_TTL:
+        return cache[user][1]
+    try:
+        groups = list((await state.hub.user(user)).get("groups") or [])
+    except Exception as error:
+        log.warning("Could not read the groups of %s for the session metrics: %s", shown(user), error)
+        groups = []
+    cache[user] = (now, groups)
+    return groups
+
+
+def server_scope(user: str, server: str) -> str:
+    return f"access:servers!server={user}/{server}"
+
+
+def record_json(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored record as JSON: times in ISO 8601 UTC with ``Z``, no internal row id."""
+    out = {key: value for key, value in record.items() if key != "id"}
+    for key in ("started_at", "ended_at", "reported_at"):
+        if out[key] is not None:
+            out[key] = out[key].isoformat() + "Z"
+    return out
+
+
+class SessionsHandler(ServiceHandler):
+    def _history(self) -> Any:
+        history = getattr(self.state, "history", None)
+        if history is None:
+            raise web.HTTPError(503, "the session history database is not configured")
+        return history
+
+    def _report(self) -> dict[str, Any]:
+        try:
+            report = json.loads(self.request.body or b"null")
+        except ValueError:
+            raise web.HTTPError(400, "the body is not JSON: send a session report") from None
+        found = problems(SESSION_REPORT, report, check_formats=True)
+        if found:
+            raise web.HTTPError(400, "not a session report: %s", "; ".join(found[:3]))
+        return report
+
+    @web.authenticated
+    async def post(self) -> None:
+        user = self.caller()
+        report = self._report()
+        if server_scope(user, report["server_name"]) not in (self.current_user.get("scopes") or []):
+            raise web.HTTPError(
+                403,
+                "only the token of server %s of %s may report its sessions",
+                shown(repr(report["server_name"])),
+                shown(user),
+            )
+        try:
+            stored = store_report(self._history(), user, report)
+        except ReportConflictError as error:
+            raise web.HTTPError(409, "%s", str(error)) from None
+        if stored is not None:
+            self.state.history_metrics.record(stored, await user_groups(self.state, user))
+        self.set_status(204)
+        self.finish()
+
+    @web.authenticated
+    async def get(self, name: str | None = None) -> None:
+        model = self.current_user
+        caller = self.caller()
+        name = caller if name is None else name
+        if name != caller and not model.get("admin"):
+            raise web.HTTPError(403, "%s may not read the sessions of %s", shown(caller), shown(name))
+        records = sessions_of(self._history(), name, limit=MAX_LISTED)
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps({"user": name, "sessions": [record_json(r) for r in records]}))
