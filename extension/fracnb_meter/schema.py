@@ -10,7 +10,9 @@ module (shipped in the wheel):
 - ``pod-environment.schema.json``: the ``FRACNB_*`` variables the spawner sets, with the
   lists of backends and isolation levels both sides must agree on;
 - ``session-report.schema.json``: ``POST api/sessions`` of the hub's fracnb service, a server
-  session's GPU statistics, which :mod:`.sessionreport` produces and the service checks on receipt.
+  session's GPU statistics, which :mod:`.sessionreport` produces and the service checks on receipt;
+- ``session-stats.schema.json``: ``GET {base_url}fracnb/api/session``, that report and each
+  kernel's peak, for the notebook's own front ends.
 
 The schemas refer to one another by file name. jsonschema is in the notebook extra (jupyter_server
 needs it too).
@@ -31,7 +33,8 @@ USAGE = "usage.schema.json"
 SERVICE_REPORT = "service-me.schema.json"
 POD_ENVIRONMENT = "pod-environment.schema.json"
 SESSION_REPORT = "session-report.schema.json"
-NAMES = (USAGE, SERVICE_REPORT, POD_ENVIRONMENT, SESSION_REPORT)
+SESSION_STATS = "session-stats.schema.json"
+NAMES = (USAGE, SERVICE_REPORT, POD_ENVIRONMENT, SESSION_REPORT, SESSION_STATS)
 
 
 class SchemaMismatchError(ValueError):

@@ -51,6 +51,20 @@ class UsageHandler(APIHandler):
         self.finish(await meter.usage_json())
 
 
+class SessionHandler(APIHandler):
+    """This session's statistics so far (schemas/session-stats.schema.json); like the usage endpoint."""
+
+    auth_resource = "kernels"
+    _track_activity = False
+
+    @web.authenticated
+    @authorized(action="read")
+    async def get(self) -> None:
+        meter: FracnbMeter = self.settings["fracnb_meter"]
+        self.set_header("Cache-Control", "no-store")
+        self.finish(meter.session_json())
+
+
 class FracnbMeter(ExtensionApp):
     """GPU memory meter for the kernels of this Jupyter server."""
 
@@ -132,6 +146,7 @@ class FracnbMeter(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         self.handlers.append((r"/fracnb/api/usage", UsageHandler))
+        self.handlers.append((r"/fracnb/api/session", SessionHandler))
 
     def _read_budget(self) -> tuple[Budget, str | None]:
         try:
@@ -161,6 +176,9 @@ class FracnbMeter(ExtensionApp):
         """This session's report so far (schemas/session-report.schema.json)."""
         now = self.wall_clock()
         return report_document(self.session, self.session_stats, reported_at=now, ended_at=now if ended else None)
+
+    def session_json(self) -> str:
+        return json.dumps({"report": self.session_report(), "kernels": self.session_stats.kernels()})
 
     async def report_session(self, *, ended: bool = False) -> bool:
         """Post the session's report to the hub's fracnb service; never raises."""
