@@ -81,7 +81,7 @@ class SessionsHandler(ServiceHandler):
             raise web.HTTPError(
                 403,
                 "only the token of server %s of %s may report its sessions",
-                shown(repr(report["server_name"])),
+                shown(report["server_name"]),
                 shown(user),
             )
         try:
