@@ -8,6 +8,7 @@ import pytest
 
 from tests.history.records import GIB, report
 from tests.service.test_hub_service import ACCESS, user_token
+from tests.service.test_service_page import get
 
 
 def server_token(hub, user, server=""):
@@ -100,3 +101,43 @@ def test_users_read_only_their_own_records_and_admins_read_all(hub, new_user):
     status, body = hub.http("GET", path, token=user_token(hub, admin, scopes=("inherit",)))
     assert status == 200, body
     assert [r["user_name"] for r in body["sessions"]] == [owner]
+
+
+def admin_token(hub, new_user):
+    admin = new_user("admin")
+    assert hub.api("PATCH", f"users/{admin}", {"admin": True})[0] == 200
+    return user_token(hub, admin, scopes=("inherit",))
+
+
+def test_the_report_is_for_admins_only(hub, new_user):
+    user = new_user()
+    post(hub, new_report(), server_token(hub, user))
+    for path in ("api/report", "report"):
+        for token in (None, "not-a-token", user_token(hub, user), hub.admin_token):
+            status, headers, _ = get(hub.service_url + path, token=token)  # redirects not followed
+            if token is None and path == "report":  # a browser without a session: the hub's login
+                assert (status, "/hub/api/oauth2/authorize" in headers["location"]) == (302, True)
+            else:
+                assert status == 403, (path, token, status)
+
+
+def test_admins_get_the_report_as_json_csv_text_and_a_page(hub, new_user):
+    user = new_user()
+    for _ in range(3):
+        assert post(hub, new_report(peak_bytes=4 * GIB), server_token(hub, user))[0] == 204
+    token = admin_token(hub, new_user)
+    status, body = hub.http("GET", hub.service_url + "api/report", token=token)
+    assert status == 200, body
+    [half] = [row for row in body["choices"] if row["choice"] == "size=half"]
+    assert half["sessions"] >= 3
+    status, text = hub.http("GET", hub.service_url + "api/report?format=csv", token=token)
+    assert (status, text.splitlines()[0].split(",")[:2]) == (200, ["profile", "choice"])
+    status, text = hub.http("GET", hub.service_url + "api/report?format=text", token=token)
+    assert status == 200
+    assert "a100 size=half (0.5 GPU)" in text
+    status, page = hub.http("GET", hub.service_url + "report", token=token)
+    assert status == 200
+    assert "GPU right-sizing report" in page
+    assert "a100 size=half (0.5 GPU)" in page
+    status, body = hub.http("GET", hub.service_url + "api/report?format=xml", token=token)
+    assert (status, body["message"]) == (400, "format must be one of json, csv, text")

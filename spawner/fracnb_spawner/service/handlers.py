@@ -68,14 +68,18 @@ class NotFoundHandler(ServiceHandler):
         raise web.HTTPError(404)
 
 
-def history_routes(prefix: str, state: Any) -> list[Any]:
+def history_routes(prefix: str, state: Any, pages: PageSources | None) -> list[Any]:
     # Imported here: the sessions handler builds on ServiceHandler, defined above.
-    from fracnb_spawner.service.sessions import SessionsHandler  # noqa: PLC0415
+    from fracnb_spawner.service.sessions import ReportHandler, ReportPageHandler, SessionsHandler  # noqa: PLC0415
 
-    return [
+    routes: list[Any] = [
         (rf"{prefix}api/sessions", SessionsHandler, {"state": state}),
         (rf"{prefix}api/users/([^/]+)/sessions", SessionsHandler, {"state": state}),
+        (rf"{prefix}api/report", ReportHandler, {"state": state}),
     ]
+    if pages is not None:
+        routes.append((rf"{prefix}report", ReportPageHandler, {"sources": pages}))
+    return routes
 
 
 def make_app(state: Any, prefix: str, pages: PageSources | None = None) -> web.Application:
@@ -85,7 +89,7 @@ def make_app(state: Any, prefix: str, pages: PageSources | None = None) -> web.A
         (rf"{prefix}api/me", UserStatusHandler, {"state": state}),
         (rf"{prefix}api/users/([^/]+)", UserStatusHandler, {"state": state}),
         (rf"{prefix}metrics", MetricsHandler, {"state": state}),
-        *history_routes(prefix, state),
+        *history_routes(prefix, state, pages),
     ]
     settings: dict[str, Any] = {}
     if pages is not None:

@@ -6,6 +6,8 @@
   is a 403, a malformed report a 400, both before anything is stored.
 - ``GET api/sessions`` lists the caller's own sessions; ``GET api/users/<name>/sessions`` the same
   for ``name``, which only the user themself or a hub admin may read.
+- ``GET api/report`` (``?format=json``, ``csv`` or ``text``) and the page ``report``: the admins'
+  right-sizing report (:mod:`.history.report`), for hub admins only.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from tornado import web
 from fracnb_meter.schema import SESSION_REPORT, problems
 from fracnb_spawner.logsafe import shown
 from fracnb_spawner.service.handlers import ServiceHandler
+from fracnb_spawner.service.history.report import as_csv, as_json, as_text, load_report
 from fracnb_spawner.service.history.store import ReportConflictError, sessions_of, store_report
+from fracnb_spawner.service.web import PageHandler
 
 MAX_LISTED = 500
 GROUPS_TTL = 600.0  # seconds a user's groups are reused for the per-group metrics
@@ -56,13 +60,15 @@ def record_json(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class SessionsHandler(ServiceHandler):
-    def _history(self) -> Any:
-        history = getattr(self.state, "history", None)
-        if history is None:
-            raise web.HTTPError(503, "the session history database is not configured")
-        return history
+def history_of(state: Any) -> Any:
+    """The service's session factory, or a 503 while there is none."""
+    history = getattr(state, "history", None)
+    if history is None:
+        raise web.HTTPError(503, "the session history database is not configured")
+    return history
 
+
+class SessionsHandler(ServiceHandler):
     def _report(self) -> dict[str, Any]:
         try:
             report = json.loads(self.request.body or b"null")
@@ -85,7 +91,7 @@ class SessionsHandler(ServiceHandler):
                 shown(user),
             )
         try:
-            stored = store_report(self._history(), user, report)
+            stored = store_report(history_of(self.state), user, report)
         except ReportConflictError as error:
             raise web.HTTPError(409, "%s", str(error)) from None
         if stored is not None:
@@ -100,7 +106,46 @@ class SessionsHandler(ServiceHandler):
         name = caller if name is None else name
         if name != caller and not model.get("admin"):
             raise web.HTTPError(403, "%s may not read the sessions of %s", shown(caller), shown(name))
-        records = sessions_of(self._history(), name, limit=MAX_LISTED)
+        records = sessions_of(history_of(self.state), name, limit=MAX_LISTED)
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
         self.finish(json.dumps({"user": name, "sessions": [record_json(r) for r in records]}))
+
+
+REPORT_FORMATS = {"json": ("application/json", as_json), "csv": ("text/csv", as_csv), "text": ("text/plain", as_text)}
+
+
+def require_admin(model: dict[str, Any]) -> None:
+    if model.get("kind", "user") != "user" or not model.get("admin"):
+        raise web.HTTPError(403, "only hub admins may read the right-sizing report")
+
+
+class ReportHandler(ServiceHandler):
+    """``GET api/report?format=json|csv|text``: the admins' report over every stored session."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        require_admin(self.current_user)
+        chosen = self.get_argument("format", "json")
+        if chosen not in REPORT_FORMATS:
+            raise web.HTTPError(400, "format must be one of %s", ", ".join(REPORT_FORMATS))
+        content_type, render = REPORT_FORMATS[chosen]
+        report = load_report(history_of(self.state))
+        self.set_header("Content-Type", f"{content_type}; charset=utf-8")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(render(report))
+
+
+class ReportPageHandler(PageHandler):
+    """``GET report``: the same report as a page, for hub admins logged in through the hub."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        require_admin(self.current_user)
+        report = load_report(history_of(self.sources.state))
+        self.set_header("Cache-Control", "no-store")
+        self.render("report.html", report=report, percent=_percent)
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.0f} %"
