@@ -106,6 +106,13 @@ class FracnbMeter(ExtensionApp):
         c.FracnbMeter.service_interval = 30""",
     ).tag(config=True)
 
+    record_sessions = Bool(
+        True,
+        help="""Keep this session's GPU statistics (peaks, time near the budget, out-of-memory
+        events, busy share) and report them to the hub's fracnb service (default True). False
+        turns off both. Example: c.FracnbMeter.record_sessions = False""",
+    ).tag(config=True)
+
     session_sample_interval = Float(
         5.0,
         help="""How often, in seconds, the meter reads GPU memory for this session's statistics
@@ -140,7 +147,8 @@ class FracnbMeter(ExtensionApp):
         )
         self.session = SessionIdentity.for_server(os.environ, self.budget, self.wall_clock())
         self.session_stats = SessionStats(self.budget.memory_bytes)
-        reporter_url = os.environ.get("FRACNB_SERVICE_URL", "") if self.no_gpu_reason is None else ""
+        recorded = self.record_sessions and self.no_gpu_reason is None
+        reporter_url = os.environ.get("FRACNB_SERVICE_URL", "") if recorded else ""
         self.session_reporter = SessionReporter(reporter_url, os.environ.get("JUPYTERHUB_API_TOKEN", ""))
         self._session_timers: list[PeriodicCallback] = []
 
@@ -160,7 +168,7 @@ class FracnbMeter(ExtensionApp):
         if self.activity_interval > 0:
             self._activity = PeriodicCallback(self.report_activity, self.activity_interval * 1000, jitter=0.1)
             self._activity.start()
-        if self.no_gpu_reason is None:
+        if self.record_sessions and self.no_gpu_reason is None:
             self._start_session_timers()
 
     def _start_session_timers(self) -> None:
@@ -265,7 +273,8 @@ class FracnbMeter(ExtensionApp):
             in_container=in_container,
             sampled_at=self.wall_clock(),
         )
-        self.session_stats.observe(reading_from_usage(document, self.clock()))
+        if self.record_sessions:
+            self.session_stats.observe(reading_from_usage(document, self.clock()))
         document["quota"], document["cull"] = await self.service.latest()
         return document
 

@@ -1,9 +1,9 @@
 """The admins' report: per profile and choice, how sessions used what they were given.
 
-Two aggregate queries do the heavy work in the database (so a million sessions take one pass,
-on SQLite and PostgreSQL alike): totals per (profile, choice), and a histogram of each choice's
-peaks in thousandths of its budget. Everything else is pure arithmetic on those rows
-(:func:`build_report`), tested against literal data:
+One aggregate query does the heavy work in the database (one pass over a million sessions, on
+SQLite along an index that covers it): sums per (profile, choice, peak in thousandths of the
+budget). Everything else is pure arithmetic on those rows (:func:`fold_groups`,
+:func:`build_report`), tested against literal data:
 
 - sessions; GPU-hours allocated (fraction x observed hours) and busy (x busy share);
 - the peak's p50 and p95 against the budget (from the histogram: exact to 0.1 % of the budget);
@@ -172,50 +172,55 @@ def _where(since: datetime | None) -> list[Any]:
     return [] if since is None else [SessionRecord.started_at >= since]
 
 
-def query_totals(session: Session, since: datetime | None = None) -> list[ChoiceTotals]:
-    hours = func.coalesce(SessionRecord.fraction, 0.0) * SessionRecord.observed_seconds / 3600.0
-    oom = case((SessionRecord.oom_events > 0, 1), else_=0)
+def query_groups(session: Session, since: datetime | None = None) -> list[tuple[Any, ...]]:
+    """One aggregate row per (profile, choice, peak in per mille of the budget): a single ordered scan
+    of the report index on SQLite, a hash aggregate on PostgreSQL."""
+    hours = SessionRecord.fraction * SessionRecord.observed_seconds / 3600.0
     query = (
         select(
             SessionRecord.profile,
             SessionRecord.choice,
-            func.max(func.coalesce(SessionRecord.fraction, 0.0)),
-            func.max(SessionRecord.budget_bytes),
+            SessionRecord.peak_per_mille,
             func.count(),
             func.sum(hours),
-            func.sum(hours * func.coalesce(SessionRecord.busy_share, 0.0)),
-            func.sum(oom),
+            func.sum(hours * SessionRecord.busy_share),
+            func.sum(case((SessionRecord.oom_events > 0, 1), else_=0)),
+            func.max(SessionRecord.fraction),
+            func.max(SessionRecord.budget_bytes),
         )
         .where(*_where(since))
-        .group_by(SessionRecord.profile, SessionRecord.choice)
+        .group_by(SessionRecord.profile, SessionRecord.choice, SessionRecord.peak_per_mille)
     )
-    rows = []
-    for profile, choice, fraction, budget, sessions, allocated, busy, oom_sessions in session.execute(query):
-        budget_bytes = None if budget is None else int(budget)
-        hours = (float(allocated or 0), float(busy or 0))
-        rows.append(ChoiceTotals(profile or "", choice or "", float(fraction or 0), budget_bytes, int(sessions), *hours,
-                                 int(oom_sessions)))  # fmt: skip
-    return rows
+    return [tuple(row) for row in session.execute(query)]
 
 
-def query_histograms(session: Session, since: datetime | None = None) -> dict[tuple[str, str], dict[int, int]]:
-    bucket = (SessionRecord.peak_bytes * PER_MILLE) // SessionRecord.budget_bytes
-    query = (
-        select(SessionRecord.profile, SessionRecord.choice, bucket.label("bucket"), func.count())
-        .where(SessionRecord.peak_bytes.is_not(None), SessionRecord.budget_bytes > 0, *_where(since))
-        .group_by(SessionRecord.profile, SessionRecord.choice, "bucket")
-    )
+def fold_groups(groups: Iterable[Sequence[Any]]) -> tuple[list[ChoiceTotals], dict[tuple[str, str], dict[int, int]]]:
+    """Totals per choice and its histogram of peaks, from :func:`query_groups`'s rows."""
+    sums: dict[tuple[str, str], list[Any]] = {}
     histograms: dict[tuple[str, str], dict[int, int]] = {}
-    for p, c, b, n in session.execute(query):
-        histograms.setdefault((p or "", c or ""), {})[int(b)] = int(n)
-    return histograms
+    for profile, choice, bucket, count, allocated, busy, oom_sessions, fraction, budget in groups:
+        key = (profile or "", choice or "")
+        total = sums.setdefault(key, [0.0, None, 0, 0.0, 0.0, 0])
+        total[0] = max(total[0], float(fraction or 0))
+        total[1] = budget if total[1] is None else max(total[1], budget or 0)
+        total[2] += int(count)
+        total[3] += float(allocated or 0)
+        total[4] += float(busy or 0)
+        total[5] += int(oom_sessions or 0)
+        if bucket is not None:
+            histograms.setdefault(key, {})[int(bucket)] = int(count)
+    totals = [
+        ChoiceTotals(profile, choice, f, None if b is None else int(b), n, a, u, o)
+        for (profile, choice), (f, b, n, a, u, o) in sums.items()
+    ]
+    return totals, histograms
 
 
 def load_report(db: sessionmaker[Session], *, since: datetime | None = None, headroom: float = DEFAULT_HEADROOM,
                 menu_share: float = DEFAULT_MENU_SHARE) -> Report:  # fmt: skip
     with db() as session:
-        totals = query_totals(session, since)
-        histograms = query_histograms(session, since)
+        groups = query_groups(session, since)
+    totals, histograms = fold_groups(groups)
     return build_report(totals, histograms, headroom=headroom, menu_share=menu_share)
 
 

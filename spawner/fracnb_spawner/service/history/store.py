@@ -17,7 +17,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from fracnb_spawner.service.history.models import SessionRecord
+from fracnb_spawner.service.history.models import SessionRecord, per_mille
 
 FIGURES = (
     "profile",
@@ -85,6 +85,7 @@ def _values(user: str, report: Mapping[str, Any]) -> dict[str, Any]:
         "ended_at": naive_utc(report["ended_at"]) if report["ended_at"] else None,
         "reported_at": naive_utc(report["reported_at"]),
         **{name: report[name] for name in FIGURES},
+        "peak_per_mille": per_mille(report["peak_bytes"], report["budget_bytes"]),
     }
 
 
@@ -147,7 +148,8 @@ def count(db: sessionmaker[Session]) -> int:
 
 
 def insert_many(db: sessionmaker[Session], rows: Sequence[Mapping[str, Any]]) -> None:
-    """Bulk insert of prepared rows (benchmarks and tests)."""
+    """Bulk insert of prepared rows (benchmarks and tests); ``peak_per_mille`` is filled in."""
+    prepared = [{**row, "peak_per_mille": per_mille(row["peak_bytes"], row["budget_bytes"])} for row in rows]
     with db() as session:
-        session.execute(SessionRecord.__table__.insert(), list(rows))
+        session.execute(SessionRecord.__table__.insert(), prepared)
         session.commit()

@@ -9,6 +9,19 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+# The report index's columns as of this revision (models.REPORT_INDEX_COLUMNS may change later).
+REPORT_COLUMNS = (
+    "profile",
+    "choice",
+    "peak_per_mille",
+    "fraction",
+    "observed_seconds",
+    "busy_share",
+    "oom_events",
+    "budget_bytes",
+    "started_at",
+)
+
 revision = "0001"
 down_revision = None
 branch_labels = None
@@ -31,6 +44,7 @@ def upgrade() -> None:
         sa.Column("ended_at", sa.DateTime(), nullable=True),
         sa.Column("reported_at", sa.DateTime(), nullable=False),
         sa.Column("peak_bytes", sa.BigInteger(), nullable=True),
+        sa.Column("peak_per_mille", sa.Integer(), nullable=True),
         sa.Column("observed_seconds", sa.Float(), nullable=False),
         sa.Column("seconds_above_80", sa.Float(), nullable=False),
         sa.Column("seconds_above_95", sa.Float(), nullable=False),
@@ -40,6 +54,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_fracnb_sessions_user_started", "fracnb_sessions", ["user_name", "started_at"])
     op.create_index("ix_fracnb_sessions_reported", "fracnb_sessions", ["reported_at"])
+    op.create_index("ix_fracnb_sessions_report", "fracnb_sessions", list(REPORT_COLUMNS))
 
 
 def downgrade() -> None:
