@@ -44,6 +44,7 @@ class Sampler:
         self._last: GpuReading | None = None
         self._last_at = 0.0
         self.reads = 0  # how many times NVML was actually read (for tests and benchmarks)
+        self._utilization_since = 0  # µs: per-process utilisation samples newer than this are new
 
     def read(self) -> GpuReading:
         with self._lock:
@@ -63,7 +64,9 @@ class Sampler:
             if self._initialised is None:
                 nvml.nvmlInit()
                 self._initialised = nvml
-            return read_devices(nvml)
+            reading = read_devices(nvml, self._utilization_since)
+            self._utilization_since = max(self._utilization_since, reading.utilization_stamp)
+            return reading
         except nvml.NVMLError as error:
             self._reset(nvml)
             return unavailable(describe_failure(nvml, error))

@@ -28,7 +28,7 @@ from .nvml import GpuReading, unavailable
 from .processes import looks_like_container, parent_pid
 from .sampler import Sampler
 from .sessionreport import SessionIdentity, SessionReporter, report_document
-from .sessionstats import SessionStats, reading_from_usage
+from .sessionstats import SessionStats, busy_of_ours, reading_from_usage
 from .usage import KernelInfo, build_usage
 
 
@@ -263,8 +263,9 @@ class FracnbMeter(ExtensionApp):
         in_container = self.in_container
         if in_container is None:
             in_container = looks_like_container(os.environ, os.path.exists)
+        reading = self.read_gpus()
         document = build_usage(
-            reading=self.read_gpus(),
+            reading=reading,
             kernels=kernels,
             server_pid=os.getpid(),
             parent_of=parent_pid,
@@ -274,7 +275,9 @@ class FracnbMeter(ExtensionApp):
             sampled_at=self.wall_clock(),
         )
         if self.record_sessions:
-            self.session_stats.observe(reading_from_usage(document, self.clock()))
+            kernel_pids = [k.pid for k in kernels if k.pid is not None]
+            busy = busy_of_ours(reading, kernel_pids, os.getpid(), parent_pid, in_container=in_container)
+            self.session_stats.observe(reading_from_usage(document, self.clock(), busy))
         document["quota"], document["cull"] = await self.service.latest()
         return document
 

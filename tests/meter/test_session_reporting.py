@@ -15,7 +15,7 @@ import pytest
 from meter_helpers import GIB, evaluate
 
 from fracnb_meter.schema import SESSION_STATS, check
-from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
+from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState, FakeUtilization
 from fracnb_meter.testing.server import MeterServer, StateFile, start_server
 from fracnb_testbed.procs import wait_until
 from tests.service_reports import ReportServer
@@ -63,10 +63,12 @@ def session(server: MeterServer) -> dict:
     return document
 
 
-def hold(server: MeterServer, pid: int, memory: int) -> None:
-    """The kernel's process holds ``memory`` on the GPU; returns once the meter has read it."""
+def hold(server: MeterServer, pid: int, memory: int, sm_percent: int = 0) -> None:
+    """The kernel's process holds ``memory`` on the GPU (and computes); returns once the meter has read it."""
     assert server.state is not None
-    server.state.write(FakeState(devices=[FakeDevice.a100(0)], processes=[FakeProcess(0, pid, memory)]))
+    utilization = [FakeUtilization(0, pid, sm_percent)] if sm_percent else []
+    processes = [FakeProcess(0, pid, memory)]
+    server.state.write(FakeState(devices=[FakeDevice.a100(0)], processes=processes, utilization=utilization))
     wait_until(lambda: server.usage()["server"]["gpu_memory_bytes"] == memory, what=f"{memory} bytes read", timeout=30)
 
 
@@ -133,3 +135,15 @@ def test_the_last_report_is_sent_when_the_server_stops(server: MeterServer, serv
     final = service.sessions[-1]
     assert final["ended_at"] is not None
     assert final["peak_bytes"] == 7 * GIB
+
+
+def test_busy_share_follows_per_process_utilisation(server: MeterServer) -> None:
+    kernel_id = server.start_session("busy.ipynb")
+    pid = kernel_pid(server, kernel_id)
+    hold(server, pid, GIB)
+    wait_until(lambda: session(server)["report"]["busy_share"] == 0.0, what="an idle GPU", timeout=30)
+    hold(server, pid, 2 * GIB, sm_percent=60)
+    wait_until(lambda: session(server)["report"]["busy_share"] > 0.3, what="a busy GPU", timeout=30)
+    hold(server, pid, 3 * GIB)
+    busy = session(server)["report"]["busy_share"]
+    wait_until(lambda: session(server)["report"]["busy_share"] < busy, what="idle again", timeout=30)
