@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from fracnb_meter.schema import HISTORY_REPORT, problems
 from fracnb_spawner.service.history import store
 from fracnb_spawner.service.history.cli import main
 from fracnb_spawner.service.history.report import ChoiceTotals, as_csv, as_json, as_text, build_report, load_report
@@ -42,6 +43,7 @@ def test_no_menu_line_when_most_sessions_need_their_size() -> None:
 
 def test_outputs_carry_the_same_rows() -> None:
     report = build_report([HALF, EIGHTH], {("a100", "size=half"): {150: 7, 600: 3}})
+    assert problems(HISTORY_REPORT, json.loads(as_json(report))) == []
     assert [r["choice"] for r in json.loads(as_json(report))["choices"]] == ["size=eighth", "size=half"]
     rows = list(csv.DictReader(io.StringIO(as_csv(report))))
     assert [(r["choice"], r["sessions"], r["fits_smaller_share"]) for r in rows] == [

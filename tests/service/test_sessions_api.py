@@ -6,6 +6,7 @@ import secrets
 
 import pytest
 
+from fracnb_meter.schema import HISTORY_REPORT, SESSION_RECORDS, problems
 from tests.history.records import GIB, report
 from tests.service.test_hub_service import ACCESS, user_token
 from tests.service.test_service_page import get
@@ -30,6 +31,7 @@ def test_a_server_reports_its_sessions_and_its_user_reads_them(hub, new_user):
     assert post(hub, sent, server_token(hub, user))[0] == 204
     status, body = hub.http("GET", hub.service_url + "api/sessions", token=user_token(hub, user))
     assert status == 200, body
+    assert problems(SESSION_RECORDS, body, check_formats=True) == []
     [record] = body["sessions"]
     assert (record["session_id"], record["user_name"], record["peak_bytes"]) == (sent["session_id"], user, 6 * GIB)
     assert record["ended_at"] == "2026-11-01T11:00:00Z"
@@ -128,6 +130,7 @@ def test_admins_get_the_report_as_json_csv_text_and_a_page(hub, new_user):
     token = admin_token(hub, new_user)
     status, body = hub.http("GET", hub.service_url + "api/report", token=token)
     assert status == 200, body
+    assert problems(HISTORY_REPORT, body) == []
     [half] = [row for row in body["choices"] if row["choice"] == "size=half"]
     assert half["sessions"] >= 3
     status, text = hub.http("GET", hub.service_url + "api/report?format=csv", token=token)
