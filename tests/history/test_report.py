@@ -12,7 +12,15 @@ import pytest
 from fracnb_meter.schema import HISTORY_REPORT, problems
 from fracnb_spawner.service.history import store
 from fracnb_spawner.service.history.cli import main
-from fracnb_spawner.service.history.report import ChoiceTotals, as_csv, as_json, as_text, build_report, load_report
+from fracnb_spawner.service.history.report import (
+    ChoiceTotals,
+    as_csv,
+    as_json,
+    as_text,
+    build_report,
+    fold_groups,
+    load_report,
+)
 from tests.history.records import GIB, row
 
 HALF = ChoiceTotals("a100", "size=half", 0.5, 40 * GIB, 10, 5.0, 1.0, 1)
@@ -32,6 +40,22 @@ def test_rows_from_literal_totals_and_histograms() -> None:
     # 15.1 % of 40 GiB = 6.04 GiB, x 1.2 = 7.25 GiB <= 10 GiB: 7 of 10 fit 1/8.
     assert (half.smaller_choice, half.fits_smaller_share) == ("size=eighth", 0.7)
     assert report.menu == ["70 % of a100 size=half (0.5 GPU) sessions peaked under 8.3 GiB: offer size=eighth (10 GiB)"]
+
+
+def test_grouped_rows_fold_into_totals_and_histograms() -> None:
+    # (profile, choice, peak per mille, sessions, GPU-h allocated, GPU-h busy, OOM sessions, fraction, budget)
+    groups = [
+        ("a100", "size=half", 150, 7, 3.5, 0.5, 0, 0.5, 40 * GIB),
+        ("a100", "size=half", 600, 3, 1.5, 0.5, 1, 0.5, 40 * GIB),
+        ("a100", "size=half", None, 2, 1.0, None, 0, 0.5, 40 * GIB),  # peaks never known
+        (None, None, None, 1, None, None, 0, None, None),  # a server outside any profile
+    ]
+    totals, histograms = fold_groups(groups)
+    assert totals == [
+        ChoiceTotals("a100", "size=half", 0.5, 40 * GIB, 12, 6.0, 1.0, 1),
+        ChoiceTotals("", "", 0.0, None, 1, 0.0, 0.0, 0),
+    ]
+    assert histograms == {("a100", "size=half"): {150: 7, 600: 3}}
 
 
 def test_no_menu_line_when_most_sessions_need_their_size() -> None:

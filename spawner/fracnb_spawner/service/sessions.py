@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -91,7 +92,7 @@ class SessionsHandler(ServiceHandler):
                 shown(user),
             )
         try:
-            stored = store_report(history_of(self.state), user, report)
+            stored = await asyncio.to_thread(store_report, history_of(self.state), user, report)
         except ReportConflictError as error:
             raise web.HTTPError(409, "%s", str(error)) from None
         if stored is not None:
@@ -106,7 +107,7 @@ class SessionsHandler(ServiceHandler):
         name = caller if name is None else name
         if name != caller and not model.get("admin"):
             raise web.HTTPError(403, "%s may not read the sessions of %s", shown(caller), shown(name))
-        records = sessions_of(history_of(self.state), name, limit=MAX_LISTED)
+        records = await asyncio.to_thread(sessions_of, history_of(self.state), name, limit=MAX_LISTED)
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
         self.finish(json.dumps({"user": name, "sessions": [record_json(r) for r in records]}))
@@ -130,7 +131,7 @@ class ReportHandler(ServiceHandler):
         if chosen not in REPORT_FORMATS:
             raise web.HTTPError(400, "format must be one of %s", ", ".join(REPORT_FORMATS))
         content_type, render = REPORT_FORMATS[chosen]
-        report = load_report(history_of(self.state))
+        report = await asyncio.to_thread(load_report, history_of(self.state))
         self.set_header("Content-Type", f"{content_type}; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
         self.finish(render(report))
@@ -142,7 +143,7 @@ class ReportPageHandler(PageHandler):
     @web.authenticated
     async def get(self) -> None:
         require_admin(self.current_user)
-        report = load_report(history_of(self.sources.state))
+        report = await asyncio.to_thread(load_report, history_of(self.sources.state))
         self.set_header("Cache-Control", "no-store")
         self.render("report.html", report=report, percent=_percent)
 
