@@ -339,12 +339,16 @@ class FracnbService(Application):
                 self.log.exception("Culling pass failed; trying again in %ss", self.cull_every)
             await asyncio.sleep(self.cull_every)
 
-    def open_history(self, state: ServiceState) -> None:
-        """Open (and migrate) the session history database; refuse to start when that fails."""
+    async def open_history(self, state: ServiceState) -> None:
+        """Open (and migrate) the session history database; stop the service when that fails.
+
+        It runs once the service listens (its endpoints answer 503 until then): the hub gives a
+        managed service only about ten seconds to answer, and a migration may take longer.
+        """
         try:
-            state.history = open_database(self.db_url)
+            state.history = await asyncio.to_thread(open_database, self.db_url)
         except HistoryDatabaseError as error:
-            self.log.critical("fracnb service: refusing to start, %s (c.FracnbService.db_url)", error)
+            self.log.critical("fracnb service: stopping, %s (c.FracnbService.db_url)", error)
             self.exit(1)
 
     async def purge_forever(self, state: ServiceState) -> None:
@@ -361,8 +365,6 @@ class FracnbService(Application):
 
     async def serve(self) -> None:
         state = self.build_state()
-        self.open_history(state)
-        self._purging = asyncio.ensure_future(self.purge_forever(state))
         service_url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
         prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/fracnb/")
         backend = configured_traits(self.config).backend_settings()
@@ -370,6 +372,8 @@ class FracnbService(Application):
         app = make_app(state, prefix, pages)
         app.listen(service_url.port or 80, self.ip or bind_address(service_url.hostname))
         self.log.info("fracnb service on %s%s", service_url.geturl(), prefix)
+        await self.open_history(state)
+        self._purging = asyncio.ensure_future(self.purge_forever(state))
         await self.cull_forever(state)
 
     def start(self) -> None:

@@ -9,15 +9,14 @@ schema, an older one the migrations it lacks, a current one nothing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import sessionmaker
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -26,7 +25,13 @@ class HistoryDatabaseError(RuntimeError):
     """The history database cannot be opened or migrated; the message says which URL and why."""
 
 
+# Alembic is imported only to migrate: the hub imports this module for the spawn form's advice,
+# and the service starts listening before it migrates.
+
+
 def alembic_config() -> Config:
+    from alembic.config import Config  # noqa: PLC0415
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     return config
@@ -49,6 +54,8 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 
 def upgrade(engine: Engine) -> None:
     """Apply every migration the database lacks."""
+    from alembic import command  # noqa: PLC0415
+
     config = alembic_config()
     with engine.begin() as connection:
         config.attributes["connection"] = connection
@@ -56,11 +63,15 @@ def upgrade(engine: Engine) -> None:
 
 
 def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext  # noqa: PLC0415
+
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
 
 
 def head_revision() -> str | None:
+    from alembic.script import ScriptDirectory  # noqa: PLC0415
+
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
