@@ -172,7 +172,7 @@ class FracnbMeter(ExtensionApp):
             self._start_session_timers()
 
     def _start_session_timers(self) -> None:
-        timers = [(self.session_sample_interval, self.usage_json)]
+        timers = [(self.session_sample_interval, self.record_reading)]
         if self.session_reporter.enabled:
             timers.append((self.session_report_interval, self.report_session))
         for interval, callback in timers:
@@ -194,8 +194,7 @@ class FracnbMeter(ExtensionApp):
             return False
         try:
             if ended:
-                self._cached = None
-                await self.usage_json()  # the last reading, so a peak just before the stop counts
+                await self.record_reading()  # the last reading, so a peak just before the stop counts
             return await self.session_reporter.send(self.session_report(ended=ended))
         except Exception:
             self.log.exception("fracnb_meter: could not report this session")
@@ -256,7 +255,18 @@ class FracnbMeter(ExtensionApp):
             self._cached = (now, json.dumps(document))
             return self._cached[1]
 
+    async def record_reading(self) -> None:
+        """Read GPU memory for the session's statistics only (the timer's reading: no question to the hub)."""
+        async with self._sampling:
+            await self.measure()
+
     async def sample(self) -> dict[str, Any]:
+        document = await self.measure()
+        document["quota"], document["cull"] = await self.service.latest()
+        return document
+
+    async def measure(self) -> dict[str, Any]:
+        """The usage document without quota and cull status; the session's statistics take it in."""
         kernels = await self._kernels()
         if any(k.execution_state == "busy" for k in kernels):
             self._web_settings["fracnb_last_activity"] = self.wall_clock()
@@ -278,7 +288,6 @@ class FracnbMeter(ExtensionApp):
             kernel_pids = [k.pid for k in kernels if k.pid is not None]
             busy = busy_of_ours(reading, kernel_pids, os.getpid(), parent_pid, in_container=in_container)
             self.session_stats.observe(reading_from_usage(document, self.clock(), busy))
-        document["quota"], document["cull"] = await self.service.latest()
         return document
 
     def read_gpus(self) -> GpuReading:
