@@ -132,11 +132,12 @@ def recording_rounds(servers: dict[str, MeterServer], rounds: int, requests: int
         for label, server in servers.items()
     }
     per_round: dict[str, list[float]] = {label: [] for label in servers}
+    labels = list(servers)
     for _ in range(rounds):
         samples: dict[str, list[float]] = {label: [] for label in servers}
-        for _ in range(requests):
-            for label, connection in connections.items():
-                samples[label].append(timed_get(connection, OURS, servers[label].token))
+        for request in range(requests):
+            for label in labels if request % 2 else reversed(labels):  # neither always goes first
+                samples[label].append(timed_get(connections[label], OURS, servers[label].token))
         for label, values in samples.items():
             per_round[label].append(percentile(values, 0.50))
     for connection in connections.values():

@@ -130,7 +130,7 @@ class FracnbMeter(ExtensionApp):
     ).tag(config=True)
 
     def initialize_settings(self) -> None:
-        self.sampler = Sampler(self.sample_interval_floor)
+        self.sampler = Sampler(self.sample_interval_floor, utilization=self.record_sessions)
         self.clock: Callable[[], float] = time.monotonic
         self.wall_clock: Callable[[], datetime] = utcnow
         self.budget, self.budget_error = self._read_budget()
