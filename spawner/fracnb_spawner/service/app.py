@@ -29,6 +29,7 @@ from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.page import CullRecord
 from fracnb_spawner.service.pods import KubernetesPods, PodSource
+from fracnb_spawner.service.sessions import load_checker
 from fracnb_spawner.service.web import PageSources, recent_culls
 
 
@@ -345,6 +346,7 @@ class FracnbService(Application):
         It runs once the service listens (its endpoints answer 503 until then): the hub gives a
         managed service only about ten seconds to answer, and a migration may take longer.
         """
+        await asyncio.to_thread(load_checker)
         try:
             state.history = await asyncio.to_thread(open_database, self.db_url)
         except HistoryDatabaseError as error:

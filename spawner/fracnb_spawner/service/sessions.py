@@ -20,7 +20,6 @@ from typing import Any
 
 from tornado import web
 
-from fracnb_meter.schema import SESSION_REPORT, problems
 from fracnb_spawner.logsafe import shown
 from fracnb_spawner.service.handlers import ServiceHandler
 from fracnb_spawner.service.history.report import as_csv, as_json, as_text, load_report
@@ -28,6 +27,25 @@ from fracnb_spawner.service.history.store import ReportConflictError, sessions_o
 from fracnb_spawner.service.web import PageHandler
 
 MAX_LISTED = 500
+
+
+def report_problems(document: object) -> list[str]:
+    """How ``document`` departs from session-report.schema.json.
+
+    jsonschema (with its format checkers) takes seconds to import on a busy machine: it loads here,
+    once the service listens (:func:`load_checker`), never before, since the hub gives a managed
+    service about ten seconds to answer.
+    """
+    from fracnb_meter.schema import SESSION_REPORT, problems  # noqa: PLC0415
+
+    return problems(SESSION_REPORT, document, check_formats=True)
+
+
+def load_checker() -> None:
+    """Import the schema checker ahead of the first report (run in a thread after the service listens)."""
+    report_problems({})
+
+
 GROUPS_TTL = 600.0  # seconds a user's groups are reused for the per-group metrics
 
 log = logging.getLogger("fracnb.service")
@@ -75,7 +93,7 @@ class SessionsHandler(ServiceHandler):
             report = json.loads(self.request.body or b"null")
         except ValueError:
             raise web.HTTPError(400, "the body is not JSON: send a session report") from None
-        found = problems(SESSION_REPORT, report, check_formats=True)
+        found = report_problems(report)
         if found:
             raise web.HTTPError(400, "not a session report: %s", "; ".join(found[:3]))
         return report
