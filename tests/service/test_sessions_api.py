@@ -7,9 +7,18 @@ import secrets
 import pytest
 
 from fracnb_meter.schema import HISTORY_REPORT, SESSION_RECORDS, problems
+from fracnb_testbed.procs import wait_until
 from tests.history.records import GIB, report
 from tests.service.test_hub_service import ACCESS, user_token
 from tests.service.test_service_page import get
+
+
+@pytest.fixture(autouse=True)
+def history_open(hub, new_user):
+    """The service answers 503 until it has opened (and migrated) its database, after it listens."""
+    token = user_token(hub, new_user())
+    wait_until(lambda: hub.http("GET", hub.service_url + "api/sessions", token=token)[0] != 503,
+               what="the session history to open", timeout=60)  # fmt: skip
 
 
 def server_token(hub, user, server=""):

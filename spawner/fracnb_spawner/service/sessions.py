@@ -83,7 +83,7 @@ def history_of(state: Any) -> Any:
     """The service's session factory, or a 503 while there is none."""
     history = getattr(state, "history", None)
     if history is None:
-        raise web.HTTPError(503, "the session history database is not configured")
+        raise web.HTTPError(503, "the session history database is not open yet: try again shortly")
     return history
 
 
