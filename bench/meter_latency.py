@@ -11,7 +11,12 @@ process tree and the sessions (its worst case); with the default floor of 1 s, r
 between are served from the cached reading. Then the server's CPU time is measured over
 ``--poll-seconds`` of 1 Hz polling (default floor), against the same time without polling.
 
-    python -m bench.meter_latency [--kernels 32] [--processes 256] [--rounds 5]
+The cost of session recording (FracnbMeter.record_sessions: peaks, time near the budget, reports
+to the hub's service) is measured in the same run: two servers, one recording and one not, with
+the same kernels and GPU processes, take interleaved requests to the usage endpoint; the report
+gives both medians and the overhead in percent (the target is at most 2 %).
+
+    python -m bench.meter_latency [--kernels 32] [--processes 256] [--rounds 5] [--recording-rounds 9]
 """
 
 from __future__ import annotations
@@ -120,6 +125,44 @@ def polling_cost(server: MeterServer, path: str | None, seconds: float) -> float
     return 100 * (server_cpu_seconds(server) - before) / (time.monotonic() - start)
 
 
+def recording_rounds(servers: dict[str, MeterServer], rounds: int, requests: int) -> dict[str, float]:
+    """Median over rounds of each round's p50 (ms) of the usage endpoint, per server, interleaved."""
+    connections = {
+        label: http.client.HTTPConnection(server.url.split("//")[1].rstrip("/"), timeout=60)
+        for label, server in servers.items()
+    }
+    per_round: dict[str, list[float]] = {label: [] for label in servers}
+    labels = list(servers)
+    for _ in range(rounds):
+        samples: dict[str, list[float]] = {label: [] for label in servers}
+        for request in range(requests):
+            for label in labels if request % 2 else reversed(labels):  # neither always goes first
+                samples[label].append(timed_get(connections[label], OURS, servers[label].token))
+        for label, values in samples.items():
+            per_round[label].append(percentile(values, 0.50))
+    for connection in connections.values():
+        connection.close()
+    result = {f"{label}_p50_ms": 1000 * statistics.median(values) for label, values in per_round.items()}
+    result["overhead_percent"] = 100 * (result["recording_p50_ms"] / result["not_recording_p50_ms"] - 1)
+    return result
+
+
+def recording_cost(work: Path, library: Path, state: StateFile, args: argparse.Namespace) -> dict[str, float]:
+    servers: dict[str, MeterServer] = {}
+    try:
+        for label, record in (("not_recording", False), ("recording", True)):
+            (work / label).mkdir()
+            config = {"sample_interval_floor": 0.0, "in_container": True, "record_sessions": record}
+            servers[label] = start_server(work / label, library, state, meter_config=config)
+        pids = [pid for server in servers.values() for pid in start_kernels(server, args.kernels)]
+        state.write(FakeState(devices=[FakeDevice.a100(0)], processes=gpu_processes(pids, servers["recording"],
+                                                                                     args.processes)))  # fmt: skip
+        return recording_rounds(servers, args.recording_rounds, args.requests)
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
 def run(args: argparse.Namespace) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="fracnb-bench-") as directory:
         work = Path(directory)
@@ -160,6 +203,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
                     results["server_cpu_percent_of_a_core"] = cost
             finally:
                 server.stop()
+        if args.recording_rounds > 0:
+            results["session_recording"] = recording_cost(work, library, state, args)
         return results
 
 
@@ -172,6 +217,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=200, help="per endpoint and round")
     parser.add_argument("--poll-seconds", type=float, default=60.0, help="0 skips the CPU part")
+    parser.add_argument("--recording-rounds", type=int, default=9, help="0 skips the session recording part")
     results = run(parser.parse_args())
     latency = results["latency_ms"]
     ours, peer = latency[OURS], latency[PEER]

@@ -8,6 +8,8 @@ against a real hub and apiserver, is tested in tests/service.
 
     service = ReportServer.start()          # http://127.0.0.1:<port>/services/fracnb/
     service.scenario = IDLE_WARNING         # what api/me answers from now on (None: 503)
+    service.sessions                        # the session reports POSTed to api/sessions, schema-checked
+    service.accept_sessions = False         # api/sessions answers 503 from now on
     ... FRACNB_SERVICE_URL=service.url, JUPYTERHUB_API_TOKEN=service.token ...
     service.stop()
 """
@@ -25,6 +27,7 @@ from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from fracnb_meter.schema import SESSION_REPORT, problems
 from fracnb_spawner.culling import (
     IDLE_TIMEOUT_ANNOTATION,
     IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION,
@@ -32,7 +35,7 @@ from fracnb_spawner.culling import (
     CullPolicy,
     isoformat,
 )
-from fracnb_spawner.demand import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
+from fracnb_spawner.queueorder import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
 from fracnb_spawner.quota import FRACTION_ANNOTATION, PROFILE_LABEL, FracnbQuotas
 from fracnb_spawner.service.core import CullSettings, user_report
 
@@ -191,6 +194,9 @@ class ReportServer:
         self.url = f"http://127.0.0.1:{server.server_address[1]}{SERVICE_PREFIX}"
         self.scenario: Scenario | None = None
         self.raw: bytes | None = None  # an answer that is not a report, e.g. from another version
+        self.sessions: list[dict[str, Any]] = []
+        self.accept_sessions = True
+        self.refused_sessions = 0
 
     @classmethod
     def start(cls) -> ReportServer:
@@ -200,6 +206,9 @@ class ReportServer:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 holder["service"].answer(self)
+
+            def do_POST(self) -> None:
+                holder["service"].take_session(self)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -220,6 +229,26 @@ class ReportServer:
             self._send(request, 503, b'{"message": "no scenario"}')
         else:
             self._send(request, 200, json.dumps(asyncio.run(report(self.scenario))).encode())
+
+    def take_session(self, request: BaseHTTPRequestHandler) -> None:
+        """``POST api/sessions``: keep a report that fits session-report.schema.json (400 otherwise)."""
+        body = request.rfile.read(int(request.headers.get("Content-Length", "0")))
+        if request.path != f"{SERVICE_PREFIX}api/sessions":
+            self._send(request, 404, b'{"message": "not found"}')
+        elif request.headers.get("Authorization") != f"token {self.token}":
+            self._send(request, 403, b'{"message": "no token"}')
+        elif not self.accept_sessions:
+            self.refused_sessions += 1
+            self._send(request, 503, b'{"message": "unavailable"}')
+        else:
+            document = json.loads(body)
+            found = problems(SESSION_REPORT, document, check_formats=True)
+            if found:
+                self._send(request, 400, json.dumps({"message": found}).encode())
+                return
+            self.sessions.append(document)
+            request.send_response(204)
+            request.end_headers()
 
     @staticmethod
     def _send(request: BaseHTTPRequestHandler, status: int, body: bytes) -> None:

@@ -24,6 +24,8 @@
  *   device.0.mig.0.name=NVIDIA A100-SXM4-80GB MIG 1g.10gb
  *   device.0.mig.0.memory_total=10737418240
  *   process=0:1234:1073741824               (device[/mig slot]:pid:bytes or 'na'[:graphics])
+ *   utilization=0:1234:35                   (device:pid:SM percent, a per-process utilisation
+ *                                            sample stamped at each call; none: NOT_FOUND)
  *   error.nvmlDeviceGetCount_v2=999         (that call returns this NVML return code)
  *   release_exited=1                        (processes that no longer exist hold no memory,
  *                                            as with a real driver; default 0 keeps them)
@@ -38,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define NVML_SUCCESS 0
 #define NVML_ERROR_UNINITIALIZED 1
@@ -93,6 +96,11 @@ struct proc {
     u64 memory;
 };
 
+struct sample {
+    int device;
+    unsigned int pid, sm;
+};
+
 struct failure {
     char call[64];
     int code;
@@ -100,9 +108,10 @@ struct failure {
 
 struct state {
     char driver_version[80], nvml_version[80];
-    int device_count, proc_count, failure_count, release_exited;
+    int device_count, proc_count, failure_count, release_exited, sample_count;
     struct device devices[MAX_DEVICES];
     struct proc procs[MAX_PROCS];
+    struct sample samples[MAX_PROCS];
     struct failure failures[MAX_ERRORS];
 };
 
@@ -192,6 +201,19 @@ static void parse_process(const char *value) {
     st.proc_count++;
 }
 
+/* utilization=DEVICE:PID:SM_PERCENT */
+static void parse_sample(const char *value) {
+    if (st.sample_count >= MAX_PROCS) return;
+    struct sample *sa = &st.samples[st.sample_count];
+    char *end;
+    sa->device = (int)strtol(value, &end, 10);
+    if (*end != ':' || sa->device < 0 || sa->device >= MAX_DEVICES) return;
+    sa->pid = (unsigned)strtoul(end + 1, &end, 10);
+    if (*end != ':') return;
+    sa->sm = (unsigned)strtoul(end + 1, &end, 10);
+    st.sample_count++;
+}
+
 static void parse_line(char *line) {
     char *hash = strchr(line, '#');
     if (hash) *hash = 0;
@@ -206,6 +228,7 @@ static void parse_line(char *line) {
     else if (!strcmp(key, "release_exited")) st.release_exited = atoi(value) != 0;
     else if (!strncmp(key, "device.", 7)) parse_device_key(key, value);
     else if (!strcmp(key, "process")) parse_process(value);
+    else if (!strcmp(key, "utilization")) parse_sample(value);
     else if (!strncmp(key, "error.", 6) && st.failure_count < MAX_ERRORS) {
         struct failure *f = &st.failures[st.failure_count++];
         copy_text(f->call, sizeof f->call, key + 6);
@@ -479,18 +502,46 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t handle, nvmlUtilization_
     return leave(NVML_SUCCESS);
 }
 
-/* No utilisation samples are simulated: real NVML answers NOT_FOUND when none are new. */
-nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t handle, void *samples,
+typedef struct {
+    unsigned int pid;
+    u64 timeStamp;
+    unsigned int smUtil, memUtil, encUtil, decUtil;
+} nvmlProcessUtilizationSample_t;
+
+/* The state's utilization lines, each stamped now (so always newer than last_seen); with none,
+ * NOT_FOUND, as real NVML answers when no sample is new. Same size protocol as the process lists. */
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t handle, nvmlProcessUtilizationSample_t *samples,
                                              unsigned int *count, u64 last_seen) {
-    (void)samples;
     (void)last_seen;
     ENTER("nvmlDeviceGetProcessUtilization");
     int d, m;
     DECODE(handle, d, m);
     if (!count) return leave(NVML_ERROR_INVALID_ARGUMENT);
     if (m >= 0) return leave(NVML_ERROR_NOT_SUPPORTED);
-    *count = 0;
-    return leave(NVML_ERROR_NOT_FOUND);
+    unsigned int needed = 0;
+    for (int i = 0; i < st.sample_count; i++) needed += st.samples[i].device == d;
+    if (!needed) {
+        *count = 0;
+        return leave(NVML_ERROR_NOT_FOUND);
+    }
+    if (needed > *count || !samples) {
+        *count = needed;
+        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    u64 stamp = (u64)now.tv_sec * 1000000ULL + (u64)now.tv_nsec / 1000ULL;
+    unsigned int k = 0;
+    for (int i = 0; i < st.sample_count; i++) {
+        if (st.samples[i].device != d) continue;
+        nvmlProcessUtilizationSample_t *out = &samples[k++];
+        memset(out, 0, sizeof *out);
+        out->pid = st.samples[i].pid;
+        out->timeStamp = stamp;
+        out->smUtil = st.samples[i].sm;
+    }
+    *count = k;
+    return leave(NVML_SUCCESS);
 }
 
 /* ---- running processes --------------------------------------------------------- */

@@ -53,6 +53,10 @@ class GpuReading:
     simulated: bool = False
     gpus: tuple[Gpu, ...] = ()
     processes: tuple[GpuProcess, ...] = field(default_factory=tuple)
+    # Pids that used the GPU's SMs since ``utilization_since`` (NVML's per-process utilisation
+    # samples); None where no device gives such samples (MIG instances, old drivers).
+    busy_pids: frozenset[int] | None = None
+    utilization_stamp: int = 0  # microseconds: the newest sample seen, for the next read's "since"
 
 
 def unavailable(reason: str) -> GpuReading:
@@ -129,6 +133,33 @@ def _mig_handles(nvml: ModuleType, handle: Any) -> list[Any] | None:
     return handles
 
 
+def _busy_pids(nvml: ModuleType, handle: Any, since: int) -> tuple[set[int] | None, int]:
+    """Pids with SM utilisation in the samples newer than ``since`` (µs), and the newest stamp."""
+    try:
+        samples = nvml.nvmlDeviceGetProcessUtilization(handle, since)
+    except nvml.NVMLError_NotFound:  # no sample is newer: nothing ran
+        return set(), since
+    except (nvml.NVMLError_NotSupported, nvml.NVMLError_FunctionNotFound):
+        return None, since
+    newest = max((int(s.timeStamp) for s in samples), default=since)
+    return {int(s.pid) for s in samples if int(s.smUtil) > 0}, newest
+
+
+def read_utilization(nvml: ModuleType, since: int) -> tuple[frozenset[int] | None, int]:
+    """Busy pids over every whole GPU (None when no device gives samples) and the newest stamp."""
+    busy: set[int] | None = None
+    newest = since
+    for index in range(nvml.nvmlDeviceGetCount()):
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        if _mig_handles(nvml, handle) is not None:
+            continue  # MIG instances have no per-process utilisation
+        pids, stamp = _busy_pids(nvml, handle, since)
+        newest = max(newest, stamp)
+        if pids is not None:
+            busy = (busy or set()) | pids
+    return (None if busy is None else frozenset(busy)), newest
+
+
 def _read_device(nvml: ModuleType, index: int) -> tuple[list[Gpu], list[GpuProcess]]:
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
     mig_handles = _mig_handles(nvml, handle)
@@ -154,8 +185,11 @@ def is_simulated(nvml: ModuleType) -> bool:
     return library is not None and hasattr(library, "fakenvml_version")
 
 
-def read_devices(nvml: ModuleType) -> GpuReading:
-    """Read every leaf device and its processes; NVML must be initialised by the caller."""
+def read_devices(nvml: ModuleType, utilization_since: int | None = None) -> GpuReading:
+    """Read every leaf device and its processes; NVML must be initialised by the caller.
+
+    With ``utilization_since`` (µs, 0 for all NVML keeps), also which pids used the GPU since then.
+    """
     driver = _text(nvml.nvmlSystemGetDriverVersion())
     gpus: list[Gpu] = []
     processes: list[GpuProcess] = []
@@ -165,10 +199,15 @@ def read_devices(nvml: ModuleType) -> GpuReading:
         processes.extend(device_processes)
     if not gpus:
         return GpuReading(available=False, reason="No GPU is visible to this server.")
+    busy, stamp = None, 0
+    if utilization_since is not None:
+        busy, stamp = read_utilization(nvml, utilization_since)
     return GpuReading(
         available=True,
         driver_version=driver,
         simulated=is_simulated(nvml),
         gpus=tuple(gpus),
         processes=tuple(processes),
+        busy_pids=busy,
+        utilization_stamp=stamp,
     )

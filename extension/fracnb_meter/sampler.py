@@ -35,6 +35,8 @@ class Sampler:
         floor_seconds: float,
         clock: Clock = time.monotonic,
         bindings: Callable[[], ModuleType | None] = load_bindings,
+        *,
+        utilization: bool = True,
     ) -> None:
         self.floor_seconds = floor_seconds
         self._clock = clock
@@ -44,6 +46,8 @@ class Sampler:
         self._last: GpuReading | None = None
         self._last_at = 0.0
         self.reads = 0  # how many times NVML was actually read (for tests and benchmarks)
+        # Per-process utilisation (for the session's busy share): samples newer than this (µs) are new.
+        self._utilization_since: int | None = 0 if utilization else None
 
     def read(self) -> GpuReading:
         with self._lock:
@@ -63,7 +67,10 @@ class Sampler:
             if self._initialised is None:
                 nvml.nvmlInit()
                 self._initialised = nvml
-            return read_devices(nvml)
+            reading = read_devices(nvml, self._utilization_since)
+            if self._utilization_since is not None:
+                self._utilization_since = max(self._utilization_since, reading.utilization_stamp)
+            return reading
         except nvml.NVMLError as error:
             self._reset(nvml)
             return unavailable(describe_failure(nvml, error))

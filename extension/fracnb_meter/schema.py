@@ -10,7 +10,13 @@ module (shipped in the wheel):
 - ``pod-environment.schema.json``: the ``FRACNB_*`` variables the spawner sets, with the
   lists of backends and isolation levels both sides must agree on;
 - ``memory-history.schema.json``: the usage document's ``history`` (GPU memory over the session,
-  for the charts), which :mod:`.memoryhistory` produces.
+  for the charts), which :mod:`.memoryhistory` produces;
+- ``session-report.schema.json``: ``POST api/sessions`` of the hub's fracnb service, a server
+  session's GPU statistics, which :mod:`.sessionreport` produces and the service checks on receipt;
+- ``session-stats.schema.json``: ``GET {base_url}fracnb/api/session``, that report and each
+  kernel's peak, for the notebook's own front ends;
+- ``session-records.schema.json`` and ``history-report.schema.json``: the service's stored
+  sessions (``GET api/sessions``) and the admins' report (``GET api/report``, ``fracnb-report``).
 
 The schemas refer to one another by file name. jsonschema is in the notebook extra (jupyter_server
 needs it too).
@@ -30,8 +36,21 @@ from referencing import Registry, Resource
 USAGE = "usage.schema.json"
 SERVICE_REPORT = "service-me.schema.json"
 POD_ENVIRONMENT = "pod-environment.schema.json"
+SESSION_REPORT = "session-report.schema.json"
+SESSION_STATS = "session-stats.schema.json"
+SESSION_RECORDS = "session-records.schema.json"
+HISTORY_REPORT = "history-report.schema.json"
 MEMORY_HISTORY = "memory-history.schema.json"
-NAMES = (USAGE, SERVICE_REPORT, POD_ENVIRONMENT, MEMORY_HISTORY)
+NAMES = (
+    USAGE,
+    SERVICE_REPORT,
+    POD_ENVIRONMENT,
+    MEMORY_HISTORY,
+    SESSION_REPORT,
+    SESSION_STATS,
+    SESSION_RECORDS,
+    HISTORY_REPORT,
+)
 
 
 class SchemaMismatchError(ValueError):

@@ -28,6 +28,8 @@ from .memoryhistory import MemoryHistory, record_usage
 from .nvml import GpuReading, unavailable
 from .processes import looks_like_container, parent_pid
 from .sampler import Sampler
+from .sessionreport import SessionIdentity, SessionReporter, report_document
+from .sessionstats import SessionStats, busy_of_ours, reading_from_usage
 from .usage import KernelInfo, build_usage
 
 
@@ -48,6 +50,20 @@ class UsageHandler(APIHandler):
         meter: FracnbMeter = self.settings["fracnb_meter"]
         self.set_header("Cache-Control", "no-store")
         self.finish(await meter.usage_json())
+
+
+class SessionHandler(APIHandler):
+    """This session's statistics so far (schemas/session-stats.schema.json); like the usage endpoint."""
+
+    auth_resource = "kernels"
+    _track_activity = False
+
+    @web.authenticated
+    @authorized(action="read")
+    async def get(self) -> None:
+        meter: FracnbMeter = self.settings["fracnb_meter"]
+        self.set_header("Cache-Control", "no-store")
+        self.finish(meter.session_json())
 
 
 class FracnbMeter(ExtensionApp):
@@ -99,8 +115,31 @@ class FracnbMeter(ExtensionApp):
         c.FracnbMeter.history_interval = 30""",
     ).tag(config=True)
 
+    record_sessions = Bool(
+        True,
+        help="""Keep this session's GPU statistics (peaks, time near the budget, out-of-memory
+        events, busy share) and report them to the hub's fracnb service (default True). False
+        turns off both. Example: c.FracnbMeter.record_sessions = False""",
+    ).tag(config=True)
+
+    session_sample_interval = Float(
+        5.0,
+        help="""How often, in seconds, the meter reads GPU memory for this session's statistics
+        (peaks, time near the budget, out-of-memory events) when no client polls the usage
+        endpoint (default 5). Client polls count as readings too. 0 records only what polls
+        read. Example: c.FracnbMeter.session_sample_interval = 10""",
+    ).tag(config=True)
+
+    session_report_interval = Float(
+        60.0,
+        help="""How often, in seconds, this session's statistics are posted to the hub's fracnb
+        service (default 60); they are posted once more when the server stops. A failed post is
+        retried at the next interval. 0 posts only at the stop. Example:
+        c.FracnbMeter.session_report_interval = 300""",
+    ).tag(config=True)
+
     def initialize_settings(self) -> None:
-        self.sampler = Sampler(self.sample_interval_floor)
+        self.sampler = Sampler(self.sample_interval_floor, utilization=self.record_sessions)
         self.clock: Callable[[], float] = time.monotonic
         self.wall_clock: Callable[[], datetime] = utcnow
         self.budget, self.budget_error = self._read_budget()
@@ -117,9 +156,16 @@ class FracnbMeter(ExtensionApp):
             os.environ.get("JUPYTERHUB_SERVER_NAME", ""),
             self.service_interval,
         )
+        self.session = SessionIdentity.for_server(os.environ, self.budget, self.wall_clock())
+        self.session_stats = SessionStats(self.budget.memory_bytes)
+        recorded = self.record_sessions and self.no_gpu_reason is None
+        reporter_url = os.environ.get("FRACNB_SERVICE_URL", "") if recorded else ""
+        self.session_reporter = SessionReporter(reporter_url, os.environ.get("JUPYTERHUB_API_TOKEN", ""))
+        self._session_timers: list[PeriodicCallback] = []
 
     def initialize_handlers(self) -> None:
         self.handlers.append((r"/fracnb/api/usage", UsageHandler))
+        self.handlers.append((r"/fracnb/api/session", SessionHandler))
 
     def _read_budget(self) -> tuple[Budget, str | None]:
         try:
@@ -134,8 +180,40 @@ class FracnbMeter(ExtensionApp):
             self._activity = PeriodicCallback(self.report_activity, self.activity_interval * 1000, jitter=0.1)
             self._activity.start()
         if self.history_interval > 0 and self.no_gpu_reason is None:
-            self._history_timer = PeriodicCallback(self.usage_json, self.history_interval * 1000)
+            # A reading, not a poll: the timer asks the hub's service nothing.
+            self._history_timer = PeriodicCallback(self.record_reading, self.history_interval * 1000)
             self._history_timer.start()
+        if self.record_sessions and self.no_gpu_reason is None:
+            self._start_session_timers()
+
+    def _start_session_timers(self) -> None:
+        timers = [(self.session_sample_interval, self.record_reading)]
+        if self.session_reporter.enabled:
+            timers.append((self.session_report_interval, self.report_session))
+        for interval, callback in timers:
+            if interval > 0:
+                self._session_timers.append(PeriodicCallback(callback, interval * 1000, jitter=0.1))
+                self._session_timers[-1].start()
+
+    def session_report(self, *, ended: bool = False) -> dict[str, Any]:
+        """This session's report so far (schemas/session-report.schema.json)."""
+        now = self.wall_clock()
+        return report_document(self.session, self.session_stats, reported_at=now, ended_at=now if ended else None)
+
+    def session_json(self) -> str:
+        return json.dumps({"report": self.session_report(), "kernels": self.session_stats.kernels()})
+
+    async def report_session(self, *, ended: bool = False) -> bool:
+        """Post the session's report to the hub's fracnb service; never raises."""
+        if not self.session_reporter.enabled:
+            return False
+        try:
+            if ended:
+                await self.record_reading()  # the last reading, so a peak just before the stop counts
+            return await self.session_reporter.send(self.session_report(ended=ended))
+        except Exception:
+            self.log.exception("fracnb_meter: could not report this session")
+            return False
 
     def _enable_kernel_culling(self, manager: Any) -> None:
         """Cull idle kernels after FRACNB_KERNEL_CULL_IDLE_TIMEOUT seconds, unless configured already."""
@@ -154,6 +232,9 @@ class FracnbMeter(ExtensionApp):
             self._activity.stop()
         if self._history_timer is not None:
             self._history_timer.stop()
+        for timer in self._session_timers:
+            timer.stop()
+        await self.report_session(ended=True)
         self.sampler.close()
 
     @property
@@ -191,15 +272,27 @@ class FracnbMeter(ExtensionApp):
             self._cached = (now, json.dumps(document))
             return self._cached[1]
 
+    async def record_reading(self) -> None:
+        """Read GPU memory for the charts' history and the session's statistics (a timer's reading: no question to the hub)."""
+        async with self._sampling:
+            await self.measure()
+
     async def sample(self) -> dict[str, Any]:
+        document = await self.measure()
+        document["quota"], document["cull"] = await self.service.latest()
+        return document
+
+    async def measure(self) -> dict[str, Any]:
+        """The usage document without quota and cull status; the charts' history and the session's statistics take it in."""
         kernels = await self._kernels()
         if any(k.execution_state == "busy" for k in kernels):
             self._web_settings["fracnb_last_activity"] = self.wall_clock()
         in_container = self.in_container
         if in_container is None:
             in_container = looks_like_container(os.environ, os.path.exists)
+        reading = self.read_gpus()
         document = build_usage(
-            reading=self.read_gpus(),
+            reading=reading,
             kernels=kernels,
             server_pid=os.getpid(),
             parent_of=parent_pid,
@@ -209,7 +302,10 @@ class FracnbMeter(ExtensionApp):
             sampled_at=self.wall_clock(),
         )
         document["history"] = record_usage(self.memory_history, document, self.clock() - self._history_origin)
-        document["quota"], document["cull"] = await self.service.latest()
+        if self.record_sessions:
+            kernel_pids = [k.pid for k in kernels if k.pid is not None]
+            busy = busy_of_ours(reading, kernel_pids, os.getpid(), parent_pid, in_container=in_container)
+            self.session_stats.observe(reading_from_usage(document, self.clock(), busy))
         return document
 
     def read_gpus(self) -> GpuReading:

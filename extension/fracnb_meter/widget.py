@@ -166,7 +166,7 @@ class LocalUsage:
     """Usage document computed inside this kernel from NVML, like the server's endpoint."""
 
     def __init__(self, floor_seconds: float = 1.0, service_interval: float = 15.0) -> None:
-        self.sampler = Sampler(floor_seconds)
+        self.sampler = Sampler(floor_seconds, utilization=False)  # the busy share is the server's business
         self.service_interval = service_interval
         self._report: Report = NO_REPORT
         self._report_at: float | None = None

@@ -32,6 +32,7 @@ from .backends import (
 )
 from .clusterview import shared_view
 from .errors import HubConfigError, InvalidRequestError, RefusedSpawnError
+from .formadvice import AdviceTraits
 from .gpu import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
 from .kube import list_pods_in, pod_namespaces, singleuser_selector
 from .ledger import LEDGER
@@ -71,7 +72,7 @@ _validated: dict[int, tuple[Any, Any, tuple[GPUDefaults, BackendSettings]]] = {}
 _quota_policies: dict[int, tuple[Any, QuotaPolicy]] = {}
 
 
-class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits):
+class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTraits):
     """KubeSpawner whose profiles may carry a ``gpu`` key; see docs/spawner.md."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -163,7 +164,9 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits):
         if annotate is not None:
             rows = await annotate(rows)
         quota = await self.form_quota_line()
-        return form.render(profiles, rows, self._form_choice or self.user_options or {}, quota)
+        advice = await self.form_advice(self.user.name, profiles, rows)
+        shown = self._form_choice or self.user_options or advice.preselect or {}
+        return advice.html + form.render(profiles, rows, shown, quota)
 
     async def form_quota_line(self) -> str | None:
         """The form's line with the user's quota and their teams' use (None without quotas)."""

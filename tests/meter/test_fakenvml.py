@@ -16,6 +16,7 @@ from fracnb_meter.testing.fakenvml import (
     FakeMig,
     FakeProcess,
     FakeState,
+    FakeUtilization,
     read_state,
 )
 from fracnb_meter.testing.server import StateFile
@@ -45,8 +46,28 @@ def test_state_file_round_trip() -> None:
             FakeProcess(0, 13, 5, graphics=True),
         ],
         errors={"nvmlDeviceGetName": 3},
+        utilization=[FakeUtilization(0, 11, 40)],
     )
     assert FakeState.parse(state.render()) == state
+
+
+def test_per_process_utilisation_samples(nvml_state: StateFile, nvml) -> None:
+    """Samples as NVML gives them: none is NOT_FOUND; MIG instances have none; the meter reads busy pids."""
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    with pytest.raises(nvml.NVMLError_NotFound):
+        nvml.nvmlDeviceGetProcessUtilization(handle, 0)
+    assert meter_nvml.read_devices(nvml, 0).busy_pids == frozenset()
+    nvml_state.write(FakeState(devices=[FakeDevice.a100(0), mig_device()],
+                               utilization=[FakeUtilization(0, 11, 40), FakeUtilization(0, 12, 0)]))  # fmt: skip
+    samples = nvml.nvmlDeviceGetProcessUtilization(handle, 0)
+    assert sorted((s.pid, s.smUtil) for s in samples) == [(11, 40), (12, 0)]
+    reading = meter_nvml.read_devices(nvml, 0)
+    assert reading.busy_pids == frozenset({11})  # pid 12 ran no SM work
+    assert reading.utilization_stamp > 0
+    assert meter_nvml.read_devices(nvml).busy_pids is None  # not asked for
+    mig_handle = nvml.nvmlDeviceGetMigDeviceHandleByIndex(nvml.nvmlDeviceGetHandleByIndex(1), 1)
+    with pytest.raises(nvml.NVMLError_NotSupported):
+        nvml.nvmlDeviceGetProcessUtilization(mig_handle, 0)
 
 
 def test_devices_memory_and_processes(nvml_state: StateFile, nvml) -> None:

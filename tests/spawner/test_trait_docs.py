@@ -8,17 +8,18 @@ import re
 import pytest
 from traitlets import HasTraits
 
+from fracnb_spawner.formadvice import AdviceTraits
 from fracnb_spawner.quota import FracnbQuotas
 from fracnb_spawner.service.app import FracnbService
 from fracnb_spawner.traits import FractionalTraits
 
 # Defaults computed at run time; their help says where they come from instead of a value.
-DYNAMIC = {("FracnbService", "namespace"), ("FracnbService", "all_namespaces")}
+DYNAMIC = {("FracnbService", "namespace"), ("FracnbService", "all_namespaces"), ("AdviceTraits", "right_sizing_db_url")}
 DEFAULT = re.compile(r'\bDefault: ("[^"]*"|[^\s(]+?)(?=[.,]?(?:\s|$)| \()')
 
 
 def config_traits() -> list[tuple[type[HasTraits], str]]:
-    owners = (FractionalTraits, FracnbQuotas, FracnbService)
+    owners = (FractionalTraits, AdviceTraits, FracnbQuotas, FracnbService)
     return [
         (owner, name)
         for owner in owners

@@ -97,18 +97,29 @@ class FakeProcess:
 
 
 @dataclass
+class FakeUtilization:
+    """A per-process utilisation sample: ``pid`` keeps ``sm_percent`` of the device's SMs busy."""
+
+    device: int
+    pid: int
+    sm_percent: int
+
+
+@dataclass
 class FakeState:
     driver_version: str = "565.57.01"
     devices: list[FakeDevice] = field(default_factory=list)
     processes: list[FakeProcess] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)  # NVML function -> return code
     release_exited: bool = False  # like a real driver: processes that exited hold no memory
+    utilization: list[FakeUtilization] = field(default_factory=list)
 
     def render(self) -> str:
         lines = [f"driver_version={self.driver_version}", f"release_exited={int(self.release_exited)}"]
         for index, device in enumerate(self.devices):
             lines += _device_lines(index, device)
         lines += [f"process={_process_value(p)}" for p in self.processes]
+        lines += [f"utilization={u.device}:{u.pid}:{u.sm_percent}" for u in self.utilization]
         lines += [f"error.{call}={code}" for call, code in self.errors.items()]
         return "\n".join(lines) + "\n"
 
@@ -171,6 +182,9 @@ def _parse(text: str) -> FakeState:
             state.driver_version = value
         elif key == "process":
             state.processes.append(_parse_process(value))
+        elif key == "utilization":
+            device, pid, sm = value.split(":")
+            state.utilization.append(FakeUtilization(int(device), int(pid), int(sm)))
         elif key == "release_exited":
             state.release_exited = value.strip() == "1"
         elif key.startswith("error."):

@@ -22,10 +22,14 @@ from fracnb_spawner.logsafe import EscapeControlCharacters
 from fracnb_spawner.quota import FracnbQuotas
 from fracnb_spawner.service import core
 from fracnb_spawner.service.handlers import make_app
+from fracnb_spawner.service.history.db import HistoryDatabaseError, open_database
+from fracnb_spawner.service.history.metrics import HistoryMetrics
+from fracnb_spawner.service.history.store import purge
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.page import CullRecord
 from fracnb_spawner.service.pods import KubernetesPods, PodSource
+from fracnb_spawner.service.sessions import load_checker
 from fracnb_spawner.service.web import PageSources, recent_culls
 
 
@@ -70,6 +74,8 @@ class ServiceState:
         self.metrics = CullMetrics()
         self.clock = clock
         self.recent_culls = recent_culls()
+        self.history: Any = None  # the session history's session factory, once opened
+        self.history_metrics = HistoryMetrics(self.metrics.registry)
 
     async def user_report(self, name: str) -> dict[str, Any]:
         return await core.user_report(self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock)
@@ -230,6 +236,29 @@ class FracnbService(Application):
         """,
     ).tag(config=True)
 
+    db_url = Unicode(
+        "sqlite:///fracnb-service.sqlite",
+        help="""
+        SQLAlchemy URL of the database that keeps the GPU statistics notebooks report for each
+        server session (peaks, time near the budget, out-of-memory events). Its schema is
+        created and upgraded with Alembic when the service starts. The default is an SQLite
+        file in the service's working directory; use PostgreSQL in production (the psycopg
+        driver is in fracnb's hub extra). Default: "sqlite:///fracnb-service.sqlite".
+
+        Example: c.FracnbService.db_url = "postgresql+psycopg://fracnb:secret@db:5432/fracnb"
+        """,
+    ).tag(config=True)
+
+    session_retention_days = Float(
+        90,
+        help="""
+        Days a session record is kept after its last report; older ones are deleted when the
+        service starts and every hour. 0 keeps them forever. Default: 90.
+
+        Example: c.FracnbService.session_retention_days = 30
+        """,
+    ).tag(config=True)
+
     @default("namespace")
     def _default_namespace(self) -> str:
         return os.environ.get("POD_NAMESPACE", "default")
@@ -311,6 +340,31 @@ class FracnbService(Application):
                 self.log.exception("Culling pass failed; trying again in %ss", self.cull_every)
             await asyncio.sleep(self.cull_every)
 
+    async def open_history(self, state: ServiceState) -> None:
+        """Open (and migrate) the session history database; stop the service when that fails.
+
+        It runs once the service listens (its endpoints answer 503 until then): the hub gives a
+        managed service only about ten seconds to answer, and a migration may take longer.
+        """
+        await asyncio.to_thread(load_checker)
+        try:
+            state.history = await asyncio.to_thread(open_database, self.db_url)
+        except HistoryDatabaseError as error:
+            self.log.critical("fracnb service: stopping, %s (c.FracnbService.db_url)", error)
+            self.exit(1)
+
+    async def purge_forever(self, state: ServiceState) -> None:
+        while self.session_retention_days > 0:
+            try:
+                gone = await asyncio.to_thread(
+                    purge, state.history, now=state.clock().replace(tzinfo=None), keep_days=self.session_retention_days
+                )
+                if gone:
+                    self.log.info("Deleted %d session records older than %s days", gone, self.session_retention_days)
+            except Exception:
+                self.log.exception("Deleting old session records failed; trying again in an hour")
+            await asyncio.sleep(3600)
+
     async def serve(self) -> None:
         state = self.build_state()
         service_url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
@@ -320,6 +374,8 @@ class FracnbService(Application):
         app = make_app(state, prefix, pages)
         app.listen(service_url.port or 80, self.ip or bind_address(service_url.hostname))
         self.log.info("fracnb service on %s%s", service_url.geturl(), prefix)
+        await self.open_history(state)
+        self._purging = asyncio.ensure_future(self.purge_forever(state))
         await self.cull_forever(state)
 
     def start(self) -> None:

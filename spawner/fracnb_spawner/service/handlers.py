@@ -84,6 +84,20 @@ class NotFoundHandler(ServiceHandler):
         raise web.HTTPError(404)
 
 
+def history_routes(prefix: str, state: Any, pages: PageSources | None) -> list[Any]:
+    # Imported here: the sessions handler builds on ServiceHandler, defined above.
+    from fracnb_spawner.service.sessions import ReportHandler, ReportPageHandler, SessionsHandler  # noqa: PLC0415
+
+    routes: list[Any] = [
+        (rf"{prefix}api/sessions", SessionsHandler, {"state": state}),
+        (rf"{prefix}api/users/([^/]+)/sessions", SessionsHandler, {"state": state}),
+        (rf"{prefix}api/report", ReportHandler, {"state": state}),
+    ]
+    if pages is not None:
+        routes.append((rf"{prefix}report", ReportPageHandler, {"sources": pages}))
+    return routes
+
+
 def make_app(state: Any, prefix: str, pages: PageSources | None = None) -> web.Application:
     """The API under ``prefix``; with ``pages``, the web page at ``prefix`` itself too."""
     prefix = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
@@ -92,6 +106,7 @@ def make_app(state: Any, prefix: str, pages: PageSources | None = None) -> web.A
         (rf"{prefix}api/users/([^/]+)", UserStatusHandler, {"state": state}),
         (rf"{prefix}api/queue", QueueHandler, {"state": state}),
         (rf"{prefix}metrics", MetricsHandler, {"state": state}),
+        *history_routes(prefix, state, pages),
     ]
     settings: dict[str, Any] = {}
     if pages is not None:

@@ -1,0 +1,170 @@
+"""``api/sessions``: notebooks report their session statistics; users read their own history.
+
+- ``POST api/sessions`` takes a report (schemas/session-report.schema.json) only with the token of
+  the server it describes: JupyterHub gives a server's token ``access:servers!server=<user>/<server>``
+  and no other token of the user has that exact scope unless the user asked for it. Anything else
+  is a 403, a malformed report a 400, both before anything is stored.
+- ``GET api/sessions`` lists the caller's own sessions; ``GET api/users/<name>/sessions`` the same
+  for ``name``, which only the user themself or a hub admin may read.
+- ``GET api/report`` (``?format=json``, ``csv`` or ``text``) and the page ``report``: the admins'
+  right-sizing report (:mod:`.history.report`), for hub admins only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+from tornado import web
+
+from fracnb_spawner.logsafe import shown
+from fracnb_spawner.service.handlers import ServiceHandler
+from fracnb_spawner.service.history.report import as_csv, as_json, as_text, load_report
+from fracnb_spawner.service.history.store import ReportConflictError, sessions_of, store_report
+from fracnb_spawner.service.web import PageHandler
+
+MAX_LISTED = 500
+
+
+def report_problems(document: object) -> list[str]:
+    """How ``document`` departs from session-report.schema.json.
+
+    jsonschema (with its format checkers) takes seconds to import on a busy machine: it loads here,
+    once the service listens (:func:`load_checker`), never before, since the hub gives a managed
+    service about ten seconds to answer.
+    """
+    from fracnb_meter.schema import SESSION_REPORT, problems  # noqa: PLC0415
+
+    return problems(SESSION_REPORT, document, check_formats=True)
+
+
+def load_checker() -> None:
+    """Import the schema checker ahead of the first report (run in a thread after the service listens)."""
+    report_problems({})
+
+
+GROUPS_TTL = 600.0  # seconds a user's groups are reused for the per-group metrics
+
+log = logging.getLogger("fracnb.service")
+
+
+async def user_groups(state: Any, user: str) -> list[str]:
+    """The user's JupyterHub groups, asked of the hub at most every GROUPS_TTL seconds; [] if it fails."""
+    cache: dict[str, tuple[float, list[str]]] = state.__dict__.setdefault("_groups_cache", {})
+    now = time.monotonic()
+    if user in cache and now - cache[user][0] < GROUPS_TTL:
+        return cache[user][1]
+    try:
+        groups = list((await state.hub.user(user)).get("groups") or [])
+    except Exception as error:
+        log.warning("Could not read the groups of %s for the session metrics: %s", shown(user), error)
+        groups = []
+    cache[user] = (now, groups)
+    return groups
+
+
+def server_scope(user: str, server: str) -> str:
+    return f"access:servers!server={user}/{server}"
+
+
+def record_json(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored record as JSON: times in ISO 8601 UTC with ``Z``, no internal row id."""
+    out = {key: value for key, value in record.items() if key != "id"}
+    for key in ("started_at", "ended_at", "reported_at"):
+        if out[key] is not None:
+            out[key] = out[key].isoformat() + "Z"
+    return out
+
+
+def history_of(state: Any) -> Any:
+    """The service's session factory, or a 503 while there is none."""
+    history = getattr(state, "history", None)
+    if history is None:
+        raise web.HTTPError(503, "the session history database is not open yet: try again shortly")
+    return history
+
+
+class SessionsHandler(ServiceHandler):
+    def _report(self) -> dict[str, Any]:
+        try:
+            report = json.loads(self.request.body or b"null")
+        except ValueError:
+            raise web.HTTPError(400, "the body is not JSON: send a session report") from None
+        found = report_problems(report)
+        if found:
+            raise web.HTTPError(400, "not a session report: %s", "; ".join(found[:3]))
+        return report
+
+    @web.authenticated
+    async def post(self) -> None:
+        user = self.caller()
+        report = self._report()
+        if server_scope(user, report["server_name"]) not in (self.current_user.get("scopes") or []):
+            raise web.HTTPError(
+                403,
+                "only the token of server %s of %s may report its sessions",
+                shown(report["server_name"]),
+                shown(user),
+            )
+        try:
+            stored = await asyncio.to_thread(store_report, history_of(self.state), user, report)
+        except ReportConflictError as error:
+            raise web.HTTPError(409, "%s", str(error)) from None
+        if stored is not None:
+            self.state.history_metrics.record(stored, await user_groups(self.state, user))
+        self.set_status(204)
+        self.finish()
+
+    @web.authenticated
+    async def get(self, name: str | None = None) -> None:
+        model = self.current_user
+        caller = self.caller()
+        name = caller if name is None else name
+        if name != caller and not model.get("admin"):
+            raise web.HTTPError(403, "%s may not read the sessions of %s", shown(caller), shown(name))
+        records = await asyncio.to_thread(sessions_of, history_of(self.state), name, limit=MAX_LISTED)
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps({"user": name, "sessions": [record_json(r) for r in records]}))
+
+
+REPORT_FORMATS = {"json": ("application/json", as_json), "csv": ("text/csv", as_csv), "text": ("text/plain", as_text)}
+
+
+def require_admin(model: dict[str, Any]) -> None:
+    if model.get("kind", "user") != "user" or not model.get("admin"):
+        raise web.HTTPError(403, "only hub admins may read the right-sizing report")
+
+
+class ReportHandler(ServiceHandler):
+    """``GET api/report?format=json|csv|text``: the admins' report over every stored session."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        require_admin(self.current_user)
+        chosen = self.get_argument("format", "json")
+        if chosen not in REPORT_FORMATS:
+            raise web.HTTPError(400, "format must be one of %s", ", ".join(REPORT_FORMATS))
+        content_type, render = REPORT_FORMATS[chosen]
+        report = await asyncio.to_thread(load_report, history_of(self.state))
+        self.set_header("Content-Type", f"{content_type}; charset=utf-8")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(render(report))
+
+
+class ReportPageHandler(PageHandler):
+    """``GET report``: the same report as a page, for hub admins logged in through the hub."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        require_admin(self.current_user)
+        report = await asyncio.to_thread(load_report, history_of(self.sources.state))
+        self.set_header("Cache-Control", "no-store")
+        self.render("report.html", report=report, percent=_percent)
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.0f} %"

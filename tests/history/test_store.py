@@ -1,0 +1,87 @@
+"""Storing session reports in SQL: the same behaviour on SQLite and on a real PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from sqlalchemy import inspect
+
+from fracnb_meter.schema import SESSION_REPORT, problems
+from fracnb_spawner.service.history import db, store
+from tests.history.records import GIB, report
+
+
+def test_migrations_build_the_schema_from_an_empty_database(db_url: str) -> None:
+    engine = db.make_engine(db_url)
+    assert inspect(engine).get_table_names() == []
+    assert db.current_revision(engine) is None
+    db.upgrade(engine)
+    assert db.current_revision(engine) == db.head_revision() == "0001"
+    columns = {column["name"] for column in inspect(engine).get_columns("fracnb_sessions")}
+    assert {"user_name", "server_name", "profile", "choice", "fraction", "budget_bytes", "backend", "started_at",
+            "ended_at", "peak_bytes", "seconds_above_80", "seconds_above_95", "oom_events", "busy_share"} <= columns  # fmt: skip
+    db.upgrade(engine)  # a current database: nothing to do, nothing lost
+    assert db.current_revision(engine) == "0001"
+    engine.dispose()
+
+
+def test_the_literal_reports_fit_the_schema() -> None:
+    assert problems(SESSION_REPORT, report(ended="2026-11-01T12:00:00Z"), check_formats=True) == []
+
+
+def test_a_report_is_stored_and_replaced_by_later_ones_of_its_session(history) -> None:
+    first = store.store_report(history, "ann", report(peak_bytes=2 * GIB, observed_seconds=600.0))
+    assert first is not None
+    assert first.observed_added == 600.0
+    later = report(peak_bytes=7 * GIB, observed_seconds=1800.0, reported="2026-11-01T11:30:00Z",
+                   ended="2026-11-01T11:30:00Z")  # fmt: skip
+    second = store.store_report(history, "ann", later)
+    assert second is not None
+    assert second.observed_added == 1200.0
+    assert second.just_ended
+    [record] = store.sessions_of(history, "ann")
+    assert record["peak_bytes"] == 7 * GIB
+    assert record["ended_at"] == datetime(2026, 11, 1, 11, 30)
+    assert record["started_at"] == datetime(2026, 11, 1, 10, 0)
+    # A post that arrives late (older than what is stored) changes nothing.
+    assert store.store_report(history, "ann", report(peak_bytes=GIB, reported="2026-11-01T11:00:00Z")) is None
+    assert store.sessions_of(history, "ann")[0]["peak_bytes"] == 7 * GIB
+
+
+def test_a_session_id_cannot_move_to_another_server(history) -> None:
+    store.store_report(history, "ann", report())
+    with pytest.raises(store.ReportConflictError, match="another server"):
+        store.store_report(history, "ann", report(server_name="other", reported="2026-11-01T12:00:00Z"))
+
+
+def test_users_see_only_their_own_sessions_newest_first(history) -> None:
+    store.store_report(history, "ann", report("1" * 32, started="2026-11-01T08:00:00Z"))
+    store.store_report(history, "ann", report("2" * 32, started="2026-11-02T08:00:00Z"))
+    store.store_report(history, "bob", report("1" * 32, started="2026-11-03T08:00:00Z"))  # same id, another user
+    assert [r["session_id"] for r in store.sessions_of(history, "ann")] == ["2" * 32, "1" * 32]
+    assert [r["user_name"] for r in store.sessions_of(history, "bob")] == ["bob"]
+    assert store.sessions_of(history, "nobody") == []
+
+
+def test_retention_deletes_only_records_older_than_the_limit(history) -> None:
+    store.store_report(history, "ann", report("1" * 32, reported="2026-08-01T00:00:00Z"))
+    store.store_report(history, "ann", report("2" * 32, reported="2026-10-01T00:00:00Z"))
+    now = datetime(2026, 11, 1)
+    assert store.purge(history, now=now, keep_days=90) == 1
+    assert [r["session_id"] for r in store.sessions_of(history, "ann")] == ["2" * 32]
+    assert store.purge(history, now=now, keep_days=90) == 0
+
+
+def test_a_restart_loses_nothing_stored(db_url: str) -> None:
+    history = db.open_database(db_url)
+    store.store_report(history, "ann", report(peak_bytes=5 * GIB))
+    db.close(history)
+    reopened = db.open_database(db_url)  # the service starting again: migrations find nothing to do
+    assert [r["peak_bytes"] for r in store.sessions_of(reopened, "ann")] == [5 * GIB]
+    db.close(reopened)
+
+
+def test_a_bad_url_is_refused_naming_it_without_the_password() -> None:
+    with pytest.raises(db.HistoryDatabaseError, match=r"postgresql\+psycopg://fracnb:\*\*\*@127\.0\.0\.1:1/x"):
+        db.open_database("postgresql+psycopg://fracnb:secret@127.0.0.1:1/x", connect_args={"connect_timeout": 2})
