@@ -273,7 +273,7 @@ class FracnbMeter(ExtensionApp):
             return self._cached[1]
 
     async def record_reading(self) -> None:
-        """Read GPU memory for the charts' history and the session's statistics (a timer's reading: no question to the hub)."""
+        """Read GPU memory for the charts' history and the session's statistics (a timer: asks the hub nothing)."""
         async with self._sampling:
             await self.measure()
 
