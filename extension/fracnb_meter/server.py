@@ -283,7 +283,7 @@ class FracnbMeter(ExtensionApp):
         return document
 
     async def measure(self) -> dict[str, Any]:
-        """The usage document without quota and cull status; the charts' history and the session's statistics take it in."""
+        """The usage document without quota and cull status, taken in by the charts and the session's statistics."""
         kernels = await self._kernels()
         if any(k.execution_state == "busy" for k in kernels):
             self._web_settings["fracnb_last_activity"] = self.wall_clock()
