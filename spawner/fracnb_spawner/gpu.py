@@ -10,10 +10,10 @@ from dataclasses import dataclass, fields, replace
 from fractions import Fraction
 
 from . import mig
+from .backend_table import BACKENDS, backend_named
 from .labels import value_problem
 from .units import QuantityError, format_bytes, format_fraction, parse_bytes, parse_fraction
 
-BACKENDS = ("time-slicing", "mps", "mig", "hami", "kai")
 GPU_KEYS = ("fraction", "count", "backend", "mig_profile", "memory", "product")
 AMOUNT_KEYS = ("fraction", "count", "mig_profile")  # each says how much GPU; one per entry
 # A GPU shared by more than 64 notebooks leaves each too little to run anything; time-slicing
@@ -21,29 +21,6 @@ AMOUNT_KEYS = ("fraction", "count", "mig_profile")  # each says how much GPU; on
 MIN_FRACTION = Fraction(1, 64)
 MAX_COUNT = 64  # more GPUs than any node has: such a pod could never be scheduled
 MIN_MEMORY = 256 * 2**20  # less than a CUDA context needs
-
-# Who enforces the memory budget, per mechanism (docs/spawner.md, "Who enforces the memory budget").
-ISOLATION = {
-    "time-slicing": "none",
-    "mps": "per-process",
-    "mig": "hard",
-    "hami": "enforced",
-    "kai": "none",
-    "whole": "hard",
-    "none": "none",
-}
-WHOLE_GPU_TEXT = "whole GPU: not shared, the whole device's memory"
-ISOLATION_TEXT = {
-    "hard": "hard limit (hardware partition)",  # MIG; a whole GPU is "hard" too, see isolation_text
-    "enforced": "enforced by HAMi",
-    "per-process": "per process (MPS)",
-    "none": "not enforced (shared, soft caps only)",
-}
-
-
-def isolation_text(backend: str, isolation: str) -> str:
-    """Who enforces the memory budget, in words; a whole GPU partitions nothing, it is simply not shared."""
-    return WHOLE_GPU_TEXT if backend == "whole" else ISOLATION_TEXT[isolation]
 
 
 class GPUConfigError(ValueError):
@@ -110,7 +87,13 @@ class GPUPlan:
 
     @property
     def isolation(self) -> str:
-        return ISOLATION[self.backend]
+        """Who enforces the memory budget (the contract's ``FRACNB_ISOLATION``)."""
+        return backend_named(self.backend).isolation_of(self).level
+
+    @property
+    def isolation_words(self) -> str:
+        """The same in words, for the form and the dry run."""
+        return backend_named(self.backend).isolation_of(self).words
 
 
 CPU_ONLY = GPUPlan(backend="none", fraction=Fraction(0), memory_bytes=0)
@@ -150,20 +133,22 @@ def plan_gpu(spec: GPUSpec | None, defaults: GPUDefaults) -> GPUPlan:
         if spec is not None and (spec.backend or spec.memory or spec.product):
             raise GPUConfigError("a gpu entry needs 'fraction', 'count' or 'mig_profile'")
         return CPU_ONLY
-    if spec.mig_profile and spec.backend not in (None, "mig"):
-        raise GPUConfigError(f"'mig_profile' needs the mig backend, not {spec.backend!r}")
-    backend = "mig" if spec.mig_profile else (spec.backend or defaults.backend)
+    if spec.mig_profile and spec.backend is not None and not backend_named(spec.backend).mig_profiles:
+        with_profiles = " or ".join(b for b in BACKENDS if backend_named(b).mig_profiles)
+        raise GPUConfigError(f"'mig_profile' needs the {with_profiles} backend, not {spec.backend!r}")
+    backend = spec.backend or ("mig" if spec.mig_profile else defaults.backend)
+    record = backend_named(backend)
     device_memory = _device_memory(spec.product, defaults)
     if spec.count is not None:
         return _plan_whole(spec, spec.count, backend, device_memory)
     if backend == "mig":
         return _plan_mig(spec, defaults)
     fraction = spec.fraction if spec.fraction is not None else Fraction(1)
-    if fraction == 1 and backend in ("time-slicing", "mps", "kai"):
+    if fraction == 1 and record.full_gpu_is_whole:
         return _plan_whole(spec, 1, backend, device_memory)
     _check_memory(spec.memory, device_memory, "one GPU's memory", "ask for whole GPUs with 'count'")
     replicas = None
-    if backend in ("time-slicing", "mps"):
+    if record.equal_slots:
         if fraction.numerator != 1:
             raise GPUConfigError(
                 f"{backend} shares a GPU in equal slots, so the fraction must be 1/N "
@@ -178,7 +163,7 @@ def _plan_whole(spec: GPUSpec, count: int, backend: str, device_memory: int) -> 
     if backend == "mig":
         raise GPUConfigError("'count' asks for whole GPUs; for a MIG slice give 'mig_profile'")
     _check_memory(spec.memory, count * device_memory, f"the memory of {count} GPU(s)", "raise 'count'")
-    scheduler = backend if backend in ("hami", "kai") else None
+    scheduler = backend if backend_named(backend).own_scheduler else None
     budget = spec.memory or count * device_memory
     return GPUPlan(
         "whole", Fraction(count), budget, device_memory, product=spec.product,

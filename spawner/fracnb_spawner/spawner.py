@@ -22,14 +22,8 @@ from traitlets import TraitError, default, validate
 
 from . import form
 from .availability import free_units, largest_allocatable
-from .backends import (
-    GPU_VISIBILITY_VARIABLES,
-    RESERVED_ENV_PREFIX,
-    BackendSettings,
-    backend_fields,
-    contract_fields,
-    is_gpu_resource,
-)
+from .backend_table import COUNT_EXTENDED_RESOURCE, backend_fields, backend_named
+from .backends import GPU_VISIBILITY_VARIABLES, RESERVED_ENV_PREFIX, BackendSettings, contract_fields, is_gpu_resource
 from .clusterview import shared_view
 from .errors import HubConfigError, InvalidRequestError, RefusedSpawnError
 from .gpu import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
@@ -353,6 +347,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         None when no extended resource is asked for, another scheduler (HAMi, KAI) places the pod,
         or the profile's overrides make the node selector unknowable before the spawn (a callable).
         """
+        if backend_named(plan.scheduler_backend or plan.backend).counted_by != COUNT_EXTENDED_RESOURCE:
+            return None
         fields = backend_fields(plan, self.backend_settings())
         if not fields.resources or fields.scheduler_name is not None:
             return None
@@ -510,7 +506,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             # The scheduler's text is in the spawn's event log and here in the hub log, not in the headline.
             self.log.warning("fracnb: no node took %s in %s s: %s", self._log_name, self.start_timeout, reason)
             slots = await self._slots_exist(self._spawn_placement)
-            slots = scheduler_saw_slots(reason) if slots is None else slots
+            slots = scheduler_saw_slots(reason, self.fracnb_plan) if slots is None else slots
             message = unschedulable_message(self.fracnb_plan, self.start_timeout, slots_exist=slots)
             raise RefusedSpawnError(503, message, reason="unschedulable") from None
         except ApiException as error:

@@ -8,9 +8,10 @@ import math
 from traitlets import Bool, Dict, Float, HasTraits, Int, TraitError, Unicode, Union, validate
 
 from . import mig
+from .backend_table import BACKENDS
 from .backends import BackendSettings
 from .culling import CullPolicy
-from .gpu import BACKENDS, GPUDefaults
+from .gpu import GPUDefaults
 from .labels import key_problem, value_problem
 from .units import QuantityError, format_bytes, parse_bytes, parse_duration
 
@@ -68,7 +69,8 @@ class FractionalTraits(HasTraits):
         "time-slicing",
         help="""Sharing mechanism for profiles whose ``gpu`` entry names no ``backend``.
 
-        One of time-slicing, mps, mig, hami, kai. Default: time-slicing.
+        One of the selectable backends of ``backend_table.TABLE``: time-slicing, mps, mig, hami,
+        kai. Default: time-slicing.
         Example: ``c.FractionalSpawner.gpu_backend = "hami"``
         """,
     ).tag(config=True)
