@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import backends
+from . import backends, dra
 from .backends import HARD, NOT_ENFORCED, WHOLE, BackendSettings, Isolation, PodFields, soft_caps
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ Build = Callable[["GPUPlan", BackendSettings], PodFields]
 
 # How the spawn form counts a backend's free capacity (:meth:`FractionalSpawner.annotate_form_rows`).
 COUNT_EXTENDED_RESOURCE = "extended-resource"  # node allocatable minus pods' requests of the pod's resource
+COUNT_DRA = "dra"  # ResourceSlices minus allocated claims' consumed capacity (:mod:`.dra_availability`)
 COUNT_NOTHING = "not-counted"  # another scheduler places the pod by its own books
 
 
@@ -50,6 +51,7 @@ class Backend:
     full_markers: tuple[str, ...] = ("Insufficient",)
     isolation_for: Callable[[GPUPlan], Isolation] | None = None  # when the plan decides (dra)
     build_whole: Build | None = None  # its pod fields for ``count`` whole GPUs, when not the device plugin's
+    sharing_modes: tuple[str, ...] = ()  # values of the ``sharing`` key it accepts
 
     def isolation_of(self, plan: GPUPlan) -> Isolation:
         return self.isolation_for(plan) if self.isolation_for else self.isolation
@@ -71,6 +73,11 @@ TABLE: tuple[Backend, ...] = (
     Backend(
         "kai", NOT_ENFORCED, backends.kai_fields, full_gpu_is_whole=True, own_scheduler=True,
         counted_by=COUNT_NOTHING, build_whole=backends.kai_whole_fields,
+    ),
+    Backend(
+        "dra", NOT_ENFORCED, dra.dra_fields, own_scheduler=True, mig_profiles=True, counted_by=COUNT_DRA,
+        full_markers=dra.FULL_MARKERS, isolation_for=dra.isolation_of, build_whole=dra.dra_whole_fields,
+        sharing_modes=dra.SHARING_VALUES,
     ),
     # Not selectable: what a plan becomes for ``count`` whole GPUs, and for a CPU-only profile.
     Backend("whole", WHOLE, backends.whole_fields, selectable=False),

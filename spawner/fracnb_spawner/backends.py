@@ -62,6 +62,9 @@ class BackendSettings:
     kai_queue: str
     soft_cap_ratio: float
     whole_gpu_resource: str = WHOLE_GPU_RESOURCE  # the device plugin's own name; not configurable
+    dra_device_class: str = "gpu.nvidia.com"
+    dra_mig_device_class: str = "mig.nvidia.com"
+    dra_driver: str = "gpu.nvidia.com"  # the DRA driver: its attributes' domain and opaque config's driver
 
 
 def is_gpu_resource(name: str, settings: BackendSettings) -> bool:

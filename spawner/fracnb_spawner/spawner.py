@@ -20,11 +20,19 @@ from kubespawner import KubeSpawner
 from tornado import web
 from traitlets import TraitError, default, validate
 
-from . import form
+from . import companions, form
 from .availability import free_units, largest_allocatable
 from .backend_table import COUNT_EXTENDED_RESOURCE, backend_fields, backend_named
-from .backends import GPU_VISIBILITY_VARIABLES, RESERVED_ENV_PREFIX, BackendSettings, contract_fields, is_gpu_resource
+from .backends import (
+    GPU_VISIBILITY_VARIABLES,
+    RESERVED_ENV_PREFIX,
+    BackendSettings,
+    PodFields,
+    contract_fields,
+    is_gpu_resource,
+)
 from .clusterview import shared_view
+from .dra import named_for_pod
 from .errors import HubConfigError, InvalidRequestError, RefusedSpawnError
 from .gpu import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
 from .kube import list_pods_in, pod_namespaces, singleuser_selector
@@ -75,6 +83,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         self._pristine: dict[str, Any] = {}
         self._form_choice: dict = {}  # the last choice submitted on the form, shown again after a refusal
         self._spawn_placement: tuple[str, dict[str, str], int] | None = None  # what this spawn's pod asks for
+        self._pod_parts = PodFields()  # claims and objects beside the pod (backend_table: dra)
+        self._companion_refs: list[dict[str, str]] = []  # those objects once created, kept in the state
         try:
             check_spawner_traits({name: getattr(self, name) for name in GPU_CARRYING_TRAITS}, self.is_gpu_resource)
         except OverrideError as error:
@@ -308,6 +318,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
     async def stop(self, now: bool = False) -> None:
         try:
             await super().stop(now=now)
+            await companions.delete(self.api.api_client, self._companion_refs, self.log)
+            self._companion_refs = []
         finally:
             LEDGER.release(self.user.name, self.name)
 
@@ -445,6 +457,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             # Read by the notebook side's server extension: args would be dropped when the image's
             # own command is used, environment variables never are.
             self._fracnb_env["FRACNB_KERNEL_CULL_IDLE_TIMEOUT"] = str(kernel_timeout)
+        self._pod_parts = named_for_pod(fields, self.pod_name) if fields.companions else fields
         self.fracnb_plan = plan
         self.fracnb_selection = {"profile": selection.slug, "choice": selection.choice_text}
         self._spawn_placement = self._placement(selection, plan)
@@ -460,6 +473,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         pod = await super().get_pod_manifest()
         pod.metadata.labels = {**(pod.metadata.labels or {}), **self._fracnb_labels}
         pod.metadata.annotations = {**(pod.metadata.annotations or {}), **self._fracnb_annotations}
+        companions.attach_claims(pod, self._pod_parts)
         if self.extra_container_config.get("env"):
             # get_env() already controls the reserved names; a raw env list in extra_container_config doesn't.
             container = pod.spec.containers[0]
@@ -478,6 +492,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 "fraction": format_fraction(self.fracnb_plan.fraction),
                 "memory_bytes": self.fracnb_plan.memory_bytes,
             }
+            if self._companion_refs:
+                state["fracnb"]["companions"] = self._companion_refs
         return state
 
     def load_state(self, state: dict) -> None:
@@ -489,6 +505,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             self.fracnb_plan = GPUPlan(
                 backend, parse_fraction(saved.get("fraction", "0")), saved.get("memory_bytes", 0)
             )
+            self._companion_refs = [ref for ref in saved.get("companions", []) if isinstance(ref, dict)]
 
     def clear_state(self) -> None:
         super().clear_state()
@@ -498,7 +515,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
     async def _start(self) -> Any:
         """KubeSpawner's start, failing with a plain reason shortly before the hub's own timeout."""
         try:
-            return await asyncio.wait_for(super()._start(), timeout=max(1.0, self.start_timeout * 0.9))
+            return await asyncio.wait_for(self._start_with_companions(), timeout=max(1.0, self.start_timeout * 0.9))
         except (asyncio.TimeoutError, TimeoutError):
             reason = self._scheduling_failure()
             if reason is None:
@@ -516,6 +533,21 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             # as a refusal (it repeats for every spawn of this choice; restarting the hub fixes nothing).
             message = f"The cluster refused this server's pod: {_api_message(error)}"
             raise RefusedSpawnError(400, message, reason="invalid-pod") from None
+
+    async def _start_with_companions(self) -> Any:
+        """Create the plan's objects beside the pod (a DRA claim template), start, then let the pod own them."""
+        if self._pod_parts.companions:
+            await companions.delete(self.api.api_client, self._companion_refs, self.log)  # an earlier spawn's
+            self._companion_refs = companions.references(self._pod_parts.companions, self.namespace)
+            try:
+                await companions.create(self.api.api_client, self.namespace, self._pod_parts.companions, self.log)
+            except companions.CompanionError as error:
+                raise HubConfigError(f"This server could not start: {error}") from None
+        result = await super()._start()
+        pod = self.pod_reflector.pods.get(f"{self.namespace}/{self.pod_name}") if self._companion_refs else None
+        if pod is not None:
+            await companions.adopt(self.api.api_client, self._companion_refs, companions.owner_reference(pod), self.log)
+        return result
 
     def _scheduling_failure(self) -> str | None:
         events = getattr(self, "events", None) or []

@@ -151,7 +151,7 @@ BAD_PROFILES = [
     ),
     (
         {"gpu": {"mig_profile": "1g.10gb"}, "profile_options": {"b": {"choices": {"h": {"gpu": {"backend": "hami"}}}}}},
-        "choice b=h: 'mig_profile' needs the mig backend, not 'hami'",
+        "choice b=h: 'mig_profile' needs the mig or dra backend, not 'hami'",
     ),
     # labels and selectors the apiserver would refuse
     (
@@ -293,7 +293,7 @@ async def test_kubespawner_section_reaches_the_subclass(make_spawner) -> None:
 
 async def test_example_config_is_valid(make_spawner, example_config: Config) -> None:
     spawner = make_spawner(example_config)
-    assert len(spawner.profile_list) == 7
+    assert len(spawner.profile_list) == 8
 
 
 def settings_config(settings: dict) -> Config:
