@@ -33,6 +33,7 @@ from .backends import (
 )
 from .clusterview import shared_view
 from .dra import named_for_pod
+from .dra_availability import free_servers, shared_dra_view, want_for
 from .errors import HubConfigError, InvalidRequestError, RefusedSpawnError
 from .gpu import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
 from .kube import list_pods_in, pod_namespaces, singleuser_selector
@@ -85,6 +86,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         self._spawn_placement: tuple[str, dict[str, str], int] | None = None  # what this spawn's pod asks for
         self._pod_parts = PodFields()  # claims and objects beside the pod (backend_table: dra)
         self._companion_refs: list[dict[str, str]] = []  # those objects once created, kept in the state
+        self._companions_pending = False  # this spawn's objects are still to be created
         try:
             check_spawner_traits({name: getattr(self, name) for name in GPU_CARRYING_TRAITS}, self.is_gpu_resource)
         except OverrideError as error:
@@ -343,6 +345,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 row = row.with_availability(free_units(nodes, pods, resource, selector))
                 if self.refuse_unplaceable_choices and largest_allocatable(nodes, resource, selector) < units:
                     row = row.refused(no_node_reason(row.plan))
+            elif self.show_availability:
+                row = await self._with_dra_availability(row)
             if row.allowed and policy.has_limits and row.plan.fraction > 0:
                 decision = check_request(
                     policy, LEDGER.allocations(allocations), user=self.user.name,
@@ -352,6 +356,14 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                     row = row.refused(decision.message)
             annotated[key] = row
         return annotated
+
+    async def _with_dra_availability(self, row: form.ChoiceRow) -> form.ChoiceRow:
+        """A dra choice's free count, from the hub-wide view of ResourceSlices and claims (backend_table: dra)."""
+        want = want_for(row.plan, self.backend_settings())
+        if want is None:
+            return row
+        slices, claims = await shared_dra_view(self.api.api_client, self.log).snapshot()
+        return row.with_availability(free_servers(slices, claims, want)) if slices else row
 
     def _placement(self, selection: Selection, plan: GPUPlan) -> tuple[str, dict[str, str], int] | None:
         """The extended resource, node selector and units a pod of this choice asks the default scheduler for.
@@ -458,6 +470,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             # own command is used, environment variables never are.
             self._fracnb_env["FRACNB_KERNEL_CULL_IDLE_TIMEOUT"] = str(kernel_timeout)
         self._pod_parts = named_for_pod(fields, self.pod_name) if fields.companions else fields
+        self._companions_pending = bool(fields.companions)
         self.fracnb_plan = plan
         self.fracnb_selection = {"profile": selection.slug, "choice": selection.choice_text}
         self._spawn_placement = self._placement(selection, plan)
@@ -535,19 +548,28 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             raise RefusedSpawnError(400, message, reason="invalid-pod") from None
 
     async def _start_with_companions(self) -> Any:
-        """Create the plan's objects beside the pod (a DRA claim template), start, then let the pod own them."""
-        if self._pod_parts.companions:
-            await companions.delete(self.api.api_client, self._companion_refs, self.log)  # an earlier spawn's
-            self._companion_refs = companions.references(self._pod_parts.companions, self.namespace)
-            try:
-                await companions.create(self.api.api_client, self.namespace, self._pod_parts.companions, self.log)
-            except companions.CompanionError as error:
-                raise HubConfigError(f"This server could not start: {error}") from None
+        """KubeSpawner's start; then the pod owns the objects created beside it (a DRA claim template)."""
         result = await super()._start()
         pod = self.pod_reflector.pods.get(f"{self.namespace}/{self.pod_name}") if self._companion_refs else None
         if pod is not None:
             await companions.adopt(self.api.api_client, self._companion_refs, companions.owner_reference(pod), self.log)
         return result
+
+    async def _make_create_pod_request(self, pod: Any, request_timeout: float) -> Any:
+        """Create the plan's objects beside the pod (once per spawn), then the pod.
+
+        Here rather than in ``_start``: KubeSpawner applies the user's choice (``load_user_options``)
+        inside ``_start``, and retries this request after deleting a leftover pod of the same name.
+        """
+        if self._companions_pending:
+            await companions.delete(self.api.api_client, self._companion_refs, self.log)  # an earlier spawn's
+            try:
+                await companions.create(self.api.api_client, self.namespace, self._pod_parts.companions, self.log)
+            except companions.CompanionError as error:
+                raise HubConfigError(f"This server could not start: {error}") from None
+            self._companion_refs = companions.references(self._pod_parts.companions, self.namespace)
+            self._companions_pending = False
+        return await super()._make_create_pod_request(pod, request_timeout)
 
     def _scheduling_failure(self) -> str | None:
         events = getattr(self, "events", None) or []
