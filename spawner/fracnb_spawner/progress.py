@@ -13,7 +13,7 @@ def describe_plan(plan: GPUPlan) -> str:
     """ "0.25 GPU (time-slicing)", "1g.10gb MIG slice", "2 GPUs", "no GPU"."""
     if plan.backend == "none":
         return "no GPU"
-    if plan.backend == "mig" and plan.mig_slice is not None:
+    if plan.mig_slice is not None:  # the mig backend's, or a MIG device claimed through dra
         return f"{plan.mig_slice.profile} MIG slice"
     if plan.backend == "whole":
         count = plan.fraction.numerator

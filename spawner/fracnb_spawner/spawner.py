@@ -363,7 +363,20 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         if want is None:
             return row
         slices, claims = await shared_dra_view(self.api.api_client, self.log).snapshot()
-        return row.with_availability(free_servers(slices, claims, want)) if slices else row
+        if not slices:
+            return row
+        row = row.with_availability(free_servers(slices, claims, want))
+        if self.refuse_unplaceable_choices and free_servers(slices, [], want) == 0:
+            row = row.refused(no_node_reason(row.plan))
+        return row
+
+    async def _dra_devices_exist(self, plan: GPUPlan) -> bool | None:
+        """Whether some DRA device could hold a server of ``plan`` (used or not); None when unknown."""
+        want = want_for(plan, self.backend_settings())
+        if want is None:
+            return None
+        slices, _claims = await shared_dra_view(self.api.api_client, self.log).snapshot()
+        return free_servers(slices, [], want) > 0 if slices else None
 
     def _placement(self, selection: Selection, plan: GPUPlan) -> tuple[str, dict[str, str], int] | None:
         """The extended resource, node selector and units a pod of this choice asks the default scheduler for.
@@ -409,13 +422,18 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
         view of nodes is readable; otherwise the scheduler decides.
         """
         placement = self._placement(selection, plan)
-        if not self.refuse_unplaceable_choices or await self._slots_exist(placement) is not False:
+        if not self.refuse_unplaceable_choices or await self._slots_exist(placement, plan) is not False:
             return
         message = no_node_reason(plan)
         raise RefusedSpawnError(503, message[0].upper() + message[1:], reason="unschedulable")
 
-    async def _slots_exist(self, placement: tuple[str, dict[str, str], int] | None) -> bool | None:
-        """Whether some node offers the GPUs of a ``_placement`` (used or not); None when the hub cannot tell."""
+    async def _slots_exist(
+        self, placement: tuple[str, dict[str, str], int] | None, plan: GPUPlan | None = None
+    ) -> bool | None:
+        """Whether some node offers the GPUs of a ``_placement`` (used or not), or some DRA device the
+        ``plan``'s claim; None when the hub cannot tell."""
+        if placement is None and plan is not None and self.show_availability:
+            return await self._dra_devices_exist(plan)
         if placement is None or not self.show_availability:
             return None
         nodes, _pods = await self._cluster_view()
@@ -535,7 +553,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
                 raise
             # The scheduler's text is in the spawn's event log and here in the hub log, not in the headline.
             self.log.warning("fracnb: no node took %s in %s s: %s", self._log_name, self.start_timeout, reason)
-            slots = await self._slots_exist(self._spawn_placement)
+            slots = await self._slots_exist(self._spawn_placement, self.fracnb_plan)
             slots = scheduler_saw_slots(reason, self.fracnb_plan) if slots is None else slots
             message = unschedulable_message(self.fracnb_plan, self.start_timeout, slots_exist=slots)
             raise RefusedSpawnError(503, message, reason="unschedulable") from None

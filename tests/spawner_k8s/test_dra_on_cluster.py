@@ -11,6 +11,8 @@ import pytest
 from tornado import web
 from traitlets.config import Config
 
+from fracnb_spawner import form
+
 pytestmark = pytest.mark.k8s
 
 GIB = 2**30
@@ -88,21 +90,36 @@ async def test_a_mig_claim_lands_only_on_a_device_with_that_profile(dra_spawner,
     await spawner.stop()
 
 
-async def test_a_mig_profile_no_device_has_waits(dra_spawner, dra_testbed, dra_namespace) -> None:
+async def test_a_mig_profile_no_device_has_is_refused_at_once_or_waits_when_asked(
+    dra_spawner, dra_testbed, dra_namespace
+) -> None:
+    spawner = dra_spawner({"profile": "mig-absent"}, user="absent")
+    with pytest.raises(web.HTTPError) as caught:
+        await asyncio.wait_for(spawner.start(), timeout=15)
+    assert caught.value.status_code == 503
+    assert caught.value.jupyterhub_message == (
+        "No node in this cluster offers 2g.20gb MIG slice, so it cannot start; choose another option, or ask your hub admin"
+    )
+    assert templates_in(dra_testbed, dra_namespace) == []
+    rows = await spawner.annotate_form_rows(form.describe(await spawner.resolve_profiles(), spawner.gpu_defaults()))
+    assert (rows[("mig-absent", None, None)].allowed, rows[("mig", None, None)].free) == (False, 2)
+    await spawner.stop()
+
     config = Config()
     config.FractionalSpawner.start_timeout = 60
-    spawner = dra_spawner({"profile": "mig-absent"}, user="absent", config=config)
-    start = asyncio.ensure_future(spawner.start())
+    config.FractionalSpawner.refuse_unplaceable_choices = False  # e.g. the MIG layout may change
+    waiting = dra_spawner({"profile": "mig-absent"}, user="absent", config=config)
+    start = asyncio.ensure_future(waiting.start())
 
     def refused() -> bool:
-        events = dra_testbed.events_for(dra_namespace, spawner.pod_name)
+        events = dra_testbed.events_for(dra_namespace, waiting.pod_name)
         return any(event.get("reason") == "FailedScheduling" for event in events)
 
     await wait_until(refused, what="the scheduler's refusal")
     assert not start.done()
     start.cancel()
     await asyncio.gather(start, return_exceptions=True)
-    await spawner.stop()
+    await waiting.stop()
 
 
 async def test_hub_restart_then_stop_leaves_no_claim_or_template(dra_spawner, dra_testbed, dra_namespace) -> None:
