@@ -158,7 +158,8 @@ def main() -> None:
     parser.add_argument("--notebooks", type=int, default=100)
     parser.add_argument("--dra", action="store_true", help="DRA memory slices vs time-sliced quarters")
     args = parser.parse_args()
-    cluster = dra_bench_cluster(-(-max(args.notebooks, 10) // 4)) if args.dra else load_cluster("large")  # 10: warm-up
+    # Room for a batch while the last batch's claims are still being freed.
+    cluster = dra_bench_cluster(-(-(args.notebooks + 10) // 4)) if args.dra else load_cluster("large")
     with tempfile.TemporaryDirectory() as directory:
         print(f"starting the testbed ({cluster.name} cluster) ...")
         state = up(cluster, Path(directory) / "state", bin_dir=find_bin_dir())
