@@ -322,6 +322,9 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
             await super().stop(now=now)
             await companions.delete(self.api.api_client, self._companion_refs, self.log)
             self._companion_refs = []
+            # KubeSpawner also stops a leftover pod in the middle of a start, then creates the pod
+            # again: its objects must be made again too.
+            self._companions_pending = bool(self._pod_parts.companions)
         finally:
             LEDGER.release(self.user.name, self.name)
 
@@ -568,9 +571,11 @@ class FractionalSpawner(KubeSpawner, FractionalTraits):
     async def _start_with_companions(self) -> Any:
         """KubeSpawner's start; then the pod owns the objects created beside it (a DRA claim template)."""
         result = await super()._start()
-        pod = self.pod_reflector.pods.get(f"{self.namespace}/{self.pod_name}") if self._companion_refs else None
-        if pod is not None:
-            await companions.adopt(self.api.api_client, self._companion_refs, companions.owner_reference(pod), self.log)
+        if self._companion_refs:
+            # Read now, not from the reflector: a pod replaced during the start has a new uid.
+            pod = await self.api.read_namespaced_pod(self.pod_name, self.namespace)
+            owner = companions.owner_reference(self.api.api_client.sanitize_for_serialization(pod))
+            await companions.adopt(self.api.api_client, self._companion_refs, owner, self.log)
         return result
 
     async def _make_create_pod_request(self, pod: Any, request_timeout: float) -> Any:

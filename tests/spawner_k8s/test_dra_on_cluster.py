@@ -208,3 +208,25 @@ async def test_quotas_count_dra_fractions_like_any_fraction(dra_spawner, dra_nam
     assert "team-a uses 0.5 of 0.5 GPUs; this choice needs 0.25" in message
     for spawner in spawners[:2]:
         await spawner.stop()
+
+
+async def test_a_leftover_pod_of_the_same_name_is_replaced_and_the_new_one_gets_its_claim(
+    dra_spawner, dra_testbed, dra_namespace
+) -> None:
+    spawner = dra_spawner({"profile": "any-quarter"}, user="leftover")
+    leftover = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": spawner.pod_name},
+        "spec": {"containers": [{"name": "old", "image": "example.invalid/old"}]},
+    }
+    dra_testbed.create_pod(dra_namespace, leftover)
+    # KubeSpawner meets the name taken (409), stops the old pod (which deletes this spawn's
+    # template), and creates the pod again: the template must be there again for its claim.
+    await spawner.start()
+    assert allocation_of(dra_testbed, dra_namespace, spawner.pod_name)["consumedCapacity"] == {"memory": "20Gi"}
+    (template,) = templates_in(dra_testbed, dra_namespace)
+    (pod,) = [p for p in dra_testbed.list_pods(dra_namespace) if p["metadata"]["name"] == spawner.pod_name]
+    assert template["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+    await spawner.stop()
+    await wait_until(lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claim to go with its pod")
