@@ -8,7 +8,7 @@
 #   FRACNB_TESTBED_CACHE   cache root (default: ${XDG_CACHE_HOME:-~/.cache}/fracnb-testbed)
 #
 # A cold build takes 7 to 8 minutes on two cores without kube-controller-manager
-# (only the dra cluster runs it); docs/testbed.md gives the time with it. Progress goes to stderr.
+# (only the dra cluster runs it), about 10 with it (docs/testbed.md). Progress goes to stderr.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
