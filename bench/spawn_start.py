@@ -5,6 +5,12 @@ Both run against the same testbed (the ``large`` cluster: 150 A100 nodes time-sl
 sample is one notebook's start() call; pods are deleted between batches.
 
     python -m bench.spawn_start [--rounds 3] [--notebooks 100]
+
+With ``--dra``: FractionalSpawner's 0.25 GPU as a DRA memory slice (a claim template per
+server, the claim made by kube-controller-manager and allocated by kube-scheduler) vs the
+same 0.25 GPU time-sliced, on one testbed that has both (:func:`dra_bench_cluster`).
+
+    python -m bench.spawn_start --dra [--rounds 3] [--notebooks 100]
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from pathlib import Path
 from traitlets.config import Config
 
 from fracnb_testbed.binaries import find_bin_dir
-from fracnb_testbed.clusters import load_cluster
+from fracnb_testbed.clusters import ClusterSpec, load_cluster, parse_cluster
 from fracnb_testbed.controlplane import down, up
 from fracnb_testbed.handle import Testbed
 
@@ -32,6 +38,34 @@ def ours_config(namespace: str) -> Config:
     config.FractionalSpawner.node_selector = {"type": "kwok"}
     config.FractionalSpawner.start_timeout = 300
     return config
+
+
+def dra_config(namespace: str) -> Config:
+    """Ours, the same quarter as a DRA memory slice."""
+    config = ours_config(namespace)
+    config.FractionalSpawner.profile_list = [
+        {"display_name": "0.25 GPU", "slug": "gpu", "gpu": {"fraction": 0.25, "backend": "dra"}}
+    ]
+    return config
+
+
+def dra_bench_cluster(nodes: int) -> ClusterSpec:
+    """``nodes`` A100 nodes time-sliced 4 ways and ``nodes`` with one 80 GiB DRA GPU: 4 x nodes quarters each."""
+    machine = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+    labels = {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+        "nvidia.com/gpu.replicas": "4",
+        "nvidia.com/gpu.sharing-strategy": "time-slicing",
+    }
+    gpus = [{"product": "NVIDIA A100-SXM4-80GB", "memory": "80Gi", "count": 1}]
+    shared = {**machine, "nvidia.com/gpu.shared": "4"}
+    return parse_cluster({
+        "name": "dra-bench",
+        "nodeGroups": [
+            {"name": "a100-ts4", "count": nodes, "labels": labels, "capacity": shared},
+            {"name": "a100-dra", "count": nodes, "capacity": machine, "draDevices": {"gpus": gpus}},
+        ],
+    })  # fmt: skip
 
 
 def stock_config(namespace: str, override: dict | None = None) -> Config:
@@ -78,7 +112,7 @@ async def batch(spawner_class: type, config: Config, notebooks: int, tag: str) -
     return list(latencies), wall
 
 
-async def run(testbed: Testbed, rounds: int, notebooks: int) -> None:
+async def run(testbed: Testbed, rounds: int, notebooks: int, *, dra: bool = False) -> None:
     from kubernetes_asyncio.config import kube_config
     from kubespawner import KubeSpawner, clients
 
@@ -93,6 +127,8 @@ async def run(testbed: Testbed, rounds: int, notebooks: int) -> None:
         ("stock", KubeSpawner, stock_config),
         ("stock-shared", KubeSpawner, stock_shared_config),
     ]
+    if dra:
+        variants = [("ours-dra", FractionalSpawner, dra_config), ("ours", FractionalSpawner, ours_config)]
     latencies: dict[str, list[float]] = {name: [] for name, _, _ in variants}
     walls: dict[str, list[float]] = {name: [] for name, _, _ in variants}
     for name, cls, make in variants:  # warm-up: reflectors, connection pools, scheduler caches
@@ -105,12 +141,13 @@ async def run(testbed: Testbed, rounds: int, notebooks: int) -> None:
             walls[name].append(wall)
             print(f"round {round_ + 1} {name:12}: median start {statistics.median(samples):.3f} s, batch {wall:.1f} s")
     await KubeSpawner._stop_all_reflectors()
-    ours = statistics.median(latencies["ours"])
-    for peer in ("stock", "stock-shared"):
+    first = variants[0][0]
+    ours = statistics.median(latencies[first])
+    for peer, _cls, _make in variants[1:]:
         theirs = statistics.median(latencies[peer])
-        ratio_wall = statistics.median(walls["ours"]) / statistics.median(walls[peer])
+        ratio_wall = statistics.median(walls[first]) / statistics.median(walls[peer])
         print(
-            f"ours vs {peer:12}: median start {ours:.3f} s vs {theirs:.3f} s, ratio {ours / theirs:.3f};"
+            f"{first} vs {peer:12}: median start {ours:.3f} s vs {theirs:.3f} s, ratio {ours / theirs:.3f};"
             f" batch ratio {ratio_wall:.3f}"
         )
 
@@ -119,12 +156,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--notebooks", type=int, default=100)
+    parser.add_argument("--dra", action="store_true", help="DRA memory slices vs time-sliced quarters")
     args = parser.parse_args()
+    # Room for a batch while the last batch's claims are still being freed.
+    cluster = dra_bench_cluster(-(-(args.notebooks + 10) // 4)) if args.dra else load_cluster("large")
     with tempfile.TemporaryDirectory() as directory:
-        print("starting the testbed (large cluster) ...")
-        state = up(load_cluster("large"), Path(directory) / "state", bin_dir=find_bin_dir())
+        print(f"starting the testbed ({cluster.name} cluster) ...")
+        state = up(cluster, Path(directory) / "state", bin_dir=find_bin_dir())
         try:
-            asyncio.run(run(Testbed(state), args.rounds, args.notebooks))
+            asyncio.run(run(Testbed(state), args.rounds, args.notebooks, dra=args.dra))
         finally:
             down(state.directory)
 

@@ -24,5 +24,6 @@ c.FractionalSpawner.profile_list = [
     {"display_name": "MIG 1g.10gb", "slug": "mig-small", "gpu": {"backend": "mig", "mig_profile": "1g.10gb"}},
     {"display_name": "0.5 GPU, MPS", "slug": "mps-half", "gpu": {"fraction": 0.5, "backend": "mps"}},
     {"display_name": "0.25 GPU, KAI", "slug": "kai-quarter", "gpu": {"fraction": 0.25, "backend": "kai"}},
+    {"display_name": "0.25 GPU, DRA slice", "slug": "dra-quarter", "gpu": {"fraction": 0.25, "backend": "dra"}},
     {"display_name": "1 GPU", "slug": "full", "gpu": {"count": 1}},
 ]

@@ -7,13 +7,13 @@
 
 export type Bytes = number;
 /**
- * Who enforces the memory budget: hard (MIG, whole GPUs), enforced (HAMi), per-process (MPS), none (time-slicing, KAI, CPU-only).
+ * Who enforces the memory budget: hard (MIG, also through dra; whole GPUs), enforced (HAMi; a dra slice with the MPS pinned-memory limit), per-process (MPS), none (time-slicing, KAI, dra memory slices, CPU-only).
  */
 export type Isolation = 'hard' | 'enforced' | 'per-process' | 'none';
 /**
- * The GPU-sharing mechanism of the server: time-slicing, mps, mig, hami, kai, whole (whole GPUs) or none (CPU-only). Every backend the spawner emits must be listed here and understood by the meter.
+ * The GPU-sharing mechanism of the server: time-slicing, mps, mig, hami, kai, dra (a Kubernetes DRA ResourceClaim: a memory slice or a MIG device), whole (whole GPUs) or none (CPU-only). The list and its order are the spawner's backend table (fracnb_spawner.backend_table.TABLE); a test checks them.
  */
-export type Backend = 'time-slicing' | 'mps' | 'mig' | 'hami' | 'kai' | 'whole' | 'none';
+export type Backend = 'time-slicing' | 'mps' | 'mig' | 'hami' | 'kai' | 'dra' | 'whole' | 'none';
 export type UserLimit = ILimited | IUnlimited | INoQuota;
 
 /**

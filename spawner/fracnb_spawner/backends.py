@@ -2,19 +2,23 @@
 
 Each function returns the extended resources, node selector, scheduler, labels,
 annotations and environment one mechanism needs; ``contract_fields`` adds the
-``FRACNB_*`` contract (docs/contract.md) every pod carries.
+``FRACNB_*`` contract (docs/contract.md) every pod carries. Which function serves which
+backend is said once, in :mod:`.backend_table`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
-from .culling import CullPolicy
-from .gpu import GPUPlan
 from .labels import label_value
 from .mig import MIG_RESOURCE_PREFIX
 from .units import format_decimal, format_fraction
+
+if TYPE_CHECKING:
+    from .culling import CullPolicy
+    from .gpu import GPUPlan
 
 LABEL_PREFIX = "fracnb.io/"
 GPU_VISIBILITY_VARIABLES = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "CUDA_DISABLE_CONTROL")
@@ -34,6 +38,19 @@ GPU_REQUEST_ANNOTATIONS = (KAI_FRACTION_ANNOTATION, "gpu-memory", "gpu-fraction-
 
 
 @dataclass(frozen=True)
+class Isolation:
+    """Who enforces the memory budget: the contract's level and the form's words for it."""
+
+    level: str  # one of the schema's isolation enum: hard, enforced, per-process, none
+    words: str
+
+
+NOT_ENFORCED = Isolation("none", "not enforced (shared, soft caps only)")
+HARD = Isolation("hard", "hard limit (hardware partition)")
+WHOLE = Isolation("hard", "whole GPU: not shared, the whole device's memory")
+
+
+@dataclass(frozen=True)
 class BackendSettings:
     """Cluster-specific names, from the spawner's traits (whose defaults are the only ones)."""
 
@@ -45,6 +62,9 @@ class BackendSettings:
     kai_queue: str
     soft_cap_ratio: float
     whole_gpu_resource: str = WHOLE_GPU_RESOURCE  # the device plugin's own name; not configurable
+    dra_device_class: str = "gpu.nvidia.com"
+    dra_mig_device_class: str = "mig.nvidia.com"
+    dra_driver: str = "gpu.nvidia.com"  # the DRA driver: its attributes' domain and opaque config's driver
 
 
 def is_gpu_resource(name: str, settings: BackendSettings) -> bool:
@@ -61,26 +81,14 @@ class PodFields:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     environment: dict[str, str] = field(default_factory=dict)
+    # Pod-level parts: ``spec.resourceClaims`` entries, and objects the spawner creates beside the
+    # pod (named after it) and deletes at stop; ``container_claims`` go to the notebook container.
+    pod_claims: list[dict[str, Any]] = field(default_factory=list)
+    container_claims: list[dict[str, Any]] = field(default_factory=list)
+    companions: list[dict[str, Any]] = field(default_factory=list)
 
 
-def backend_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
-    """The mechanism-specific part of the pod for ``plan``."""
-    build = {
-        "none": _cpu_only,
-        "whole": _whole,
-        "time-slicing": _time_slicing,
-        "mps": _mps,
-        "mig": _mig,
-        "hami": _hami,
-        "kai": _kai,
-    }[plan.backend]
-    fields_ = build(plan, settings)
-    if plan.isolation == "none" and plan.backend != "none":
-        fields_.environment.update(soft_caps(plan, settings.soft_cap_ratio))
-    return fields_
-
-
-def _cpu_only(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+def cpu_only_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
     # A runtime that honours the variable exposes no GPU to a pod that asked for none.
     return PodFields(environment={"NVIDIA_VISIBLE_DEVICES": "void"})
 
@@ -89,21 +97,26 @@ def _product_selector(plan: GPUPlan, suffix: str = "") -> dict[str, str]:
     return {"nvidia.com/gpu.product": plan.product + suffix} if plan.product else {}
 
 
-def _whole(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+def hami_whole_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    return PodFields(
+        resources={WHOLE_GPU_RESOURCE: str(plan.fraction.numerator)},
+        scheduler_name=settings.hami_scheduler,
+        annotations=_hami_gputype(plan),
+    )
+
+
+def kai_whole_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    return PodFields(
+        resources={WHOLE_GPU_RESOURCE: str(plan.fraction.numerator)},
+        scheduler_name=settings.kai_scheduler,
+        node_selector=_product_selector(plan),
+        labels={settings.kai_queue_label: settings.kai_queue},
+    )
+
+
+def whole_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    """Whole GPUs from the device plugin (a backend with its own scheduler has its own ``build_whole``)."""
     count = str(plan.fraction.numerator)
-    if plan.scheduler_backend == "hami":
-        return PodFields(
-            resources={WHOLE_GPU_RESOURCE: count},
-            scheduler_name=settings.hami_scheduler,
-            annotations=_hami_gputype(plan),
-        )
-    if plan.scheduler_backend == "kai":
-        return PodFields(
-            resources={WHOLE_GPU_RESOURCE: count},
-            scheduler_name=settings.kai_scheduler,
-            node_selector=_product_selector(plan),
-            labels={settings.kai_queue_label: settings.kai_queue},
-        )
     return PodFields(
         resources={settings.whole_gpu_resource: count},
         node_selector={"nvidia.com/gpu.sharing-strategy": "none", **_product_selector(plan)},
@@ -123,15 +136,15 @@ def _shared(plan: GPUPlan, resource: str, strategy: str) -> PodFields:
     )
 
 
-def _time_slicing(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+def time_slicing_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
     return _shared(plan, settings.time_slicing_resource, "time-slicing")
 
 
-def _mps(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+def mps_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
     return _shared(plan, settings.mps_resource, "mps")
 
 
-def _mig(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+def mig_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
     assert plan.mig_slice is not None  # noqa: S101 - plan_gpu always sets it for mig
     return PodFields(
         resources={plan.mig_slice.resource_name: "1"},
@@ -143,7 +156,7 @@ def _hami_gputype(plan: GPUPlan) -> dict[str, str]:
     return {"nvidia.com/use-gputype": plan.product} if plan.product else {}
 
 
-def _hami(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+def hami_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
     percent = str(max(1, round(plan.fraction * 100)))
     resources = {WHOLE_GPU_RESOURCE: "1", HAMI_CORES_RESOURCE: percent}
     if plan.memory_bytes and plan.memory_bytes != int(plan.fraction * plan.device_memory):
@@ -157,7 +170,7 @@ def _hami(plan: GPUPlan, settings: BackendSettings) -> PodFields:
     )
 
 
-def _kai(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+def kai_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
     return PodFields(
         scheduler_name=settings.kai_scheduler,
         node_selector=_product_selector(plan),

@@ -103,6 +103,8 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
                 "isolation": plan.isolation if plan else "none",
                 "summary": plan_summary(plan) if plan else "",
                 "kai_fraction": annotations.get(KAI_FRACTION_ANNOTATION),
+                # Objects created beside the pod, as the spawner creates them (a DRA claim template).
+                "companions": spawner._pod_parts.companions,
                 "idle_timeout_seconds": int(annotations.get(IDLE_TIMEOUT_ANNOTATION, 0)),
                 "max_age_seconds": int(annotations.get(MAX_AGE_ANNOTATION, 0)),
                 "idle_timeout_under_demand_seconds": int(annotations.get(IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION, 0)),
@@ -119,6 +121,8 @@ def _gpu_resources_text(row: dict) -> str:
     resources = ", ".join(f"{k}: {v}" for k, v in row["gpu_resources"].items())
     if resources:
         return resources
+    if row.get("companions"):
+        return "none requested: the pod claims its GPU through the DRA ResourceClaim below"
     if row.get("kai_fraction"):
         return (
             "none requested: the KAI scheduler gives the pod its share by the GPU-fraction annotation"
@@ -137,6 +141,9 @@ def _print_table(rows: list[dict]) -> None:
         print(f"  node selection: {selector}")
         print(f"  scheduler: {row['scheduler']}")
         print(f"  isolation: {row['isolation']}")
+        for companion in row.get("companions") or []:
+            print(f"  {companion['kind']} (created beside the pod, deleted at stop):")
+            print("    " + yaml.safe_dump(companion, sort_keys=False).replace("\n", "\n    ").rstrip())
         policy = idle_policy_text(row["idle_timeout_seconds"], row["max_age_seconds"])
         if row["idle_timeout_under_demand_seconds"]:
             policy += (

@@ -10,40 +10,17 @@ from dataclasses import dataclass, fields, replace
 from fractions import Fraction
 
 from . import mig
+from .backend_table import BACKENDS, backend_named
 from .labels import value_problem
 from .units import QuantityError, format_bytes, format_fraction, parse_bytes, parse_fraction
 
-BACKENDS = ("time-slicing", "mps", "mig", "hami", "kai")
-GPU_KEYS = ("fraction", "count", "backend", "mig_profile", "memory", "product")
+GPU_KEYS = ("fraction", "count", "backend", "mig_profile", "memory", "product", "sharing")
 AMOUNT_KEYS = ("fraction", "count", "mig_profile")  # each says how much GPU; one per entry
 # A GPU shared by more than 64 notebooks leaves each too little to run anything; time-slicing
 # and MPS need 1/fraction replicas per GPU, and KAI's annotation keeps 4 decimals.
 MIN_FRACTION = Fraction(1, 64)
 MAX_COUNT = 64  # more GPUs than any node has: such a pod could never be scheduled
 MIN_MEMORY = 256 * 2**20  # less than a CUDA context needs
-
-# Who enforces the memory budget, per mechanism (docs/spawner.md, "Who enforces the memory budget").
-ISOLATION = {
-    "time-slicing": "none",
-    "mps": "per-process",
-    "mig": "hard",
-    "hami": "enforced",
-    "kai": "none",
-    "whole": "hard",
-    "none": "none",
-}
-WHOLE_GPU_TEXT = "whole GPU: not shared, the whole device's memory"
-ISOLATION_TEXT = {
-    "hard": "hard limit (hardware partition)",  # MIG; a whole GPU is "hard" too, see isolation_text
-    "enforced": "enforced by HAMi",
-    "per-process": "per process (MPS)",
-    "none": "not enforced (shared, soft caps only)",
-}
-
-
-def isolation_text(backend: str, isolation: str) -> str:
-    """Who enforces the memory budget, in words; a whole GPU partitions nothing, it is simply not shared."""
-    return WHOLE_GPU_TEXT if backend == "whole" else ISOLATION_TEXT[isolation]
 
 
 class GPUConfigError(ValueError):
@@ -60,6 +37,7 @@ class GPUSpec:
     mig_profile: str | None = None
     memory: int | None = None
     product: str | None = None
+    sharing: str | None = None
 
     def merged(self, override: GPUSpec) -> GPUSpec:
         """This spec with every key that ``override`` sets replaced.
@@ -107,10 +85,17 @@ class GPUPlan:
     mig_slice: mig.MigSlice | None = None
     product: str | None = None
     scheduler_backend: str | None = None
+    sharing: str | None = None  # the backend's sharing mode (dra: time-slicing, mps or mig)
 
     @property
     def isolation(self) -> str:
-        return ISOLATION[self.backend]
+        """Who enforces the memory budget (the contract's ``FRACNB_ISOLATION``)."""
+        return backend_named(self.backend).isolation_of(self).level
+
+    @property
+    def isolation_words(self) -> str:
+        """The same in words, for the form and the dry run."""
+        return backend_named(self.backend).isolation_of(self).words
 
 
 CPU_ONLY = GPUPlan(backend="none", fraction=Fraction(0), memory_bytes=0)
@@ -130,6 +115,7 @@ def parse_gpu_spec(raw: object) -> GPUSpec:
         mig_profile=_parse_text(raw, "mig_profile"),
         memory=_parse_memory(raw["memory"]) if "memory" in raw else None,
         product=_parse_product(raw),
+        sharing=_parse_sharing(raw),
     )
     if spec.fraction is not None and spec.count is not None:
         raise GPUConfigError("'fraction' and 'count' exclude each other; keep one of them")
@@ -147,23 +133,26 @@ def parse_gpu_spec(raw: object) -> GPUSpec:
 def plan_gpu(spec: GPUSpec | None, defaults: GPUDefaults) -> GPUPlan:
     """Resolve a (merged) spec into the plan for one pod, or explain why it cannot work."""
     if spec is None or not spec.requests_gpu:
-        if spec is not None and (spec.backend or spec.memory or spec.product):
+        if spec is not None and (spec.backend or spec.memory or spec.product or spec.sharing):
             raise GPUConfigError("a gpu entry needs 'fraction', 'count' or 'mig_profile'")
         return CPU_ONLY
-    if spec.mig_profile and spec.backend not in (None, "mig"):
-        raise GPUConfigError(f"'mig_profile' needs the mig backend, not {spec.backend!r}")
-    backend = "mig" if spec.mig_profile else (spec.backend or defaults.backend)
+    if spec.mig_profile and spec.backend is not None and not backend_named(spec.backend).mig_profiles:
+        with_profiles = " or ".join(b for b in BACKENDS if backend_named(b).mig_profiles)
+        raise GPUConfigError(f"'mig_profile' needs the {with_profiles} backend, not {spec.backend!r}")
+    backend = spec.backend or ("mig" if spec.mig_profile else defaults.backend)
+    record = backend_named(backend)
+    _check_sharing(spec, backend, record.sharing_modes)
     device_memory = _device_memory(spec.product, defaults)
     if spec.count is not None:
         return _plan_whole(spec, spec.count, backend, device_memory)
-    if backend == "mig":
-        return _plan_mig(spec, defaults)
+    if backend == "mig" or (record.mig_profiles and (spec.mig_profile or spec.sharing == "mig")):
+        return _plan_mig(spec, defaults, backend)
     fraction = spec.fraction if spec.fraction is not None else Fraction(1)
-    if fraction == 1 and backend in ("time-slicing", "mps", "kai"):
+    if fraction == 1 and record.full_gpu_is_whole:
         return _plan_whole(spec, 1, backend, device_memory)
     _check_memory(spec.memory, device_memory, "one GPU's memory", "ask for whole GPUs with 'count'")
     replicas = None
-    if backend in ("time-slicing", "mps"):
+    if record.equal_slots:
         if fraction.numerator != 1:
             raise GPUConfigError(
                 f"{backend} shares a GPU in equal slots, so the fraction must be 1/N "
@@ -171,14 +160,14 @@ def plan_gpu(spec: GPUSpec | None, defaults: GPUDefaults) -> GPUPlan:
             )
         replicas = fraction.denominator
     budget = spec.memory or int(fraction * device_memory)
-    return GPUPlan(backend, fraction, budget, device_memory, replicas, None, spec.product)
+    return GPUPlan(backend, fraction, budget, device_memory, replicas, None, spec.product, sharing=spec.sharing)
 
 
 def _plan_whole(spec: GPUSpec, count: int, backend: str, device_memory: int) -> GPUPlan:
     if backend == "mig":
         raise GPUConfigError("'count' asks for whole GPUs; for a MIG slice give 'mig_profile'")
     _check_memory(spec.memory, count * device_memory, f"the memory of {count} GPU(s)", "raise 'count'")
-    scheduler = backend if backend in ("hami", "kai") else None
+    scheduler = backend if backend_named(backend).own_scheduler else None
     budget = spec.memory or count * device_memory
     return GPUPlan(
         "whole", Fraction(count), budget, device_memory, product=spec.product,
@@ -186,7 +175,22 @@ def _plan_whole(spec: GPUSpec, count: int, backend: str, device_memory: int) -> 
     )  # fmt: skip
 
 
-def _plan_mig(spec: GPUSpec, defaults: GPUDefaults) -> GPUPlan:
+def _check_sharing(spec: GPUSpec, backend: str, modes: tuple[str, ...]) -> None:
+    if spec.sharing is None:
+        return
+    if spec.sharing not in modes:
+        with_modes = [b for b in BACKENDS if backend_named(b).sharing_modes]
+        raise GPUConfigError(
+            f"'sharing: {spec.sharing}' does not apply to the {backend} backend; it is for the "
+            f"{' or '.join(with_modes)} backend ({', '.join(backend_named(with_modes[0]).sharing_modes)})"
+        )
+    if spec.count is not None:
+        raise GPUConfigError("'sharing' is for part of a GPU; whole GPUs ('count') are not shared")
+    if spec.mig_profile is not None and spec.sharing != "mig":
+        raise GPUConfigError(f"'sharing: {spec.sharing}' is for memory slices; a 'mig_profile' is a MIG device")
+
+
+def _plan_mig(spec: GPUSpec, defaults: GPUDefaults, backend: str = "mig") -> GPUPlan:
     model = mig.model_for_product(spec.product) if spec.product else None
     if spec.product and model is None:
         raise GPUConfigError(f"GPU product {spec.product!r} has no known MIG profiles")
@@ -201,7 +205,8 @@ def _plan_mig(spec: GPUSpec, defaults: GPUDefaults) -> GPUPlan:
     share = min(mig.memory_share(slice_, model), Fraction(1))
     _check_memory(spec.memory, slice_.memory_gb * 2**30, f"the {slice_.profile} slice's memory", "pick a larger slice")
     budget = spec.memory or slice_.memory_gb * 2**30
-    return GPUPlan("mig", share, budget, budget, mig_slice=slice_, product=spec.product)
+    sharing = "mig" if backend != "mig" else None
+    return GPUPlan(backend, share, budget, budget, mig_slice=slice_, product=spec.product, sharing=sharing)
 
 
 def _check_memory(memory: int | None, available: int, what: str, fix: str) -> None:
@@ -264,6 +269,14 @@ def _parse_text(raw: Mapping, key: str) -> str | None:
     if not isinstance(value, str) or not value.strip():
         raise GPUConfigError(f"{key} must be a non-empty string, not {value!r}")
     return value.strip()
+
+
+def _parse_sharing(raw: Mapping) -> str | None:
+    sharing = _parse_text(raw, "sharing")
+    known = sorted({mode for name in BACKENDS for mode in backend_named(name).sharing_modes})
+    if sharing is not None and sharing not in known:
+        raise GPUConfigError(f"unknown sharing {sharing!r}; choose one of: {', '.join(known)}")
+    return sharing
 
 
 def _parse_product(raw: Mapping) -> str | None:

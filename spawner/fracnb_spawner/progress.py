@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .gpu import GPUPlan, isolation_text
+from .backend_table import backend_named
+from .gpu import GPUPlan
 from .units import format_bytes, format_decimal
 
 
@@ -12,7 +13,7 @@ def describe_plan(plan: GPUPlan) -> str:
     """ "0.25 GPU (time-slicing)", "1g.10gb MIG slice", "2 GPUs", "no GPU"."""
     if plan.backend == "none":
         return "no GPU"
-    if plan.backend == "mig" and plan.mig_slice is not None:
+    if plan.mig_slice is not None:  # the mig backend's, or a MIG device claimed through dra
         return f"{plan.mig_slice.profile} MIG slice"
     if plan.backend == "whole":
         count = plan.fraction.numerator
@@ -24,8 +25,7 @@ def plan_summary(plan: GPUPlan) -> str:
     """One line for forms and the dry run: share, memory budget and who enforces it."""
     if plan.backend == "none":
         return "CPU only, no GPU visible"
-    enforcement = isolation_text(plan.backend, plan.isolation)
-    return f"{describe_plan(plan)}, {format_bytes(plan.memory_bytes)} GPU memory, {enforcement}"
+    return f"{describe_plan(plan)}, {format_bytes(plan.memory_bytes)} GPU memory, {plan.isolation_words}"
 
 
 def _where(plan: GPUPlan) -> str:
@@ -40,10 +40,12 @@ def no_node_reason(plan: GPUPlan) -> str:
     )
 
 
-def _waits_for_a_slot(scheduler_text: str) -> bool:
+def _waits_for_a_slot(scheduler_text: str, plan: GPUPlan | None) -> bool:
     # "0/10 nodes are available: 2 Insufficient nvidia.com/gpu.shared, 8 node(s) didn't match ...":
     # some node offers the resource and is full. Without "Insufficient", no node offers it at all.
-    return "Insufficient" in scheduler_text
+    # Each backend's record says how its scheduler words "full" (backend_table.Backend.full_markers).
+    backend = (plan.scheduler_backend or plan.backend) if plan else "none"
+    return any(marker in scheduler_text for marker in backend_named(backend).full_markers)
 
 
 def waiting_message(plan: GPUPlan | None, raw_event: Mapping) -> str | None:
@@ -57,7 +59,7 @@ def waiting_message(plan: GPUPlan | None, raw_event: Mapping) -> str | None:
     if raw_event.get("reason") != "FailedScheduling":
         return None
     share = describe_plan(plan)
-    if not _waits_for_a_slot(str(raw_event.get("message") or "")):
+    if not _waits_for_a_slot(str(raw_event.get("message") or ""), plan):
         return (
             f"No node in this cluster offers {share}{_where(plan)} right now: "
             "your server starts only if one is added (see the event log)."
@@ -82,6 +84,6 @@ def unschedulable_message(plan: GPUPlan | None, waited_seconds: float, *, slots_
     return f"{headline}: no node in this cluster offers it{where}. Choose another option, or ask your hub admin."
 
 
-def scheduler_saw_slots(scheduler_text: str) -> bool:
+def scheduler_saw_slots(scheduler_text: str, plan: GPUPlan | None = None) -> bool:
     """Whether the scheduler's refusal says some node offers the resource (and is full)."""
-    return _waits_for_a_slot(scheduler_text)
+    return _waits_for_a_slot(scheduler_text, plan)

@@ -20,17 +20,20 @@ from kubespawner import KubeSpawner
 from tornado import web
 from traitlets import TraitError, default, validate
 
-from . import form
+from . import companions, form
 from .availability import free_units, largest_allocatable
+from .backend_table import COUNT_EXTENDED_RESOURCE, backend_fields, backend_named
 from .backends import (
     GPU_VISIBILITY_VARIABLES,
     RESERVED_ENV_PREFIX,
     BackendSettings,
-    backend_fields,
+    PodFields,
     contract_fields,
     is_gpu_resource,
 )
 from .clusterview import shared_view
+from .dra import named_for_pod
+from .dra_availability import free_servers, shared_dra_view, want_for
 from .errors import HubConfigError, InvalidRequestError, RefusedSpawnError
 from .formadvice import AdviceTraits
 from .gpu import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
@@ -85,6 +88,9 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         self._pristine: dict[str, Any] = {}
         self._form_choice: dict = {}  # the last choice submitted on the form, shown again after a refusal
         self._spawn_placement: tuple[str, dict[str, str], int] | None = None  # what this spawn's pod asks for
+        self._pod_parts = PodFields()  # claims and objects beside the pod (backend_table: dra)
+        self._companion_refs: list[dict[str, str]] = []  # those objects once created, kept in the state
+        self._companions_pending = False  # this spawn's objects are still to be created
         try:
             check_spawner_traits({name: getattr(self, name) for name in GPU_CARRYING_TRAITS}, self.is_gpu_resource)
         except OverrideError as error:
@@ -321,6 +327,11 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
     async def stop(self, now: bool = False) -> None:
         try:
             await super().stop(now=now)
+            await companions.delete(self.api.api_client, self._companion_refs, self.log)
+            self._companion_refs = []
+            # KubeSpawner also stops a leftover pod in the middle of a start, then creates the pod
+            # again: its objects must be made again too.
+            self._companions_pending = bool(self._pod_parts.companions)
         finally:
             LEDGER.release(self.user.name, self.name)
 
@@ -346,6 +357,8 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
                 )
                 if self.refuse_unplaceable_choices and largest_allocatable(nodes, resource, selector) < units:
                     row = row.refused(no_node_reason(row.plan))
+            elif self.show_availability:
+                row = await self._with_dra_availability(row)
             if row.allowed and policy.has_limits and row.plan.fraction > 0:
                 decision = check_request(
                     policy, LEDGER.allocations(allocations), user=self.user.name,
@@ -356,12 +369,35 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
             annotated[key] = row
         return annotated
 
+    async def _with_dra_availability(self, row: form.ChoiceRow) -> form.ChoiceRow:
+        """A dra choice's free count, from the hub-wide view of ResourceSlices and claims (backend_table: dra)."""
+        want = want_for(row.plan, self.backend_settings())
+        if want is None:
+            return row
+        slices, claims = await shared_dra_view(self.api.api_client, self.log).snapshot()
+        if not slices:
+            return row
+        row = row.with_availability(free_servers(slices, claims, want))
+        if self.refuse_unplaceable_choices and free_servers(slices, [], want) == 0:
+            row = row.refused(no_node_reason(row.plan))
+        return row
+
+    async def _dra_devices_exist(self, plan: GPUPlan) -> bool | None:
+        """Whether some DRA device could hold a server of ``plan`` (used or not); None when unknown."""
+        want = want_for(plan, self.backend_settings())
+        if want is None:
+            return None
+        slices, _claims = await shared_dra_view(self.api.api_client, self.log).snapshot()
+        return free_servers(slices, [], want) > 0 if slices else None
+
     def _placement(self, selection: Selection, plan: GPUPlan) -> tuple[str, dict[str, str], int] | None:
         """The extended resource, node selector and units a pod of this choice asks the default scheduler for.
 
         None when no extended resource is asked for, another scheduler (HAMi, KAI) places the pod,
         or the profile's overrides make the node selector unknowable before the spawn (a callable).
         """
+        if backend_named(plan.scheduler_backend or plan.backend).counted_by != COUNT_EXTENDED_RESOURCE:
+            return None
         fields = backend_fields(plan, self.backend_settings())
         if not fields.resources or fields.scheduler_name is not None:
             return None
@@ -398,13 +434,18 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         view of nodes is readable; otherwise the scheduler decides.
         """
         placement = self._placement(selection, plan)
-        if not self.refuse_unplaceable_choices or await self._slots_exist(placement) is not False:
+        if not self.refuse_unplaceable_choices or await self._slots_exist(placement, plan) is not False:
             return
         message = no_node_reason(plan)
         raise RefusedSpawnError(503, message[0].upper() + message[1:], reason="unschedulable")
 
-    async def _slots_exist(self, placement: tuple[str, dict[str, str], int] | None) -> bool | None:
-        """Whether some node offers the GPUs of a ``_placement`` (used or not); None when the hub cannot tell."""
+    async def _slots_exist(
+        self, placement: tuple[str, dict[str, str], int] | None, plan: GPUPlan | None = None
+    ) -> bool | None:
+        """Whether some node offers the GPUs of a ``_placement`` (used or not), or some DRA device the
+        ``plan``'s claim; None when the hub cannot tell."""
+        if placement is None and plan is not None and self.show_availability:
+            return await self._dra_devices_exist(plan)
         if placement is None or not self.show_availability:
             return None
         nodes, _pods = await self._cluster_view()
@@ -458,6 +499,8 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
             # Read by the notebook side's server extension: args would be dropped when the image's
             # own command is used, environment variables never are.
             self._fracnb_env["FRACNB_KERNEL_CULL_IDLE_TIMEOUT"] = str(kernel_timeout)
+        self._pod_parts = named_for_pod(fields, self.pod_name) if fields.companions else fields
+        self._companions_pending = bool(fields.companions)
         self.fracnb_plan = plan
         self.fracnb_selection = {"profile": selection.slug, "choice": selection.choice_text}
         self._spawn_placement = self._placement(selection, plan)
@@ -488,6 +531,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         pod = await super().get_pod_manifest()
         pod.metadata.labels = {**(pod.metadata.labels or {}), **self._fracnb_labels}
         pod.metadata.annotations = {**(pod.metadata.annotations or {}), **self._fracnb_annotations}
+        companions.attach_claims(pod, self._pod_parts)
         if self.extra_container_config.get("env"):
             # get_env() already controls the reserved names; a raw env list in extra_container_config doesn't.
             container = pod.spec.containers[0]
@@ -506,6 +550,8 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
                 "fraction": format_fraction(self.fracnb_plan.fraction),
                 "memory_bytes": self.fracnb_plan.memory_bytes,
             }
+            if self._companion_refs:
+                state["fracnb"]["companions"] = self._companion_refs
         return state
 
     def load_state(self, state: dict) -> None:
@@ -517,6 +563,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
             self.fracnb_plan = GPUPlan(
                 backend, parse_fraction(saved.get("fraction", "0")), saved.get("memory_bytes", 0)
             )
+            self._companion_refs = [ref for ref in saved.get("companions", []) if isinstance(ref, dict)]
 
     def clear_state(self) -> None:
         super().clear_state()
@@ -525,7 +572,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
 
     async def _start(self) -> Any:
         """KubeSpawner's start, queued when no slot is free, failing with a plain reason before the hub's timeout."""
-        inner = asyncio.ensure_future(super()._start())
+        inner = asyncio.ensure_future(self._start_with_companions())
         cancelled = True
         try:
             result = await self._await_started(inner)
@@ -544,8 +591,8 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
                 raise
             # The scheduler's text is in the spawn's event log and here in the hub log, not in the headline.
             self.log.warning("fracnb: no node took %s in %s s: %s", self._log_name, self.start_timeout, reason)
-            slots = await self._slots_exist(self._spawn_placement)
-            slots = scheduler_saw_slots(reason) if slots is None else slots
+            slots = await self._slots_exist(self._spawn_placement, self.fracnb_plan)
+            slots = scheduler_saw_slots(reason, self.fracnb_plan) if slots is None else slots
             message = unschedulable_message(self.fracnb_plan, self.start_timeout, slots_exist=slots)
             raise RefusedSpawnError(503, message, reason="unschedulable") from None
         except ApiException as error:
@@ -564,6 +611,32 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
                 inner.cancel()
                 await asyncio.gather(inner, return_exceptions=True)
             self._leave_queue(cancelled=cancelled)
+
+    async def _start_with_companions(self) -> Any:
+        """KubeSpawner's start; then the pod owns the objects created beside it (a DRA claim template)."""
+        result = await super()._start()
+        if self._companion_refs:
+            # Read now, not from the reflector: a pod replaced during the start has a new uid.
+            pod = await self.api.read_namespaced_pod(self.pod_name, self.namespace)
+            owner = companions.owner_reference(self.api.api_client.sanitize_for_serialization(pod))
+            await companions.adopt(self.api.api_client, self._companion_refs, owner, self.log)
+        return result
+
+    async def _make_create_pod_request(self, pod: Any, request_timeout: float) -> Any:
+        """Create the plan's objects beside the pod (once per spawn), then the pod.
+
+        Here rather than in ``_start``: KubeSpawner applies the user's choice (``load_user_options``)
+        inside ``_start``, and retries this request after deleting a leftover pod of the same name.
+        """
+        if self._companions_pending:
+            await companions.delete(self.api.api_client, self._companion_refs, self.log)  # an earlier spawn's
+            try:
+                await companions.create(self.api.api_client, self.namespace, self._pod_parts.companions, self.log)
+            except companions.CompanionError as error:
+                raise HubConfigError(f"This server could not start: {error}") from None
+            self._companion_refs = companions.references(self._pod_parts.companions, self.namespace)
+            self._companions_pending = False
+        return await super()._make_create_pod_request(pod, request_timeout)
 
     def _scheduling_failure(self) -> str | None:
         events = getattr(self, "events", None) or []

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 
 from traitlets import Bool, Dict, Float, HasTraits, Int, TraitError, Unicode, Union, validate
 
 from . import mig
+from .backend_table import BACKENDS
 from .backends import BackendSettings
 from .culling import CullPolicy
-from .gpu import BACKENDS, GPUDefaults
+from .gpu import GPUDefaults
 from .labels import key_problem, value_problem
 from .units import QuantityError, format_bytes, parse_bytes, parse_duration
 
 MIN_GPU_MEMORY = 2**30  # no GPU fracnb can share has less
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 def gpu_memory_size(value: object) -> int:
@@ -62,13 +65,17 @@ class FractionalTraits(HasTraits):
             kai_queue_label=self.kai_queue_label,
             kai_queue=self.kai_queue,
             soft_cap_ratio=self.soft_cap_ratio,
+            dra_device_class=self.dra_device_class,
+            dra_mig_device_class=self.dra_mig_device_class,
+            dra_driver=self.dra_driver_name,
         )
 
     gpu_backend = Unicode(
         "time-slicing",
         help="""Sharing mechanism for profiles whose ``gpu`` entry names no ``backend``.
 
-        One of time-slicing, mps, mig, hami, kai. Default: time-slicing.
+        One of the selectable backends of ``backend_table.TABLE``: time-slicing, mps, mig, hami,
+        kai, dra. Default: time-slicing.
         Example: ``c.FractionalSpawner.gpu_backend = "hami"``
         """,
     ).tag(config=True)
@@ -168,6 +175,42 @@ class FractionalTraits(HasTraits):
         Example: ``c.FractionalSpawner.kai_queue_label = "runai/queue"``
         """,
     ).tag(config=True)
+
+    dra_device_class = Unicode(
+        "gpu.nvidia.com",
+        help="""DeviceClass of whole GPUs for the ``dra`` backend: memory slices and ``count``
+        request devices of this class (NVIDIA's DRA driver installs ``gpu.nvidia.com``).
+
+        Default: "gpu.nvidia.com". Example: ``c.FractionalSpawner.dra_device_class = "shared-gpu.example.com"``
+        """,
+    ).tag(config=True)
+
+    dra_mig_device_class = Unicode(
+        "mig.nvidia.com",
+        help="""DeviceClass of MIG devices for the ``dra`` backend (``mig_profile``, or ``sharing: mig``).
+
+        Default: "mig.nvidia.com". Example: ``c.FractionalSpawner.dra_mig_device_class = "mig.example.com"``
+        """,
+    ).tag(config=True)
+
+    dra_driver_name = Unicode(
+        "gpu.nvidia.com",
+        help="""Name of the DRA driver: the domain of the device attributes the ``dra`` backend's
+        selectors read (``productName``, ``profile``) and the driver of its opaque ``GpuConfig``.
+
+        Default: "gpu.nvidia.com". Example: ``c.FractionalSpawner.dra_driver_name = "gpu.nvidia.com"``
+        """,
+    ).tag(config=True)
+
+    @validate("dra_device_class", "dra_mig_device_class", "dra_driver_name")
+    def _check_dns_name(self, proposal: dict) -> str:
+        value = proposal["value"]
+        if not _DNS_SUBDOMAIN.fullmatch(value) or len(value) > 253:
+            raise TraitError(
+                f"FractionalSpawner.{proposal['trait'].name}: {value!r} is not a DNS subdomain such as"
+                " 'gpu.nvidia.com' (lowercase letters, digits, '-' and '.')"
+            )
+        return value
 
     soft_cap_ratio = Float(
         0.95,

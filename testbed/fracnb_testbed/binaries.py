@@ -11,6 +11,8 @@ from pathlib import Path
 from fracnb_testbed.errors import TestbedError
 
 REQUIRED_BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kwok")
+# Only clusters with DRA devices run it; a bin dir built before it existed still serves the others.
+CONTROLLER_MANAGER = "kube-controller-manager"
 BIN_DIR_ENV = "FRACNB_TESTBED_BIN"
 STAGES_FILE_NAME = "kwok-stages.yaml"
 DEFAULT_KWOK_VERSION = "v0.8.0"
@@ -43,6 +45,15 @@ def check_bin_dir(bin_dir: Path) -> Path:
     if missing:
         raise TestbedError(f"the testbed binaries {', '.join(missing)} are missing from {bin_dir}. {BUILD_HINT}")
     return bin_dir
+
+
+def check_controller_manager(bin_dir: Path) -> None:
+    """Raise TestbedError saying how to build kube-controller-manager when ``bin_dir`` lacks it."""
+    if not os.access(bin_dir / CONTROLLER_MANAGER, os.X_OK):
+        raise TestbedError(
+            f"this cluster publishes DRA devices and needs {CONTROLLER_MANAGER}, which is missing from"
+            f" {bin_dir}. Run testbed/go/build.sh again: it adds the missing binary to the cache."
+        )
 
 
 def run_build_script(script: Path = BUILD_SCRIPT) -> Path:

@@ -10,6 +10,7 @@ A description is a mapping with ``name`` and ``nodeGroups``; each group is::
       capacity: {cpu: "64", memory: 512Gi, nvidia.com/gpu.shared: 32}
       allocatable: {...}        # default: same as capacity
       taints: [{key: k, value: v, effect: NoSchedule}]
+      draDevices: {gpus: [...], mig: [...]}  # fake GPUs published as DRA ResourceSlices (dra.py)
 
 Validation is pure and reports the file and group it is about.
 """
@@ -24,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from fracnb_testbed.dra import FakeDevice, device_classes, parse_dra_devices, resource_slice
 from fracnb_testbed.errors import TestbedError
 
 RUNNERS = ("kwok", "local")
@@ -37,6 +39,7 @@ GROUP_KEYS = {
     "capacity",
     "allocatable",
     "taints",
+    "draDevices",
 }
 TOP_KEYS = {"name", "description", "nodeGroups"}
 MAX_NODES_PER_GROUP = 5000
@@ -75,6 +78,7 @@ class NodeGroup:
     capacity: dict[str, str]
     allocatable: dict[str, str]
     taints: tuple[dict[str, str], ...] = ()
+    dra_devices: tuple[FakeDevice, ...] = ()
 
     def node_names(self) -> list[str]:
         return [f"{self.name}-{index}" for index in range(self.count)]
@@ -93,6 +97,11 @@ class ClusterSpec:
 
     def groups_run_by(self, runner: str) -> list[NodeGroup]:
         return [group for group in self.groups if group.runner == runner]
+
+    @property
+    def uses_dra(self) -> bool:
+        """Whether any node publishes DRA devices (the testbed then runs kube-controller-manager)."""
+        return any(group.dra_devices for group in self.groups)
 
 
 def _fail(source: str, where: str, message: str) -> TestbedError:
@@ -179,6 +188,7 @@ def parse_group(raw: Any, source: str, index: int) -> NodeGroup:
         capacity=capacity,
         allocatable=allocatable,
         taints=_taints(raw.get("taints"), source, where),
+        dra_devices=parse_dra_devices(raw.get("draDevices"), lambda message: _fail(source, where, message)),
     )
 
 
@@ -295,3 +305,14 @@ def node_manifests(spec: ClusterSpec, local_address: str = "127.0.0.1") -> list[
                 kwok_index += 1
             manifests.append(node_manifest(group, name, address))
     return manifests
+
+
+def dra_manifests(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """The driver's DeviceClasses and one ResourceSlice per node with DRA devices; none without."""
+    slices = [
+        resource_slice(name, group.dra_devices)
+        for group in spec.groups
+        if group.dra_devices
+        for name in group.node_names()
+    ]
+    return [*device_classes(), *slices] if slices else []

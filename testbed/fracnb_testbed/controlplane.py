@@ -15,8 +15,8 @@ from pathlib import Path
 import yaml
 
 from fracnb_testbed import procs
-from fracnb_testbed.binaries import find_bin_dir, write_kwok_stages
-from fracnb_testbed.clusters import ClusterSpec, node_manifests
+from fracnb_testbed.binaries import CONTROLLER_MANAGER, check_controller_manager, find_bin_dir, write_kwok_stages
+from fracnb_testbed.clusters import ClusterSpec, dra_manifests, node_manifests
 from fracnb_testbed.errors import TestbedError
 from fracnb_testbed.kubeapi import KubeRest, ensure_namespace, write_kubeconfig
 from fracnb_testbed.pki import generate_pki
@@ -35,6 +35,7 @@ START_TIMEOUTS = {
     "etcd": 60.0,
     "kube-apiserver": 180.0,
     "kube-scheduler": 90.0,
+    "kube-controller-manager": 90.0,
     "kwok": 90.0,
     "runner": 60.0,
 }
@@ -143,6 +144,27 @@ def scheduler_argv(bin_dir: Path, state: TestbedState, config: Path) -> list[str
     ]
 
 
+# Only what DRA needs: claims made from templates (and freed when their pods go), and owner
+# references honoured. DRAConsumableCapacity and DRAPartitionableDevices are beta and on by
+# default in Kubernetes 1.36, so no feature gate is set.
+CONTROLLERS = ("resourceclaim-controller", "garbage-collector-controller")
+
+
+def controller_manager_argv(bin_dir: Path, state: TestbedState) -> list[str]:
+    return [
+        str(bin_dir / CONTROLLER_MANAGER),
+        f"--kubeconfig={state.kubeconfig}",
+        f"--authentication-kubeconfig={state.kubeconfig}",
+        f"--authorization-kubeconfig={state.kubeconfig}",
+        f"--controllers={','.join(CONTROLLERS)}",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={state.ports['controller-manager']}",
+        f"--cert-dir={state.directory / 'controller-manager-certs'}",
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+    ]
+
+
 def kwok_argv(bin_dir: Path, state: TestbedState, stages: Path) -> list[str]:
     # No --server-address/--node-port: KWOK's HTTP server would listen on 0.0.0.0.
     return [
@@ -196,6 +218,7 @@ def _pick_ports(apiserver_port: int | None) -> dict[str, int]:
         "etcd": procs.free_port(),
         "etcd-peer": procs.free_port(),
         "scheduler": procs.free_port(),
+        "controller-manager": procs.free_port(),
     }
     if len(set(ports.values())) != len(ports):
         return _pick_ports(apiserver_port)
@@ -245,6 +268,17 @@ def _create_nodes(rest: KubeRest, spec: ClusterSpec, state: TestbedState) -> Non
             )
         if status >= 300:
             raise TestbedError(f"creating Node {manifest['metadata']['name']!r} failed ({status}): {answer}")
+
+
+def _create_dra_objects(rest: KubeRest, spec: ClusterSpec) -> None:
+    """The DRA driver's DeviceClasses and each node's ResourceSlice (clusters with draDevices)."""
+    paths = {"DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices"}
+    for manifest in dra_manifests(spec):
+        status, answer = rest.request("POST", f"/apis/resource.k8s.io/v1/{paths[manifest['kind']]}", manifest)
+        if status >= 300:
+            raise TestbedError(
+                f"creating {manifest['kind']} {manifest['metadata']['name']!r} failed ({status}): {answer}"
+            )
 
 
 def _kwok_leases_exist(rest: KubeRest, spec: ClusterSpec) -> bool:
@@ -323,6 +357,7 @@ def _start_all(spec: ClusterSpec, state: TestbedState, binaries: Path, progress:
         ensure_namespace(rest, "default")
         progress(f"creating {spec.node_count} nodes of cluster {spec.name!r}")
         _create_nodes(rest, spec, state)
+        _create_dra_objects(rest, spec)
 
         config = state.directory / "scheduler-config.yaml"
         config.write_text(yaml.safe_dump(scheduler_config(state.kubeconfig), sort_keys=False))
@@ -336,6 +371,9 @@ def _start_all(spec: ClusterSpec, state: TestbedState, binaries: Path, progress:
             timeout=START_TIMEOUTS["kube-scheduler"],
             progress=progress,
         )
+
+        if spec.uses_dra:
+            _start_controller_manager(state, binaries, progress)
 
         stages = write_kwok_stages(binaries, state.directory / "kwok-stages.yaml")
         progress("starting kwok")
@@ -367,6 +405,20 @@ def _start_all(spec: ClusterSpec, state: TestbedState, binaries: Path, progress:
         progress=progress,
     )
     progress(f"testbed up in {time.monotonic() - started:.1f}s; KUBECONFIG={state.kubeconfig}")
+
+
+def _start_controller_manager(state: TestbedState, binaries: Path, progress: Progress) -> None:
+    check_controller_manager(binaries)
+    progress(f"starting kube-controller-manager ({', '.join(CONTROLLERS)})")
+    manager = _start(state, "kube-controller-manager", controller_manager_argv(binaries, state))
+    healthz = f"https://127.0.0.1:{state.ports['controller-manager']}/healthz"
+    procs.wait_until(
+        lambda: _https_ok(healthz),
+        what="kube-controller-manager /healthz",
+        watched=manager,
+        timeout=START_TIMEOUTS["kube-controller-manager"],
+        progress=progress,
+    )
 
 
 def down(state_dir: Path, *, keep_files: bool = False, progress: Progress = _quiet) -> list[str]:

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Builds the testbed's control plane (kube-apiserver, kube-scheduler, etcd, kwok)
-# from Go modules into a versioned cache directory outside the repository, and
-# reuses it when every binary is already there. Prints the bin directory last.
+# Builds the testbed's control plane (kube-apiserver, kube-scheduler,
+# kube-controller-manager, etcd, kwok) from Go modules into a versioned cache
+# directory outside the repository, and reuses it when every binary is already
+# there; a cache missing one (kube-controller-manager came later) gets just that
+# one built. Prints the bin directory last.
 #
 #   FRACNB_TESTBED_CACHE   cache root (default: ${XDG_CACHE_HOME:-~/.cache}/fracnb-testbed)
 #
-# A cold build takes 7 to 8 minutes on two cores; progress goes to stderr.
+# A cold build takes 7 to 8 minutes on two cores without kube-controller-manager
+# (only the dra cluster runs it), about 10 with it (docs/testbed.md). Progress goes to stderr.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -13,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 cache_root=${FRACNB_TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fracnb-testbed}
 bin_dir="$cache_root/k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}/bin"
-binaries=(kube-apiserver kube-scheduler etcd kwok)
+binaries=(kube-apiserver kube-scheduler kube-controller-manager etcd kwok)
 
 say() { printf '[testbed build] %s\n' "$*" >&2; }
 
@@ -89,6 +92,7 @@ build_step etcd etcd go.etcd.io/etcd/server/v3
 build_step kwok kwok sigs.k8s.io/kwok/cmd/kwok
 build_step kube-scheduler k8s k8s.io/kubernetes/cmd/kube-scheduler "$k8s_ldflags"
 build_step kube-apiserver k8s k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
+build_step kube-controller-manager k8s k8s.io/kubernetes/cmd/kube-controller-manager "$k8s_ldflags"
 
 install_kwok_stages
 say "all binaries ready in $bin_dir after $(( $(date +%s) - started ))s"

@@ -25,7 +25,8 @@ go mod edit -require="k8s.io/kubernetes@${K8S_VERSION}"
 for module in $(sed -n 's|^\s*\(k8s.io/[^ ]*\) => ./staging/src/.*|\1|p' "$k8s_gomod"); do
   go mod edit "-replace=${module}=${module}@${staging_version}"
 done
-go mod edit -tool=k8s.io/kubernetes/cmd/kube-apiserver -tool=k8s.io/kubernetes/cmd/kube-scheduler
+go mod edit -tool=k8s.io/kubernetes/cmd/kube-apiserver -tool=k8s.io/kubernetes/cmd/kube-scheduler \
+  -tool=k8s.io/kubernetes/cmd/kube-controller-manager
 go mod tidy
 
 cd "$here/etcd"

@@ -16,7 +16,7 @@ from fracnb_spawner import dryrun
 
 from .conftest import VALUES_DIR, merged, values_of
 
-SCENARIOS = ["time-slicing", "mps", "mig-mixed", "hami", "kai", "mixed-cluster"]
+SCENARIOS = ["time-slicing", "mps", "mig-mixed", "hami", "kai", "mixed-cluster", "dra"]
 
 TS4 = {"nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "4"}
 # profile[,option=choice] -> (GPU resources of the notebook container, node selector, scheduler)
@@ -59,6 +59,8 @@ EXPECTED = {
         "kai-quarter": ({}, {}, "kai-scheduler"),
         "kai-half": ({}, {}, "kai-scheduler"),
     },
+    # The GPU is a ResourceClaim (checked below), no extended resource, node selector or own scheduler.
+    "dra": {key: ({}, {}, "(default)") for key in ("cpu", "slice,size=quarter", "slice,size=half", "mig-1g", "full")},
     "mixed-cluster": {
         "cpu": ({}, {}, "(default)"),
         "ts-quarter": ({"nvidia.com/gpu.shared": "1"}, TS4, "(default)"),
@@ -96,10 +98,28 @@ def test_every_scenario_is_listed_in_the_readme() -> None:
 
 
 def test_rbac_lets_the_hub_read_nodes_and_pods() -> None:
-    role, binding = yaml.safe_load_all((VALUES_DIR / "rbac.yaml").read_text())
+    role, binding, *_dra = yaml.safe_load_all((VALUES_DIR / "rbac.yaml").read_text())
     (rule,) = role["rules"]
     assert set(rule["resources"]) == {"nodes", "pods"}
     assert {"get", "list", "watch"} <= set(rule["verbs"])
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"][0] == {"kind": "ServiceAccount", "name": "hub", "namespace": "jhub"}
+
+
+def test_rbac_lets_the_hub_manage_claim_templates_and_read_slices_for_dra() -> None:
+    _role, _binding, role, binding = yaml.safe_load_all((VALUES_DIR / "rbac.yaml").read_text())
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    needed = {("resource.k8s.io", "resourceclaimtemplates", verb) for verb in ("get", "create", "delete")}
+    needed |= {
+        ("resource.k8s.io", kind, verb) for kind in ("resourceclaims", "resourceslices") for verb in ("list", "watch")
+    }
+    assert needed <= granted
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"][0] == {"kind": "ServiceAccount", "name": "hub", "namespace": "jhub"}
 
@@ -149,6 +169,34 @@ def test_profiles_give_the_expected_pods(
         for row in rows
     }
     assert seen == EXPECTED[scenario]
+
+
+def test_dra_values_claim_slices_mig_devices_and_whole_gpus(
+    chart: tuple[dict, dict], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    path = tmp_path / "dra.yaml"
+    path.write_text(yaml.safe_dump(merged(chart[0], values_of("dra"))))
+    offline = tmp_path / "kubeconfig"
+    offline.write_text(dryrun.OFFLINE_KUBECONFIG)
+    monkeypatch.setenv("KUBECONFIG", str(offline))
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(offline))
+    clients.load_config.cache_clear()
+    assert dryrun.main([str(path), "--json"]) == 0
+    requests = {
+        ",".join(filter(None, [row["profile"], row["choice"]])): [
+            request["exactly"]
+            for template in row["companions"]
+            for request in template["spec"]["spec"]["devices"]["requests"]
+        ]
+        for row in json.loads(capsys.readouterr().out)
+    }
+    assert requests["cpu"] == []
+    assert requests["slice,size=quarter"] == [
+        {"deviceClassName": "gpu.nvidia.com", "capacity": {"requests": {"memory": "20Gi"}}}
+    ]
+    assert requests["slice,size=half"][0]["capacity"] == {"requests": {"memory": "40Gi"}}
+    assert requests["mig-1g"][0]["deviceClassName"] == "mig.nvidia.com"
+    assert requests["full"] == [{"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}]
 
 
 def test_config_from_values_reads_the_fracnb_sections() -> None:

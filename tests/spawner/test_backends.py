@@ -8,13 +8,8 @@ from fractions import Fraction
 import pytest
 
 from fracnb_spawner import mig
-from fracnb_spawner.backends import (
-    GPU_REQUEST_ANNOTATIONS,
-    BackendSettings,
-    backend_fields,
-    contract_fields,
-    is_gpu_resource,
-)
+from fracnb_spawner.backend_table import backend_fields
+from fracnb_spawner.backends import GPU_REQUEST_ANNOTATIONS, BackendSettings, contract_fields, is_gpu_resource
 from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.gpu import GPUDefaults, parse_gpu_spec, plan_gpu
 from fracnb_spawner.traits import FractionalTraits

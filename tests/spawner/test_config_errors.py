@@ -24,6 +24,9 @@ BAD_PROFILES = [
     ({"gpu": {"count": 0.5}}, "must be a whole number of GPUs"),
     ({"gpu": {"count": 0}}, "must be a whole number of GPUs"),
     ({"gpu": {"fraction": 0.5, "count": 1}}, "exclude each other"),
+    ({"gpu": {"fraction": 0.25, "sharing": "mps"}}, "'sharing: mps' does not apply to the time-slicing backend"),
+    ({"gpu": {"fraction": 0.25, "backend": "dra", "sharing": "MPS"}}, "unknown sharing 'MPS'; choose one of: mig, mps"),
+    ({"gpu": {"count": 2, "backend": "dra", "sharing": "time-slicing"}}, "whole GPUs ('count') are not shared"),
     ({"gpu": {"fraction": 0.3}}, "must be 1/N"),
     ({"gpu": {"backend": "hami"}}, "needs 'fraction', 'count' or 'mig_profile'"),
     ({"gpu": "quarter"}, "'gpu' must be a mapping"),
@@ -160,7 +163,7 @@ BAD_PROFILES = [
     ),
     (
         {"gpu": {"mig_profile": "1g.10gb"}, "profile_options": {"b": {"choices": {"h": {"gpu": {"backend": "hami"}}}}}},
-        "choice b=h: 'mig_profile' needs the mig backend, not 'hami'",
+        "choice b=h: 'mig_profile' needs the mig or dra backend, not 'hami'",
     ),
     # labels and selectors the apiserver would refuse
     (
@@ -302,7 +305,7 @@ async def test_kubespawner_section_reaches_the_subclass(make_spawner) -> None:
 
 async def test_example_config_is_valid(make_spawner, example_config: Config) -> None:
     spawner = make_spawner(example_config)
-    assert len(spawner.profile_list) == 7
+    assert len(spawner.profile_list) == 8
 
 
 def settings_config(settings: dict) -> Config:

@@ -11,18 +11,27 @@ import pytest
 from traitlets.config import Config
 
 from fracnb_meter.contract import read_budget
-from fracnb_meter.schema import POD_ENVIRONMENT, enum, problems
-from fracnb_spawner import gpu
+from fracnb_meter.schema import POD_ENVIRONMENT, enum, load, problems
+from fracnb_spawner.backend_table import BACKENDS, ISOLATION_LEVELS, TABLE
 
 from .test_spawner_offline import EXPECTED, env_of, options_for
 
 
-def test_every_backend_the_spawner_can_plan_is_in_the_schema() -> None:
-    # Every GPUPlan.backend has an isolation level: the configurable backends, whole and none.
-    plannable = set(gpu.ISOLATION)
-    assert set(gpu.BACKENDS) <= plannable
-    assert plannable == set(enum(POD_ENVIRONMENT, "backend"))
-    assert set(gpu.ISOLATION.values()) == set(enum(POD_ENVIRONMENT, "isolation"))
+def test_the_schema_lists_exactly_the_backends_of_the_table() -> None:
+    """The meter reads its backends from the schema; the schema must follow the spawner's table.
+
+    Adding a record to ``backend_table.TABLE`` without adding its name to the schema's enum fails
+    here, instead of every notebook of the new backend reading "budget unknown".
+    """
+    plannable = [backend.name for backend in TABLE]  # the selectable ones, whole and none
+    assert set(BACKENDS) <= set(plannable)
+    assert enum(POD_ENVIRONMENT, "backend") == tuple(plannable)
+    assert set(enum(POD_ENVIRONMENT, "isolation")) == set(ISOLATION_LEVELS)
+
+
+def test_the_schema_describes_every_backend() -> None:
+    described = load(POD_ENVIRONMENT)["$defs"]["backend"]["description"]
+    assert [backend.name for backend in TABLE if backend.name not in described] == []
 
 
 @pytest.mark.parametrize("key", list(EXPECTED))

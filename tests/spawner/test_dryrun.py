@@ -21,11 +21,28 @@ def test_dry_run_lists_every_choice(capsys: pytest.CaptureFixture[str]) -> None:
     by_key = {(r["profile"], r["choice"]): r for r in rows}
     assert set(by_key) == {
         ("cpu", ""), ("quarter", ""), ("shared", "size=eighth"), ("shared", "size=half"),
-        ("mig-small", ""), ("mps-half", ""), ("kai-quarter", ""), ("full", ""),
+        ("mig-small", ""), ("mps-half", ""), ("kai-quarter", ""), ("dra-quarter", ""), ("full", ""),
     }  # fmt: skip
     assert by_key[("shared", "size=half")]["scheduler"] == "hami-scheduler"
     assert by_key[("quarter", "")]["node_selector"]["nvidia.com/gpu.replicas"] == "4"
     assert by_key[("mig-small", "")]["isolation"] == "hard"
+
+
+def test_dry_run_prints_the_dra_claim(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(EXAMPLE_CONFIG), "--json"]) == 0
+    rows = {r["profile"]: r for r in json.loads(capsys.readouterr().out)}
+    (template,) = rows["dra-quarter"]["companions"]
+    assert template["kind"] == "ResourceClaimTemplate"
+    assert template["spec"]["spec"]["devices"]["requests"] == [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "capacity": {"requests": {"memory": "20Gi"}}}}
+    ]
+    assert rows["quarter"]["companions"] == []
+    assert main([str(EXAMPLE_CONFIG)]) == 0
+    block = capsys.readouterr().out.split("dra-quarter\n", 1)[1].split("\n\n", 1)[0]
+    assert "GPU resources: none requested: the pod claims its GPU through the DRA ResourceClaim below" in block
+    assert "ResourceClaimTemplate (created beside the pod, deleted at stop):" in block
+    assert "deviceClassName: gpu.nvidia.com" in block
+    assert "memory: 20Gi" in block
 
 
 def test_dry_run_prints_manifest(capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,7 +126,7 @@ def test_misspelled_sharing_method_names_key_value_and_choices(
     err = capsys.readouterr().err
     expected = (
         "FractionalSpawner.gpu_backend: 'time-slice' is not a sharing method;"
-        " use one of time-slicing, mps, mig, hami, kai; did you mean 'time-slicing'?"
+        " use one of time-slicing, mps, mig, hami, kai, dra; did you mean 'time-slicing'?"
     )
     assert expected in err
     assert "expected any of" not in err  # traitlets' own words

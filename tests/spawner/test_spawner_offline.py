@@ -32,6 +32,7 @@ EXPECTED = {
         None, "0.5", 40 * GIB, "per-process",
     ),
     "kai-quarter": ({}, {}, "kai-scheduler", "0.25", 20 * GIB, "none"),
+    "dra-quarter": ({}, {}, None, "0.25", 20 * GIB, "none"),
     "full": ({"nvidia.com/gpu": "1"}, {"nvidia.com/gpu.sharing-strategy": "none"}, None, "1", 80 * GIB, "hard"),
 }  # fmt: skip
 
@@ -69,6 +70,24 @@ async def test_every_profile_builds_its_pod(make_spawner, example_config: Config
     assert pod.metadata.labels["fracnb.io/profile"] == key.partition(":")[0]
     assert pod.metadata.annotations["fracnb.io/gpu-memory-limit"] == str(budget)
     assert ("NVIDIA_VISIBLE_DEVICES" in env) == (key == "cpu")
+
+
+async def test_a_dra_choice_claims_a_memory_slice_from_a_template_named_after_the_pod(
+    make_spawner, example_config: Config
+) -> None:
+    spawner = make_spawner(example_config, {"profile": "dra-quarter"})
+    await spawner.load_user_options()
+    pod = await spawner.get_pod_manifest()
+    template = f"{spawner.pod_name}-gpu"
+    claims = [(claim.name, claim.resource_claim_template_name) for claim in pod.spec.resource_claims]
+    assert claims == [("gpu", template)]
+    assert [claim.name for claim in pod.spec.containers[0].resources.claims] == ["gpu"]
+    # KubeSpawner's cpu and memory limits stay beside the claim.
+    assert "memory" in (pod.spec.containers[0].resources.limits or {}) or spawner.mem_limit is None
+    (companion,) = spawner._pod_parts.companions
+    assert companion["metadata"]["name"] == template
+    request = companion["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert request == {"deviceClassName": "gpu.nvidia.com", "capacity": {"requests": {"memory": "20Gi"}}}
 
 
 async def test_gpu_profiles_cull_idle_kernels(make_spawner, example_config: Config) -> None:

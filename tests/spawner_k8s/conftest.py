@@ -21,6 +21,15 @@ PROFILES = [
     {"display_name": "Too big", "slug": "huge", "gpu": {"count": 64}},
 ]
 
+A100 = "NVIDIA-A100-SXM4-80GB"  # as GPU Feature Discovery writes it; the dra cluster's devices say "NVIDIA A100-…"
+DRA_PROFILES = [
+    {"display_name": "CPU", "slug": "cpu", "default": True},
+    {"display_name": "A100 quarter", "slug": "quarter", "gpu": {"fraction": 0.25, "backend": "dra", "product": A100}},
+    {"display_name": "Any quarter", "slug": "any-quarter", "gpu": {"fraction": 0.25, "backend": "dra"}},
+    {"display_name": "MIG 1g.10gb", "slug": "mig", "gpu": {"backend": "dra", "mig_profile": "1g.10gb"}},
+    {"display_name": "MIG 2g.20gb", "slug": "mig-absent", "gpu": {"backend": "dra", "mig_profile": "2g.20gb"}},
+]
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # KubeSpawner keeps one shared API client per event loop and closes it only when the hub
@@ -35,10 +44,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture
 async def cluster_spawner(testbed, k8s_namespace, monkeypatch) -> AsyncIterator[Callable]:
+    async for factory in _spawners_on(testbed, k8s_namespace, monkeypatch, {"type": "kwok"}, PROFILES):
+        yield factory
+
+
+@pytest.fixture
+async def dra_spawner(dra_testbed, dra_namespace, monkeypatch) -> AsyncIterator[Callable]:
+    """Spawners on the ``dra`` cluster (GPUs as ResourceSlices), with :data:`DRA_PROFILES`."""
+    async for factory in _spawners_on(dra_testbed, dra_namespace, monkeypatch, {}, DRA_PROFILES):
+        yield factory
+
+
+async def _spawners_on(
+    testbed, namespace: str, monkeypatch, node_selector: dict, profiles: list[dict]
+) -> AsyncIterator[Callable]:
     from kubernetes_asyncio.config import kube_config
     from kubespawner import KubeSpawner, clients
 
     from fracnb_spawner.clusterview import stop_shared_views
+    from fracnb_spawner.dra_availability import stop_shared_dra_views
     from fracnb_spawner.spawner import FractionalSpawner
 
     monkeypatch.setenv("KUBECONFIG", str(testbed.kubeconfig))
@@ -47,14 +71,14 @@ async def cluster_spawner(testbed, k8s_namespace, monkeypatch) -> AsyncIterator[
 
     def factory(options: dict, *, config: Config | None = None, user: str = "alice") -> FractionalSpawner:
         cfg = config or Config()
-        cfg.FractionalSpawner.namespace = k8s_namespace
+        cfg.FractionalSpawner.namespace = namespace
         cfg.FractionalSpawner.start_timeout = cfg.FractionalSpawner.get("start_timeout", 30)
         cfg.FractionalSpawner.delete_grace_period = 0
         if "node_selector" not in cfg.FractionalSpawner:
             # Pods on the local nodes run their command for real; these tests only need KWOK's.
-            cfg.FractionalSpawner.node_selector = {"type": "kwok"}
+            cfg.FractionalSpawner.node_selector = node_selector
         if "profile_list" not in cfg.FractionalSpawner:
-            cfg.FractionalSpawner.profile_list = PROFILES
+            cfg.FractionalSpawner.profile_list = profiles
         spawner = FractionalSpawner(_mock=True, config=cfg)
         spawner.user.name = user
         spawner.pod_name = f"jupyter-{user}"
@@ -65,6 +89,7 @@ async def cluster_spawner(testbed, k8s_namespace, monkeypatch) -> AsyncIterator[
 
     yield factory
     await stop_shared_views()
+    await stop_shared_dra_views()
     await KubeSpawner._stop_all_reflectors()
     # KubeSpawner closes its shared clients only when JupyterHub cancels their task at shutdown.
     loop = asyncio.get_running_loop()

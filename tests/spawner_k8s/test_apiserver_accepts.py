@@ -8,6 +8,7 @@ its validation and admission without storing anything.
 from __future__ import annotations
 
 import pytest
+from kubernetes_asyncio.client import ResourceV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from traitlets.config import Config
 
@@ -35,6 +36,14 @@ BROAD_PROFILES = [
     {"display_name": "KAI", "gpu": {"fraction": "1/64", "backend": "kai", "product": A100}},
     {"display_name": "KAI whole", "gpu": {"count": 1, "backend": "kai"}},
     {"display_name": "Many", "gpu": {"count": 64}},
+    {"display_name": "DRA MPS", "gpu": {"fraction": "1/3", "backend": "dra", "product": A100, "sharing": "mps"}},
+    {
+        "display_name": "DRA slice",
+        "gpu": {"fraction": 0.25, "backend": "dra", "memory": "10.5Gi", "sharing": "time-slicing"},
+    },
+    {"display_name": "DRA MIG", "gpu": {"backend": "dra", "mig_profile": "1g.10gb+me", "product": A100}},
+    {"display_name": "DRA MIG fraction", "gpu": {"fraction": 0.5, "backend": "dra", "sharing": "mig"}},
+    {"display_name": "DRA whole", "gpu": {"count": 2, "backend": "dra", "product": "NVIDIA-H100-80GB-HBM3"}},
     {
         "display_name": "Choices",
         "slug": "choices",
@@ -97,6 +106,7 @@ async def test_apiserver_accepts_every_pod_of_a_broad_configuration(cluster_spaw
     config.FractionalSpawner.refuse_unplaceable_choices = False
     check_config(config)  # what setup(c) would accept at hub start
     refused = []
+    templates = 0
     choices = every_choice(BROAD_PROFILES)
     assert len(choices) > len(BROAD_PROFILES)
     for index, options in enumerate(choices):
@@ -106,6 +116,12 @@ async def test_apiserver_accepts_every_pod_of_a_broad_configuration(cluster_spaw
         pod = await spawner.get_pod_manifest()
         try:
             await spawner.api.create_namespaced_pod(k8s_namespace, pod, dry_run="All", field_validation="Strict")
+            for template in spawner._pod_parts.companions:  # a dra claim template, CEL selectors compiled
+                templates += 1
+                await ResourceV1Api(spawner.api.api_client).create_namespaced_resource_claim_template(
+                    k8s_namespace, template, dry_run="All", field_validation="Strict"
+                )
         except ApiException as error:  # collect every refusal, then report them together
             refused.append(f"{options}: {error.body}")
     assert refused == []
+    assert templates == 5  # one per DRA profile above

@@ -1,0 +1,232 @@
+"""The dra backend on the testbed's ``dra`` cluster: GPUs published as ResourceSlices, claims made
+from the spawner's templates by kube-controller-manager and allocated by the real kube-scheduler."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from types import SimpleNamespace
+
+import pytest
+from tornado import web
+from traitlets.config import Config
+
+from fracnb_spawner import form
+
+pytestmark = pytest.mark.k8s
+
+GIB = 2**30
+A100 = "NVIDIA-A100-SXM4-80GB"
+
+
+def claims_in(testbed, namespace: str) -> list[dict]:
+    return testbed.get(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")["items"]
+
+
+def templates_in(testbed, namespace: str) -> list[dict]:
+    return testbed.get(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates")["items"]
+
+
+def allocation_of(testbed, namespace: str, pod_name: str) -> dict:
+    """The device result of the claim the pod ``pod_name`` holds."""
+    (claim,) = [
+        c for c in claims_in(testbed, namespace)
+        if any(ref["name"] == pod_name for ref in c["metadata"].get("ownerReferences", []))
+    ]  # fmt: skip
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    return result
+
+
+async def wait_until(condition, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+async def test_four_quarters_fill_an_80gib_gpu_the_fifth_waits_and_starts_once_one_stops(
+    dra_spawner, dra_testbed, dra_namespace
+) -> None:
+    config = Config()
+    config.FractionalSpawner.start_timeout = 60
+    spawners = [dra_spawner({"profile": "quarter"}, user=f"user{i}", config=Config(config)) for i in range(5)]
+    for spawner in spawners[:4]:
+        await spawner.start()
+    results = [allocation_of(dra_testbed, dra_namespace, spawner.pod_name) for spawner in spawners[:4]]
+    # All four on the one A100, each consuming 20 GiB of its 80 GiB.
+    assert {(r["pool"], r["device"]) for r in results} == {("a100-dra-0", "gpu-0")}
+    assert [r["consumedCapacity"] for r in results] == [{"memory": "20Gi"}] * 4
+    waiting = spawners[4]
+    start = asyncio.ensure_future(waiting.start())
+    messages: list[str] = []
+
+    async def collect() -> None:
+        async for event in waiting.progress():
+            messages.append(event["message"])
+            if "Waiting for a free 0.25 GPU" in event["message"]:
+                return
+
+    await asyncio.wait_for(collect(), timeout=30)
+    assert not start.done()
+    assert any("Waiting for a free 0.25 GPU (dra) slot on a NVIDIA-A100-SXM4-80GB" in m for m in messages), messages
+    await spawners[0].stop()
+    assert (await asyncio.wait_for(start, timeout=45)).startswith("http://")
+    assert allocation_of(dra_testbed, dra_namespace, waiting.pod_name)["device"] == "gpu-0"
+    for spawner in spawners[1:]:
+        await spawner.stop()
+    await wait_until(lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claims to go with their pods")
+    assert templates_in(dra_testbed, dra_namespace) == []
+
+
+async def test_a_mig_claim_lands_only_on_a_device_with_that_profile(dra_spawner, dra_testbed, dra_namespace) -> None:
+    spawner = dra_spawner({"profile": "mig"}, user="mig")
+    await spawner.start()
+    result = allocation_of(dra_testbed, dra_namespace, spawner.pod_name)
+    assert result["pool"] == "a100-mig-0"
+    assert "-mig-1g-10gb-" in result["device"]
+    env = {var.name: var.value for var in (await spawner.get_pod_manifest()).spec.containers[0].env}
+    assert (env["FRACNB_GPU_BACKEND"], env["FRACNB_ISOLATION"]) == ("dra", "hard")
+    await spawner.stop()
+
+
+async def test_a_mig_profile_no_device_has_is_refused_at_once_or_waits_when_asked(
+    dra_spawner, dra_testbed, dra_namespace
+) -> None:
+    spawner = dra_spawner({"profile": "mig-absent"}, user="absent")
+    with pytest.raises(web.HTTPError) as caught:
+        await asyncio.wait_for(spawner.start(), timeout=15)
+    assert caught.value.status_code == 503
+    assert caught.value.jupyterhub_message == (
+        "No node in this cluster offers 2g.20gb MIG slice, so it cannot start; choose another option, or ask your hub admin"
+    )
+    assert templates_in(dra_testbed, dra_namespace) == []
+    rows = await spawner.annotate_form_rows(form.describe(await spawner.resolve_profiles(), spawner.gpu_defaults()))
+    assert (rows[("mig-absent", None, None)].allowed, rows[("mig", None, None)].free) == (False, 2)
+    await spawner.stop()
+
+    config = Config()
+    config.FractionalSpawner.start_timeout = 60
+    config.FractionalSpawner.refuse_unplaceable_choices = False  # e.g. the MIG layout may change
+    waiting = dra_spawner({"profile": "mig-absent"}, user="absent", config=config)
+    start = asyncio.ensure_future(waiting.start())
+
+    def refused() -> bool:
+        events = dra_testbed.events_for(dra_namespace, waiting.pod_name)
+        return any(event.get("reason") == "FailedScheduling" for event in events)
+
+    await wait_until(refused, what="the scheduler's refusal")
+    assert not start.done()
+    start.cancel()
+    await asyncio.gather(start, return_exceptions=True)
+    await waiting.stop()
+
+
+async def test_hub_restart_then_stop_leaves_no_claim_or_template(dra_spawner, dra_testbed, dra_namespace) -> None:
+    first = dra_spawner({"profile": "any-quarter"}, user="restart")
+    await first.start()
+    assert [t["metadata"]["name"] for t in templates_in(dra_testbed, dra_namespace)] == [f"{first.pod_name}-gpu"]
+    (template,) = templates_in(dra_testbed, dra_namespace)
+    assert [ref["kind"] for ref in template["metadata"]["ownerReferences"]] == ["Pod"]  # owned once the pod exists
+    assert len(claims_in(dra_testbed, dra_namespace)) == 1
+    state = first.get_state()
+    fresh = dra_spawner({}, user="restart")  # a new hub process: only the saved state
+    fresh.load_state(state)
+    assert await fresh.poll() is None
+    await fresh.stop()
+    await wait_until(lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claim to go with its pod")
+    assert templates_in(dra_testbed, dra_namespace) == []
+
+
+async def test_the_forms_free_count_matches_what_the_scheduler_allocates(
+    dra_spawner, dra_testbed, dra_namespace
+) -> None:
+    config = Config()
+    config.FractionalSpawner.profile_list = [
+        {
+            "display_name": "A100 quarter",
+            "slug": "quarter",
+            "gpu": {"fraction": 0.25, "backend": "dra", "product": A100},
+        }
+    ]
+    config.FractionalSpawner.start_timeout = 60
+
+    async def free_on_form() -> int:
+        viewer = dra_spawner({}, user="viewer", config=Config(config))
+        html = await viewer.render_options_form()
+        (count,) = re.findall(r"(\d+) free now", html)
+        return int(count)
+
+    async def form_shows(expected: int) -> None:
+        await wait_until_async(free_on_form, expected)
+
+    await form_shows(4)  # the one A100's 80 GiB in 20 GiB slices
+    running = []
+    for i in range(4):
+        spawner = dra_spawner({"profile": "quarter"}, user=f"fill{i}", config=Config(config))
+        await spawner.start()
+        running.append(spawner)
+        await form_shows(3 - i)
+    extra = dra_spawner({"profile": "quarter"}, user="extra", config=Config(config))
+    start = asyncio.ensure_future(extra.start())
+    await wait_until(
+        lambda: any(
+            e.get("reason") == "FailedScheduling" for e in dra_testbed.events_for(dra_namespace, extra.pod_name)
+        ),
+        what="the fifth pod's scheduling failure",
+    )
+    assert not start.done(), "the form said 0 free and the scheduler agrees: the fifth pod waits"
+    await running[0].stop()
+    await asyncio.wait_for(start, timeout=45)
+    await form_shows(0)
+    for spawner in [*running[1:], extra]:
+        await spawner.stop()
+    await form_shows(4)
+
+
+async def wait_until_async(read, expected: int, timeout: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while (shown := await read()) != expected:
+        assert asyncio.get_running_loop().time() < deadline, f"the form shows {shown} free, not {expected}"
+        await asyncio.sleep(0.1)
+
+
+async def test_quotas_count_dra_fractions_like_any_fraction(dra_spawner, dra_namespace) -> None:
+    config = Config()
+    config.FracnbQuotas.group_quotas = {"team-a": 0.5}
+    names = ["ann", "bob", "cat"]
+    team = SimpleNamespace(name="team-a", users=[SimpleNamespace(name=n) for n in names])
+    spawners = [dra_spawner({"profile": "any-quarter"}, user=name, config=Config(config)) for name in names]
+    for spawner in spawners:
+        spawner.user.groups = [team]
+    await spawners[0].start()
+    await spawners[1].start()
+    with pytest.raises(web.HTTPError) as caught:
+        await spawners[2].start()
+    assert caught.value.status_code == 403
+    message = getattr(caught.value, "message", "") or caught.value.log_message
+    assert "team-a uses 0.5 of 0.5 GPUs; this choice needs 0.25" in message
+    for spawner in spawners[:2]:
+        await spawner.stop()
+
+
+async def test_a_leftover_pod_of_the_same_name_is_replaced_and_the_new_one_gets_its_claim(
+    dra_spawner, dra_testbed, dra_namespace
+) -> None:
+    spawner = dra_spawner({"profile": "any-quarter"}, user="leftover")
+    leftover = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": spawner.pod_name},
+        "spec": {"containers": [{"name": "old", "image": "example.invalid/old"}]},
+    }
+    dra_testbed.create_pod(dra_namespace, leftover)
+    # KubeSpawner meets the name taken (409), stops the old pod (which deletes this spawn's
+    # template), and creates the pod again: the template must be there again for its claim.
+    await spawner.start()
+    assert allocation_of(dra_testbed, dra_namespace, spawner.pod_name)["consumedCapacity"] == {"memory": "20Gi"}
+    (template,) = templates_in(dra_testbed, dra_namespace)
+    (pod,) = [p for p in dra_testbed.list_pods(dra_namespace) if p["metadata"]["name"] == spawner.pod_name]
+    assert template["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+    await spawner.stop()
+    await wait_until(lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claim to go with its pod")
