@@ -157,6 +157,7 @@ FRACNB_PROFILES = [
         "gpu": {"fraction": "1/8"},
         "kubespawner_override": {"node_selector": dict(DEV_POOL)},
         "cull": {"idle_timeout": 3600, "idle_timeout_under_demand": 1800},
+        "queue": {"max_wait": 3600},
     },
     {
         "display_name": "1 GPU",
@@ -164,6 +165,7 @@ FRACNB_PROFILES = [
         "gpu": {"count": 1},
         "kubespawner_override": {"node_selector": dict(TRAINING_POOL)},
         "cull": {"idle_timeout": 1800, "idle_timeout_under_demand": 1200},
+        "queue": {"max_wait": 3600},
     },
 ]
 
@@ -198,6 +200,9 @@ FRACNB = RunSetup(
     profile_for=fracnb_profile,
     culler=FracnbCuller(),
     activity=ActivityFeed(report_every=METER_ACTIVITY_INTERVAL, busy_kernel_counts=True),
+    # A start with no free slot waits in the queue (its pod gated) for up to the profiles'
+    # queue.max_wait; the queue's own timer runs in real seconds, so the virtual clock times it.
+    start_timeout=3600,
 )
 RUNS = (BASELINE, FRACNB)
 
