@@ -247,7 +247,7 @@ def under_demand_problem(policy: CullPolicy, idle_source: str) -> str | None:
     if shorter > 0 and usual > 0 and shorter >= usual:
         return (
             f"cull.idle_timeout_under_demand ({shorter:g} s) must be less than the idle timeout it shortens"
-            f" ({usual:g} s, {idle_source}); use e.g. {max(usual // 3, 1):g} s, or 0 for none"
+            f" ({usual:g} s, {idle_source}); give a shorter one, or 0 for none"
         )
     return None
 

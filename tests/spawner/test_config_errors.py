@@ -63,7 +63,7 @@ BAD_PROFILES = [
     (
         {"gpu": {"fraction": 0.25}, "cull": {"idle_timeout": "30m", "idle_timeout_under_demand": "30m"}},
         "cull.idle_timeout_under_demand (1800 s) must be less than the idle timeout it shortens (1800 s, "
-        "cull.idle_timeout); use e.g. 600 s, or 0 for none",
+        "cull.idle_timeout); give a shorter one, or 0 for none",
     ),
     (
         {"gpu": {"fraction": 0.25}, "cull": {"idle_timeout_under_demand": "soon"}},
