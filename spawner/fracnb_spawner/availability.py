@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 _DONE_PHASES = ("Succeeded", "Failed")
@@ -34,16 +34,21 @@ def free_units(
     nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], resource: str, selector: Mapping[str, str]
 ) -> int:
     """Free units of ``resource`` on schedulable nodes whose labels match ``selector``."""
+    return sum(free_by_node(nodes, pods, resource, selector))
+
+
+def free_by_node(
+    nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], resource: str, selector: Mapping[str, str]
+) -> Iterator[int]:
+    """Free units of ``resource`` on each schedulable node whose labels match ``selector``."""
     used = requested_by_node(pods, resource)
-    free = 0
     for node in nodes:
         metadata = node.get("metadata") or {}
         labels = metadata.get("labels") or {}
         if (node.get("spec") or {}).get("unschedulable") or any(labels.get(k) != v for k, v in selector.items()):
             continue
         allocatable = _quantity(((node.get("status") or {}).get("allocatable") or {}).get(resource, 0))
-        free += max(0, allocatable - used.get(metadata.get("name", ""), 0))
-    return free
+        yield max(0, allocatable - used.get(metadata.get("name", ""), 0))
 
 
 def largest_allocatable(nodes: Iterable[Mapping[str, Any]], resource: str, selector: Mapping[str, str]) -> int:

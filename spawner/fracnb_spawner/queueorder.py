@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from typing import Any
 
-from .availability import requested_by_node
+from .availability import free_by_node
 from .labels import label_value
 from .quota import Allocation, QuotaPolicy, used_by
 
@@ -156,17 +156,7 @@ def placeable(
     units: int,
 ) -> int:
     """How many pods asking ``units`` of ``resource`` fit now on schedulable nodes matching ``selector``."""
-    used = requested_by_node(pods, resource)
-    fits = 0
-    for node in nodes:
-        metadata = node.get("metadata") or {}
-        labels = metadata.get("labels") or {}
-        if (node.get("spec") or {}).get("unschedulable") or any(labels.get(k) != v for k, v in selector.items()):
-            continue
-        allocatable = str(((node.get("status") or {}).get("allocatable") or {}).get(resource, 0))
-        free = (int(allocatable) if allocatable.isdigit() else 0) - used.get(metadata.get("name", ""), 0)
-        fits += max(free, 0) // max(units, 1)
-    return fits
+    return sum(free // max(units, 1) for free in free_by_node(nodes, pods, resource, selector))
 
 
 def ordinal(number: int) -> str:
