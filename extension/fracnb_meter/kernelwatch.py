@@ -4,11 +4,12 @@ The watcher opens its own IOPub subscription per kernel, the way jupyter_server 
 activity: IOPub is a publish socket, so one more subscriber takes nothing from the notebook's
 clients and cannot slow them. It learns of kernels from jupyter_server's kernel action events
 (start, restart, shutdown) and, as a safety net, by comparing the kernel manager's list every
-``SYNC_SECONDS``: that also catches an automatic restart on new ports, which emits no event. A
-restart on the same ports needs nothing: the subscription reconnects by itself.
+``SYNC_SECONDS``: that also catches an automatic restart on new ports, which emits no event, and
+serves alone on early 2.x releases of jupyter_server that emit no kernel events. A restart on
+the same ports needs nothing: the subscription reconnects by itself.
 
-Only ``error`` and ``stream`` messages have their content decoded; all others are dropped after
-the header. Nothing here is on the usage endpoint's request path: messages arrive on the
+Only ``error`` and ``stream`` messages are verified and decoded; all others are dropped after
+their header. Nothing here is on the usage endpoint's request path: messages arrive on the
 server's event loop as the kernels send them.
 """
 
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 KERNEL_ACTIONS_EVENT = "https://events.jupyter.org/jupyter_server/kernel_actions/v1"
 SYNC_SECONDS = 5.0
 
-OnOom = Callable[[str, str, "str | None"], Any]  # (kernel id, kernel name, execution request id)
+OnOom = Callable[[str, str, str | None], object]  # (kernel id, kernel name, execution request id)
 
 
 @dataclass
@@ -107,10 +108,11 @@ class KernelWatch:
     def _receive(self, kernel_id: str, kernel_name: str, session: Session, parts: list[bytes]) -> None:
         try:
             _identities, frames = session.feed_identities(parts)
-            message = session.deserialize(frames, content=False)
-            if not is_candidate(message["header"]["msg_type"]):
+            # frames: signature, header, parent header, metadata, content. Only the header is read
+            # before the type is known, so large outputs (images, say) cost no signature check here.
+            if not is_candidate(session.unpack(frames[1])["msg_type"]):
                 return
-            message["content"] = session.unpack(message["content"])
+            message = session.deserialize(frames)
             if oom_in_message(message):
                 request_id = (message.get("parent_header") or {}).get("msg_id") or None
                 self._on_oom(kernel_id, kernel_name, request_id)
