@@ -10,6 +10,8 @@ databases, is tested in tests/service and tests/history).
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -246,3 +248,13 @@ def test_the_watch_survives_a_kernel_restart_and_shutdown_without_errors(server:
         if line.startswith(("[W ", "[E ")) or any(word in line for word in ("Traceback", "Warning:", "Uncaught"))
     ]
     assert troubles == []
+
+
+def test_an_error_after_a_kernel_died_and_came_back_counts(server: MeterServer) -> None:
+    """The server's restarter brings a killed kernel back on the same ports: the watch reads it again."""
+    kernel_id = server.start_session("crash.ipynb")
+    pid = kernel_pid(server, kernel_id)
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: kernel_pid(server, kernel_id) != pid, what="the kernel back with a new process", timeout=60)
+    assert run_cell(server, kernel_id, TORCH_OOM) == "error"
+    wait_for_oom_counts(server, kernel_id, (1, 1))
