@@ -24,6 +24,7 @@ from traitlets import Bool, Float
 from .activity import HubActivity
 from .contract import Budget, ContractError, gpu_withheld, read_budget
 from .hubservice import ServiceReports
+from .kernelwatch import KERNEL_ACTIONS_EVENT, SYNC_SECONDS, KernelWatch
 from .memoryhistory import MemoryHistory, record_usage
 from .nvml import GpuReading, unavailable
 from .processes import looks_like_container, parent_pid
@@ -118,8 +119,10 @@ class FracnbMeter(ExtensionApp):
     record_sessions = Bool(
         True,
         help="""Keep this session's GPU statistics (peaks, time near the budget, out-of-memory
-        events, busy share) and report them to the hub's fracnb service (default True). False
-        turns off both. Example: c.FracnbMeter.record_sessions = False""",
+        events, busy share) and report them to the hub's fracnb service (default True). The
+        out-of-memory events include GPU out-of-memory errors in the kernels' output, which the
+        meter reads from each kernel's IOPub. False turns off all of it. Example:
+        c.FracnbMeter.record_sessions = False""",
     ).tag(config=True)
 
     session_sample_interval = Float(
@@ -162,6 +165,7 @@ class FracnbMeter(ExtensionApp):
         reporter_url = os.environ.get("FRACNB_SERVICE_URL", "") if recorded else ""
         self.session_reporter = SessionReporter(reporter_url, os.environ.get("JUPYTERHUB_API_TOKEN", ""))
         self._session_timers: list[PeriodicCallback] = []
+        self.kernel_watch: KernelWatch | None = None
 
     def initialize_handlers(self) -> None:
         self.handlers.append((r"/fracnb/api/usage", UsageHandler))
@@ -185,6 +189,15 @@ class FracnbMeter(ExtensionApp):
             self._history_timer.start()
         if self.record_sessions and self.no_gpu_reason is None:
             self._start_session_timers()
+            self._watch_kernel_output(serverapp)
+
+    def _watch_kernel_output(self, serverapp: Any) -> None:
+        """Count GPU out-of-memory errors in the kernels' output (fracnb_meter.kernelwatch)."""
+        self.kernel_watch = KernelWatch(serverapp.kernel_manager, self.session_stats.record_oom_error)
+        serverapp.event_logger.add_listener(schema_id=KERNEL_ACTIONS_EVENT, listener=self.kernel_watch.on_kernel_action)
+        self.kernel_watch.sync()
+        self._session_timers.append(PeriodicCallback(self.kernel_watch.sync, SYNC_SECONDS * 1000))
+        self._session_timers[-1].start()
 
     def _start_session_timers(self) -> None:
         timers = [(self.session_sample_interval, self.record_reading)]
@@ -234,6 +247,11 @@ class FracnbMeter(ExtensionApp):
             self._history_timer.stop()
         for timer in self._session_timers:
             timer.stop()
+        if self.kernel_watch is not None:
+            self.serverapp.event_logger.remove_listener(
+                schema_id=KERNEL_ACTIONS_EVENT, listener=self.kernel_watch.on_kernel_action
+            )
+            self.kernel_watch.stop()
         await self.report_session(ended=True)
         self.sampler.close()
 

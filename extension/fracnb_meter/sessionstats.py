@@ -9,7 +9,8 @@ advice is computed from:
   it restarts, so a peak survives the restart);
 - the time spent at or above 80 % and 95 % of the memory budget;
 - out-of-memory events: each time memory reaches the budget (``PINNED_SHARE`` of it) after being
-  below, and every CUDA out-of-memory error the meter is told of;
+  below, and each GPU out-of-memory error seen in a kernel's output (fracnb_meter.kernelwatch);
+  an error and the reaching of the budget that go together count once (:meth:`SessionStats.record_oom_error`);
 - the busy share: the part of the observed time the GPU worked for this server's processes,
   where NVML gives per-process utilisation samples.
 
@@ -57,6 +58,8 @@ class Reading:
 class KernelPeak:
     name: str
     peak_bytes: int | None = None
+    oom_errors: int = 0
+    last_oom_request: str | None = None  # the execution request of the last error counted
 
 
 def _max(current: int | None, value: int | None) -> int | None:
@@ -102,6 +105,8 @@ class SessionStats:
     busy_known_seconds: float = 0.0
     _last: Reading | None = None
     _pinned: bool = False
+    _pinning_has_error: bool = False  # the current stay at the budget is already one with an error
+    _error_since_reading: bool = False  # an error counted as an event of its own since the last reading
 
     def observe(self, reading: Reading) -> None:
         if self._last is not None and reading.at > self._last.at:
@@ -112,6 +117,7 @@ class SessionStats:
             peak.name = kernel.name
             peak.peak_bytes = _max(peak.peak_bytes, kernel.memory_bytes)
         self._note_pinning(reading.server_bytes)
+        self._error_since_reading = False
         if self._last is None or reading.at >= self._last.at:
             self._last = reading
 
@@ -137,12 +143,32 @@ class SessionStats:
             return
         pinned = share >= PINNED_SHARE
         if pinned and not self._pinned:
-            self.oom_events += 1
+            # An error seen since the previous reading and this arrival at the budget are one event.
+            self._pinning_has_error = self._error_since_reading
+            if not self._error_since_reading:
+                self.oom_events += 1
         self._pinned = pinned
 
-    def record_oom_error(self) -> None:
-        """A CUDA out-of-memory error seen in a kernel: an event even when memory is not pinned."""
-        self.oom_events += 1
+    def record_oom_error(self, kernel_id: str, kernel_name: str, request_id: str | None = None) -> bool:
+        """A GPU out-of-memory error in a kernel's output; False when it is one already counted.
+
+        One per execution request (``request_id``, the message's parent ``msg_id``): a traceback
+        printed to stderr and the exception that ends the cell are one error. The kernel's count
+        takes every error; the session's ``oom_events`` takes an error as the event of memory
+        reaching the budget when the two go together (the error arrives while memory stays at the
+        budget, or the next reading finds it there), so that one failure counts once.
+        """
+        kernel = self.kernel_peaks.setdefault(kernel_id, KernelPeak(kernel_name))
+        if request_id is not None and request_id == kernel.last_oom_request:
+            return False
+        kernel.last_oom_request = request_id
+        kernel.oom_errors += 1
+        if self._pinned and not self._pinning_has_error:
+            self._pinning_has_error = True
+        else:
+            self.oom_events += 1
+            self._error_since_reading = True
+        return True
 
     @property
     def busy_share(self) -> float | None:
@@ -162,6 +188,9 @@ class SessionStats:
         }
 
     def kernels(self) -> list[dict[str, Any]]:
-        """Every kernel seen this session with its peak, highest first (for the panel and the widget)."""
-        rows = [{"id": k, "name": p.name, "peak_bytes": p.peak_bytes} for k, p in self.kernel_peaks.items()]
+        """Every kernel seen this session with its peak and its out-of-memory errors, highest peak first."""
+        rows = [
+            {"id": k, "name": p.name, "peak_bytes": p.peak_bytes, "oom_errors": p.oom_errors}
+            for k, p in self.kernel_peaks.items()
+        ]
         return sorted(rows, key=lambda row: -(row["peak_bytes"] or 0))

@@ -1,13 +1,17 @@
 """The meter keeps this session's statistics from the fake NVML and posts them to the fracnb service.
 
 A real jupyter server with a real kernel reads simulated GPU memory that rises, falls, survives a
-kernel restart and reaches the budget; the service is the report stand-in of tests/service_reports.py,
-which checks every post against session-report.schema.json (the real service's handling of the
-same reports, against a real hub and databases, is tested in tests/service and tests/history).
+kernel restart and reaches the budget, and reads the kernels' output for GPU out-of-memory errors
+(cells raise exceptions with the libraries' own names and messages; no GPU library is needed); the
+service is the report stand-in of tests/service_reports.py, which checks every post against
+session-report.schema.json (the real service's handling of the same reports, against a real hub and
+databases, is tested in tests/service and tests/history).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,9 +53,9 @@ def server(fake_nvml_library: Path, tmp_path: Path, service: ReportServer) -> It
         "session_sample_interval": 0.1,
         "session_report_interval": 0.3,
     }
-    server = start_server(
-        tmp_path, fake_nvml_library, state, meter_config=config, extra_env={**contract, **service.environment()}
-    )
+    # Warnings stay quiet in the server's log, except unclosed resources (the OOM tests read the log).
+    extra_env = {**contract, **service.environment(), "PYTHONWARNINGS": "ignore,always::ResourceWarning"}
+    server = start_server(tmp_path, fake_nvml_library, state, meter_config=config, extra_env=extra_env)
     yield server
     server.stop()
 
@@ -76,6 +80,50 @@ def kernel_pid(server: MeterServer, kernel_id: str) -> int:
     return int(evaluate(server.client(kernel_id), "os.getpid()", "import os"))
 
 
+TORCH_OOM = """
+class OutOfMemoryError(RuntimeError):
+    pass
+OutOfMemoryError.__module__ = "torch"
+raise OutOfMemoryError(
+    "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which "
+    "3.19 GiB is free. Including non-PyTorch memory, this process has 75.95 GiB memory in use."
+)
+"""
+
+TF_OOM = """
+import sys
+print(
+    "W tensorflow/core/framework/op_kernel.cc:1828] OP_REQUIRES failed at random_op.cc:74 : RESOURCE_EXHAUSTED: "
+    "OOM when allocating tensor with shape[65536,65536] and type float on "
+    "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+    file=sys.stderr,
+)
+"""
+
+
+def run_cell(server: MeterServer, kernel_id: str, code: str) -> str:
+    """Execute ``code`` in the kernel as a notebook would; the reply's status ("ok" or "error")."""
+    reply = server.client(kernel_id).execute_interactive(code, timeout=60, output_hook=lambda _msg: None)
+    return reply["content"]["status"]
+
+
+def oom_counts(server: MeterServer, kernel_id: str) -> tuple[int, int]:
+    """(the session's oom_events, the kernel's oom_errors)."""
+    document = session(server)
+    kernel = next((k for k in document["kernels"] if k["id"] == kernel_id), {"oom_errors": 0})
+    return document["report"]["oom_events"], kernel["oom_errors"]
+
+
+def wait_for_oom_counts(server: MeterServer, kernel_id: str, counts: tuple[int, int]) -> None:
+    """Wait until the counts reach ``counts``, then check they are exactly that.
+
+    A kernel's output arrives in order, so once the last cell's error is counted, every earlier
+    cell's output has been read: a miscount shows as counts past the expected ones.
+    """
+    wait_until(lambda: oom_counts(server, kernel_id) >= counts, what=f"OOM counts {counts}", timeout=30)
+    assert oom_counts(server, kernel_id) == counts
+
+
 def test_peaks_rise_and_fall_survive_a_restart_and_reach_the_service(
     server: MeterServer, service: ReportServer
 ) -> None:
@@ -84,14 +132,14 @@ def test_peaks_rise_and_fall_survive_a_restart_and_reach_the_service(
     for memory in (5 * GIB, 12 * GIB, 2 * GIB):
         hold(server, pid, memory)
     assert session(server)["report"]["peak_bytes"] == 12 * GIB
-    assert session(server)["kernels"] == [{"id": kernel_id, "name": "python3", "peak_bytes": 12 * GIB}]
+    assert session(server)["kernels"] == [{"id": kernel_id, "name": "python3", "peak_bytes": 12 * GIB, "oom_errors": 0}]
 
     status, _ = server.request(f"api/kernels/{kernel_id}/restart", "POST", {})
     assert status == 200
     new_pid = kernel_pid(server, kernel_id)
     assert new_pid != pid
     hold(server, new_pid, 3 * GIB)
-    assert session(server)["kernels"] == [{"id": kernel_id, "name": "python3", "peak_bytes": 12 * GIB}]
+    assert session(server)["kernels"] == [{"id": kernel_id, "name": "python3", "peak_bytes": 12 * GIB, "oom_errors": 0}]
 
     wait_until(
         lambda: any(r["peak_bytes"] == 12 * GIB for r in service.sessions), what="a report of the peak", timeout=30
@@ -147,3 +195,66 @@ def test_busy_share_follows_per_process_utilisation(server: MeterServer) -> None
     hold(server, pid, 3 * GIB)
     busy = session(server)["report"]["busy_share"]
     wait_until(lambda: session(server)["report"]["busy_share"] < busy, what="idle again", timeout=30)
+
+
+def test_a_cuda_out_of_memory_error_in_a_kernel_counts_once_and_reaches_the_service(
+    server: MeterServer, service: ReportServer
+) -> None:
+    kernel_id = server.start_session("oom.ipynb")
+    # The traceback shows the cell's source, comment included: only the exception's own message counts.
+    assert run_cell(server, kernel_id, "# not a CUDA out of memory error\nraise ValueError('bad shape')") == "error"
+    assert run_cell(server, kernel_id, "import sys; print('a warning', file=sys.stderr)") == "ok"
+    assert run_cell(server, kernel_id, TORCH_OOM) == "error"
+    wait_for_oom_counts(server, kernel_id, (1, 1))
+    wait_until(
+        lambda: service.sessions and service.sessions[-1]["oom_events"] == 1, what="a report with the OOM", timeout=30
+    )
+
+
+def test_a_tensorflow_message_on_stderr_counts_and_with_its_exception_counts_once(server: MeterServer) -> None:
+    kernel_id = server.start_session("tf.ipynb")
+    assert run_cell(server, kernel_id, TF_OOM) == "ok"
+    wait_for_oom_counts(server, kernel_id, (1, 1))
+    exception = (
+        "class ResourceExhaustedError(Exception): pass\n"
+        "raise ResourceExhaustedError('OOM when allocating tensor with shape[65536,65536] on GPU:0')"
+    )
+    raising = TF_OOM + exception
+    assert run_cell(server, kernel_id, raising) == "error"  # the log line and the exception of one cell
+    assert run_cell(server, kernel_id, "1 + 1") == "ok"
+    assert run_cell(server, kernel_id, TORCH_OOM) == "error"
+    wait_for_oom_counts(server, kernel_id, (3, 3))
+
+
+def test_the_watch_survives_a_kernel_restart_and_shutdown_without_errors(server: MeterServer) -> None:
+    kernel_id = server.start_session("restart.ipynb")
+    other_id = server.start_session("other.ipynb")
+    assert run_cell(server, kernel_id, TORCH_OOM) == "error"
+    wait_for_oom_counts(server, kernel_id, (1, 1))
+
+    status, _ = server.request(f"api/kernels/{kernel_id}/restart", "POST", {})
+    assert status == 200
+    assert run_cell(server, kernel_id, TORCH_OOM) == "error"
+    wait_for_oom_counts(server, kernel_id, (2, 2))
+
+    status, _ = server.request(f"api/kernels/{other_id}", "DELETE")
+    assert status == 204
+    assert run_cell(server, kernel_id, TORCH_OOM) == "error"
+    wait_for_oom_counts(server, kernel_id, (3, 3))
+    server.stop()
+    troubles = [
+        line
+        for line in server.log.read_text().splitlines()
+        if line.startswith(("[W ", "[E ")) or any(word in line for word in ("Traceback", "Warning:", "Uncaught"))
+    ]
+    assert troubles == []
+
+
+def test_an_error_after_a_kernel_died_and_came_back_counts(server: MeterServer) -> None:
+    """The server's restarter brings a killed kernel back on the same ports: the watch reads it again."""
+    kernel_id = server.start_session("crash.ipynb")
+    pid = kernel_pid(server, kernel_id)
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: kernel_pid(server, kernel_id) != pid, what="the kernel back with a new process", timeout=60)
+    assert run_cell(server, kernel_id, TORCH_OOM) == "error"
+    wait_for_oom_counts(server, kernel_id, (1, 1))

@@ -30,8 +30,8 @@ def test_peaks_that_rise_and_fall_keep_the_highest() -> None:
     )
     assert stats.peak_bytes == 6 * GIB
     assert stats.kernels() == [
-        {"id": "k1", "name": "python3", "peak_bytes": 4 * GIB},
-        {"id": "k2", "name": "python3", "peak_bytes": 2 * GIB},
+        {"id": "k1", "name": "python3", "peak_bytes": 4 * GIB, "oom_errors": 0},
+        {"id": "k2", "name": "python3", "peak_bytes": 2 * GIB, "oom_errors": 0},
     ]
 
 
@@ -44,7 +44,7 @@ def test_a_kernels_peak_survives_its_restart() -> None:
         Reading(10, 0, (KernelReading("k1", "python3", 0),)),
         Reading(15, 3 * GIB, (KernelReading("k1", "python3", 3 * GIB),)),
     )
-    assert stats.kernels() == [{"id": "k1", "name": "python3", "peak_bytes": 5 * GIB}]
+    assert stats.kernels() == [{"id": "k1", "name": "python3", "peak_bytes": 5 * GIB, "oom_errors": 0}]
     assert stats.peak_bytes == 5 * GIB
 
 
@@ -77,8 +77,61 @@ def test_each_time_memory_reaches_the_budget_is_one_event() -> None:
         Reading(4, BUDGET),
     )
     assert stats.oom_events == 2
-    stats.record_oom_error()
-    assert stats.oom_events == 3
+
+
+def test_an_error_in_a_kernel_is_an_event_and_counts_for_its_kernel() -> None:
+    stats = feed(SessionStats(BUDGET), Reading(0, 2 * GIB, (KernelReading("k1", "python3", 2 * GIB),)))
+    assert stats.record_oom_error("k1", "python3", "request-1")
+    assert stats.record_oom_error("k2", "ir", "request-2")  # a kernel no reading has shown yet
+    assert stats.oom_events == 2
+    assert stats.kernels() == [
+        {"id": "k1", "name": "python3", "peak_bytes": 2 * GIB, "oom_errors": 1},
+        {"id": "k2", "name": "ir", "peak_bytes": None, "oom_errors": 1},
+    ]
+
+
+def test_one_execution_request_is_one_error_however_many_messages_show_it() -> None:
+    """A traceback printed to stderr and the exception that ends the cell are one error."""
+    stats = SessionStats(BUDGET)
+    assert stats.record_oom_error("k1", "python3", "request-1")
+    assert not stats.record_oom_error("k1", "python3", "request-1")
+    assert stats.record_oom_error("k1", "python3", "request-2")
+    assert stats.record_oom_error("k2", "python3", "request-2")  # another kernel's own count
+    assert stats.record_oom_error("k1", "python3", None)  # output outside any request: each counts
+    assert stats.record_oom_error("k1", "python3", None)
+    assert (stats.oom_events, stats.kernel_peaks["k1"].oom_errors) == (5, 4)
+
+
+def test_an_error_while_memory_stays_at_the_budget_is_that_event() -> None:
+    stats = feed(SessionStats(BUDGET), Reading(0, GIB), Reading(1, BUDGET))
+    assert stats.oom_events == 1
+    stats.record_oom_error("k1", "python3", "request-1")
+    assert stats.oom_events == 1  # the allocation that reached the budget failed: one failure
+    stats.record_oom_error("k1", "python3", "request-2")
+    assert stats.oom_events == 2  # a second failure while still at the budget
+    assert stats.kernel_peaks["k1"].oom_errors == 2
+
+
+def test_memory_found_at_the_budget_right_after_an_error_is_that_event() -> None:
+    stats = feed(SessionStats(BUDGET), Reading(0, GIB))
+    stats.record_oom_error("k1", "python3", "request-1")
+    feed(stats, Reading(1, BUDGET))  # the first reading after the error
+    assert stats.oom_events == 1
+    stats.record_oom_error("k1", "python3", "request-2")
+    assert stats.oom_events == 2
+
+
+def test_an_error_long_before_memory_reaches_the_budget_is_a_separate_event() -> None:
+    stats = feed(SessionStats(BUDGET), Reading(0, GIB))
+    stats.record_oom_error("k1", "python3", "request-1")
+    feed(stats, Reading(1, GIB), Reading(2, BUDGET))
+    assert stats.oom_events == 2
+
+
+def test_without_a_budget_errors_still_count() -> None:
+    stats = feed(SessionStats(None), Reading(0, 80 * GIB))
+    stats.record_oom_error("k1", "python3", "request-1")
+    assert stats.oom_events == 1
 
 
 def test_without_a_budget_only_peaks_are_known() -> None:
