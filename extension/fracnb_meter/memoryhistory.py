@@ -151,15 +151,30 @@ class MemoryHistory:
 
     def _series_for(self, kernel: KernelSample) -> KernelSeries:
         known = self.kernels.get(kernel.id) or self.departed.pop(kernel.id, None)
-        if known is not None:
+        if known is not None and (known.path is not None or kernel.path is None):
             known.path = kernel.path
             return known
-        if kernel.path is not None:
-            for old_id, old in reversed(self.departed.items()):
-                if old.path == kernel.path:
-                    del self.departed[old_id]
-                    return KernelSeries(kernel.path, old.series, carried_from=old_id)
-        return KernelSeries(kernel.path, self._series())
+        # A new kernel, or one first read before jupyter_server recorded its notebook's path
+        # (it adds the kernel before the session): continue a departed kernel of that notebook.
+        carried = self._carry(kernel.path)
+        if carried is None:
+            if known is None:
+                return KernelSeries(kernel.path, self._series())
+            known.path = kernel.path
+            return known
+        if known is not None:
+            for point in known.series.points:
+                carried.series.add(point.at_s, point.bytes)
+        return carried
+
+    def _carry(self, path: str | None) -> KernelSeries | None:
+        if path is None:
+            return None
+        for old_id, old in reversed(self.departed.items()):
+            if old.path == path:
+                del self.departed[old_id]
+                return KernelSeries(path, old.series, carried_from=old_id)
+        return None
 
     def as_json(self) -> dict[str, Any]:
         """schemas/memory-history.schema.json: the running kernels' series and the server's."""

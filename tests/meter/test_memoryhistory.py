@@ -90,6 +90,19 @@ def test_a_replacement_seen_in_the_same_reading_as_the_departure_continues() -> 
     assert kernel["series"]["peak"] == {"at_s": 0, "bytes": 5 * GIB}
 
 
+def test_a_replacement_read_before_its_notebook_path_still_continues() -> None:
+    """jupyter_server adds a kernel before its session records the path: the first reading has none."""
+    history = MemoryHistory(STARTED)
+    history.record(0, GIB, [KernelSample("old", "train.ipynb", 5 * GIB)])
+    history.record(1, GIB, [KernelSample("new", None, GIB)])
+    history.record(2, GIB, [KernelSample("new", "train.ipynb", 2 * GIB), KernelSample("z", "other.ipynb", 0)])
+    kernels = {k["id"]: k for k in history.as_json()["kernels"]}
+    assert (kernels["new"]["carried_from"], kernels["new"]["path"]) == ("old", "train.ipynb")
+    assert kernels["new"]["series"]["peak"] == {"at_s": 0, "bytes": 5 * GIB}
+    assert [p["at_s"] for p in kernels["new"]["series"]["points"]] == [0, 1, 2]
+    assert (kernels["z"]["carried_from"], kernels["z"]["path"]) == (None, "other.ipynb")
+
+
 def test_departed_kernels_are_bounded() -> None:
     history = MemoryHistory(STARTED, keep_departed=2)
     for number in range(5):
