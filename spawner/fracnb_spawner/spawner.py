@@ -56,6 +56,7 @@ from .queueconfig import queue_max_wait
 from .queueorder import SLOT_KIND_LABEL, slot_kind
 from .queuespawner import QueueingSpawner, QueuePlan, QueueTimeoutError, merge
 from .quota import Allocation, FracnbQuotas, QuotaDecision, QuotaPolicy, allocations_from_pods, check_request
+from .slots import Ask
 from .traits import FractionalTraits
 from .units import format_fraction, parse_duration, parse_fraction
 
@@ -349,16 +350,18 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         profiles = await self.resolve_profiles()
         for key, original in rows.items():
             row = original
-            placement = self._row_placement(profiles, key, row.plan)
+            selection = self._row_selection(profiles, key)
+            placement = self._placement(selection, row.plan) if selection else None
+            ask = self._slot_ask(selection, row.plan) if selection and self.show_availability else None
             if nodes and placement:
                 resource, selector, units = placement
                 row = row.with_availability(
-                    free_units(nodes, pods, resource, selector), self.form_queue_text(profiles, key, placement)
+                    free_units(nodes, pods, resource, selector), await self.form_queue_text(profiles, key, ask)
                 )
                 if self.refuse_unplaceable_choices and largest_allocatable(nodes, resource, selector) < units:
                     row = row.refused(no_node_reason(row.plan))
             elif self.show_availability:
-                row = await self._with_dra_availability(row)
+                row = await self._with_dra_availability(row, await self.form_queue_text(profiles, key, ask))
             if row.allowed and policy.has_limits and row.plan.fraction > 0:
                 decision = check_request(
                     policy, LEDGER.allocations(allocations), user=self.user.name,
@@ -369,7 +372,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
             annotated[key] = row
         return annotated
 
-    async def _with_dra_availability(self, row: form.ChoiceRow) -> form.ChoiceRow:
+    async def _with_dra_availability(self, row: form.ChoiceRow, queue_text: str | None) -> form.ChoiceRow:
         """A dra choice's free count, from the hub-wide view of ResourceSlices and claims (backend_table: dra)."""
         want = want_for(row.plan, self.backend_settings())
         if want is None:
@@ -377,7 +380,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         slices, claims = await shared_dra_view(self.api.api_client, self.log).snapshot()
         if not slices:
             return row
-        row = row.with_availability(free_servers(slices, claims, want))
+        row = row.with_availability(free_servers(slices, claims, want), queue_text)
         if self.refuse_unplaceable_choices and free_servers(slices, [], want) == 0:
             row = row.refused(no_node_reason(row.plan))
         return row
@@ -454,13 +457,21 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         resource, selector, units = placement
         return largest_allocatable(nodes, resource, selector) >= units
 
-    def _row_placement(self, profiles: list[dict], key: form.RowKey, plan: GPUPlan) -> Any:
+    def _row_selection(self, profiles: list[dict], key: form.RowKey) -> Selection | None:
         slug, option, choice = key
         try:
-            selection = select(profiles, {"profile": slug} if option is None else {"profile": slug, option: choice})
+            return select(profiles, {"profile": slug} if option is None else {"profile": slug, option: choice})
         except InvalidUserOptionsError:
             return None
-        return self._placement(selection, plan)
+
+    def _slot_ask(self, selection: Selection, plan: GPUPlan) -> Ask | None:
+        """What a server of this choice competes for (its slot kind and size), as its backend counts it;
+        None when the hub does not count it (another scheduler places it, or its node selector is unknown)."""
+        ask_for = backend_named(plan.scheduler_backend or plan.backend).counted_by.ask
+        if ask_for is None:
+            return None
+        fields = backend_fields(plan, self.backend_settings())
+        return ask_for(plan, fields, self.backend_settings(), self._selection_node_selector(selection))
 
     async def _cluster_view(self) -> tuple[list[dict], list[dict]]:
         """Nodes and GPU-holding pods cluster-wide, from the hub-wide watch (no request per form load).
@@ -504,16 +515,15 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         self.fracnb_plan = plan
         self.fracnb_selection = {"profile": selection.slug, "choice": selection.choice_text}
         self._spawn_placement = self._placement(selection, plan)
-        self._apply_queue_plan(selection, fields)
+        self._apply_queue_plan(selection, plan, fields)
 
-    def _apply_queue_plan(self, selection: Selection, fields: Any) -> None:
+    def _apply_queue_plan(self, selection: Selection, plan: GPUPlan, fields: Any) -> None:
         """The slot-kind label of a GPU pod, and what its spawn queues for (None: it never queues)."""
-        placement = self._spawn_placement
-        if placement is not None:
-            resource, selector, units = placement
-            kind = slot_kind(resource, selector)
+        ask = self._slot_ask(selection, plan)
+        if ask is not None:
+            kind = ask.kind
             max_wait = queue_max_wait(selection.profile.get("queue"))
-            self._queue_plan = QueuePlan(kind, resource, selector, units, max_wait) if max_wait > 0 else None
+            self._queue_plan = QueuePlan(ask, max_wait) if max_wait > 0 else None
         elif fields.resources or fields.scheduler_name:
             kind = slot_kind(next(iter(fields.resources), fields.scheduler_name or ""), fields.node_selector)
         else:

@@ -50,6 +50,11 @@ async def test_four_quarters_fill_an_80gib_gpu_the_fifth_waits_and_starts_once_o
 ) -> None:
     config = Config()
     config.FractionalSpawner.start_timeout = 60
+    # Never queued (test_dra_queue.py queues): the scheduler itself finds the A100 full.
+    config.FractionalSpawner.profile_list = [
+        {"display_name": "A100 quarter", "slug": "quarter", "queue": {"max_wait": 0},
+         "gpu": {"fraction": 0.25, "backend": "dra", "product": A100}},
+    ]  # fmt: skip
     spawners = [dra_spawner({"profile": "quarter"}, user=f"user{i}", config=Config(config)) for i in range(5)]
     for spawner in spawners[:4]:
         await spawner.start()
@@ -147,6 +152,7 @@ async def test_the_forms_free_count_matches_what_the_scheduler_allocates(
             "display_name": "A100 quarter",
             "slug": "quarter",
             "gpu": {"fraction": 0.25, "backend": "dra", "product": A100},
+            "queue": {"max_wait": 0},  # the scheduler, not the hub's queue, says the fifth does not fit
         }
     ]
     config.FractionalSpawner.start_timeout = 60
