@@ -22,7 +22,7 @@ from traitlets import TraitError, default, validate
 
 from . import companions, form
 from .availability import free_units, largest_allocatable
-from .backend_table import COUNT_EXTENDED_RESOURCE, backend_fields, backend_named
+from .backend_table import backend_fields, backend_named
 from .backends import (
     GPU_VISIBILITY_VARIABLES,
     RESERVED_ENV_PREFIX,
@@ -56,7 +56,7 @@ from .queueconfig import queue_max_wait
 from .queueorder import SLOT_KIND_LABEL, slot_kind
 from .queuespawner import QueueingSpawner, QueuePlan, QueueTimeoutError, merge
 from .quota import Allocation, FracnbQuotas, QuotaDecision, QuotaPolicy, allocations_from_pods, check_request
-from .slots import Ask
+from .slots import Ask, ResourceAsk
 from .traits import FractionalTraits
 from .units import format_fraction, parse_duration, parse_fraction
 
@@ -351,8 +351,8 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         for key, original in rows.items():
             row = original
             selection = self._row_selection(profiles, key)
-            placement = self._placement(selection, row.plan) if selection else None
-            ask = self._slot_ask(selection, row.plan) if selection and self.show_availability else None
+            ask = self._slot_ask(selection, row.plan) if selection else None
+            placement = _placement_of(ask)
             if nodes and placement:
                 resource, selector, units = placement
                 row = row.with_availability(
@@ -399,16 +399,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         None when no extended resource is asked for, another scheduler (HAMi, KAI) places the pod,
         or the profile's overrides make the node selector unknowable before the spawn (a callable).
         """
-        if backend_named(plan.scheduler_backend or plan.backend).counted_by != COUNT_EXTENDED_RESOURCE:
-            return None
-        fields = backend_fields(plan, self.backend_settings())
-        if not fields.resources or fields.scheduler_name is not None:
-            return None
-        selector = self._selection_node_selector(selection)
-        if selector is None:
-            return None
-        resource, amount = next(iter(fields.resources.items()))
-        return resource, {**selector, **fields.node_selector}, int(amount)
+        return _placement_of(self._slot_ask(selection, plan))
 
     def _selection_node_selector(self, selection: Selection) -> dict[str, str] | None:
         """The configured node selector with the choice's overrides merged as KubeSpawner merges them."""
@@ -741,6 +732,11 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
 
 def _applied_by_load_user_options(spawner: FractionalSpawner, user_options: dict) -> None:
     """``apply_user_options``: nothing to do here (see ``FractionalSpawner.load_user_options``)."""
+
+
+def _placement_of(ask: Ask | None) -> tuple[str, dict[str, str], int] | None:
+    """An extended-resource ask as (resource, node selector, units); None for other asks."""
+    return (ask.resource, dict(ask.selector), ask.units) if isinstance(ask, ResourceAsk) else None
 
 
 def _copy_plain(value: Any) -> Any:
