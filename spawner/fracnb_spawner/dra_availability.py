@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ class DraWant:
     profile: str | None = None  # MIG profile
     memory: int | None = None  # bytes of one GPU's memory (a slice); None: whole devices
     count: int = 1  # whole devices per server
+    node_selector: tuple[tuple[str, str], ...] = ()  # the pod's: only devices of nodes with these labels
 
 
 def _bytes(value: object) -> int:
@@ -88,7 +89,8 @@ def trim_slice(obj: Mapping[str, Any]) -> dict[str, Any] | None:
             "shared": bool(device.get("allowMultipleAllocations")),
         })  # fmt: skip
     pool = (spec.get("pool") or {}).get("name", "")
-    return {"metadata": _name_of(obj), "driver": spec.get("driver", ""), "pool": pool, "devices": devices}
+    node = spec.get("nodeName") or None  # None: devices not local to one node (allNodes, a node selector)
+    return {"metadata": _name_of(obj), "driver": spec.get("driver", ""), "pool": pool, "node": node, "devices": devices}
 
 
 def trim_claim(obj: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -128,14 +130,34 @@ def _matches(device: Mapping[str, Any], want: DraWant) -> bool:
     )
 
 
+def _node_allowed(want: DraWant, nodes: Iterable[Mapping[str, Any]] | None) -> Callable[[str | None], bool]:
+    """Whether a slice's node may run the pod: its labels match the pod's node selector.
+
+    Without a node selector, without the nodes (the hub cannot read them), or for devices not local
+    to one node, every slice counts.
+    """
+    if not want.node_selector or nodes is None:
+        return lambda node: True
+    matching = {
+        (node.get("metadata") or {}).get("name")
+        for node in nodes
+        if all(((node.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in want.node_selector)
+    }
+    return lambda node: node is None or node in matching
+
+
 def device_ledger(
-    slices: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]], want: DraWant
+    slices: Iterable[Mapping[str, Any]],
+    claims: Iterable[Mapping[str, Any]],
+    want: DraWant,
+    nodes: Iterable[Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """The devices ``want`` could use, each with its pool, the memory left and how many claims hold it."""
     used = _used(claims)
+    allowed = _node_allowed(want, nodes)
     devices = []
     for slice_ in slices:
-        if slice_["driver"] != want.driver:
+        if slice_["driver"] != want.driver or not allowed(slice_.get("node")):
             continue
         for device in slice_["devices"]:
             if _matches(device, want):
@@ -171,9 +193,14 @@ def take_devices(devices: list[dict[str, Any]], want: DraWant) -> bool:
     return False
 
 
-def free_servers(slices: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]], want: DraWant) -> int:
-    """How many more servers asking ``want`` the devices could take now."""
-    devices = device_ledger(slices, claims, want)
+def free_servers(
+    slices: Iterable[Mapping[str, Any]],
+    claims: Iterable[Mapping[str, Any]],
+    want: DraWant,
+    nodes: Iterable[Mapping[str, Any]] | None = None,
+) -> int:
+    """How many more servers asking ``want`` the devices could take now (on ``nodes`` matching its selector)."""
+    devices = device_ledger(slices, claims, want, nodes)
     free = 0
     while take_devices(devices, want):
         free += 1

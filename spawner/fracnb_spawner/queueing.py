@@ -143,19 +143,12 @@ class QueueCoordinator:
     # ---- capacity ------------------------------------------------------------------------------
 
     async def _cluster(self, *, devices: bool, wait: bool) -> Cluster | None:
-        """Nodes and pods, and with ``devices`` ResourceSlices and claims; None while unreadable."""
-        nodes, pods = await (self.view.snapshot() if wait else self.view.snapshot(wait=0))
-        if not nodes:
-            return None
-        if not devices:
-            return Cluster(nodes, pods)
-        from .dra_availability import shared_dra_view  # noqa: PLC0415 - only hubs with dra choices
+        if devices and (self.devices_changed is None or self.devices_changed.done()):
+            from .dra_availability import shared_dra_view  # noqa: PLC0415 - only hubs with dra choices
 
-        dra = shared_dra_view(self.api.api_client, self.log)
-        if self.devices_changed is None or self.devices_changed.done():
+            dra = shared_dra_view(self.api.api_client, self.log)
             self.devices_changed = asyncio.ensure_future(_forward(dra.changed, self.view.changed))
-        slices, claims = await (dra.snapshot() if wait else dra.snapshot(wait=0))
-        return Cluster(nodes, pods, slices, claims) if slices else None
+        return await read_cluster(self.view, self.api, self.log, devices=devices, wait=wait)
 
     def _in_flight(self, ask: Ask, cluster: Cluster) -> list[Ask]:
         """Servers of ``ask``'s kind given out but not yet placed: admitted, lifted or ungated pods the
@@ -281,6 +274,23 @@ class QueueCoordinator:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def read_cluster(
+    view: ClusterView, api: Any, log: logging.Logger | logging.LoggerAdapter, *, devices: bool, wait: bool
+) -> Cluster | None:
+    """Nodes and pods from the hub-wide view, and with ``devices`` ResourceSlices and allocated claims
+    (:mod:`.dra_availability`); None while they cannot be read. ``wait``: for the first LIST."""
+    nodes, pods = await (view.snapshot() if wait else view.snapshot(wait=0))
+    if not nodes:
+        return None
+    if not devices:
+        return Cluster(nodes, pods)
+    from .dra_availability import shared_dra_view  # noqa: PLC0415 - only hubs with dra choices
+
+    dra = shared_dra_view(api.api_client, log)
+    slices, claims = await (dra.snapshot() if wait else dra.snapshot(wait=0))
+    return Cluster(nodes, pods, slices, claims) if slices else None
 
 
 async def _forward(source: asyncio.Event, target: asyncio.Event) -> None:

@@ -133,8 +133,10 @@ def resource_ask(
 
 def dra_slot_kind(device_class: str, want: DraWant) -> str:
     """``gpu.nvidia.com.NVIDIA-A100-SXM4-80GB``, ``mig.nvidia.com.NVIDIA-A100-SXM4-80GB.1g.10gb``;
-    ``any`` stands for a choice that takes any product. The slice size is not part of the kind."""
+    ``any`` stands for a choice that takes any product; the values of the pod's node selector follow,
+    in the order of their keys, as for device plugins. The slice size is not part of the kind."""
     parts = [device_class, want.product or "any"] + ([want.profile] if want.profile else [])
+    parts += [value for _key, value in want.node_selector]
     return label_value(".".join(parts))
 
 
@@ -157,10 +159,13 @@ class DraAsk:
     needs_devices: bool = True
 
     def could_ever_fit(self, cluster: Cluster) -> bool:
-        return free_servers(cluster.slices, [], self.want) > 0
+        return free_servers(cluster.slices, [], self.want, cluster.nodes or None) > 0
 
     def ledger(self, cluster: Cluster) -> DeviceLedger:
-        return DeviceLedger(device_ledger(cluster.slices, cluster.claims, self.want))
+        schedulable = [node for node in cluster.nodes if not (node.get("spec") or {}).get("unschedulable")]
+        return DeviceLedger(
+            device_ledger(cluster.slices, cluster.claims, self.want, schedulable if cluster.nodes else None)
+        )
 
     def placed(self, pod: Mapping[str, Any], cluster: Cluster) -> bool:
         """Its claim is allocated: the devices' free capacity already leaves it out. A pod bound to a
@@ -186,6 +191,8 @@ def dra_ask(
     want = want_for(plan, settings)
     if want is None:
         return None
+    if node_selector:
+        want = replace(want, node_selector=tuple(sorted({**node_selector, **fields.node_selector}.items())))
     device_class = settings.dra_mig_device_class if want.device_type == "mig" else settings.dra_device_class
     return DraAsk(dra_slot_kind(device_class, want), want)
 

@@ -33,7 +33,6 @@ from .backends import (
 )
 from .clusterview import shared_view
 from .dra import named_for_pod
-from .dra_availability import free_servers, shared_dra_view, want_for
 from .errors import HubConfigError, InvalidRequestError, RefusedSpawnError
 from .formadvice import AdviceTraits
 from .gpu import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
@@ -53,10 +52,11 @@ from .profiles import (
 )
 from .progress import no_node_reason, scheduler_saw_slots, unschedulable_message, waiting_message
 from .queueconfig import queue_max_wait
+from .queueing import read_cluster
 from .queueorder import SLOT_KIND_LABEL, slot_kind
 from .queuespawner import QueueingSpawner, QueuePlan, QueueTimeoutError, merge
 from .quota import Allocation, FracnbQuotas, QuotaDecision, QuotaPolicy, allocations_from_pods, check_request
-from .slots import Ask, ResourceAsk
+from .slots import Ask, Cluster, ResourceAsk, servers_free
 from .traits import FractionalTraits
 from .units import format_fraction, parse_duration, parse_fraction
 
@@ -88,7 +88,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         self._fracnb_annotations: dict[str, str] = {}
         self._pristine: dict[str, Any] = {}
         self._form_choice: dict = {}  # the last choice submitted on the form, shown again after a refusal
-        self._spawn_placement: tuple[str, dict[str, str], int] | None = None  # what this spawn's pod asks for
+        self._spawn_ask: Ask | None = None  # what this spawn's pod competes for (its slot kind and size)
         self._pod_parts = PodFields()  # claims and objects beside the pod (backend_table: dra)
         self._companion_refs: list[dict[str, str]] = []  # those objects once created, kept in the state
         self._companions_pending = False  # this spawn's objects are still to be created
@@ -361,7 +361,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
                 if self.refuse_unplaceable_choices and largest_allocatable(nodes, resource, selector) < units:
                     row = row.refused(no_node_reason(row.plan))
             elif self.show_availability:
-                row = await self._with_dra_availability(row, await self.form_queue_text(profiles, key, ask))
+                row = await self._with_dra_availability(row, ask, await self.form_queue_text(profiles, key, ask))
             if row.allowed and policy.has_limits and row.plan.fraction > 0:
                 decision = check_request(
                     policy, LEDGER.allocations(allocations), user=self.user.name,
@@ -372,26 +372,23 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
             annotated[key] = row
         return annotated
 
-    async def _with_dra_availability(self, row: form.ChoiceRow, queue_text: str | None) -> form.ChoiceRow:
-        """A dra choice's free count, from the hub-wide view of ResourceSlices and claims (backend_table: dra)."""
-        want = want_for(row.plan, self.backend_settings())
-        if want is None:
+    async def _with_dra_availability(
+        self, row: form.ChoiceRow, ask: Ask | None, queue_text: str | None
+    ) -> form.ChoiceRow:
+        """A dra choice's free count, from the hub-wide views of nodes, ResourceSlices and claims."""
+        cluster = await self._cluster_for(ask) if ask is not None and ask.needs_devices else None
+        if cluster is None or ask is None:
             return row
-        slices, claims = await shared_dra_view(self.api.api_client, self.log).snapshot()
-        if not slices:
-            return row
-        row = row.with_availability(free_servers(slices, claims, want), queue_text)
-        if self.refuse_unplaceable_choices and free_servers(slices, [], want) == 0:
+        row = row.with_availability(servers_free(ask, cluster), queue_text)
+        if self.refuse_unplaceable_choices and not ask.could_ever_fit(cluster):
             row = row.refused(no_node_reason(row.plan))
         return row
 
-    async def _dra_devices_exist(self, plan: GPUPlan) -> bool | None:
-        """Whether some DRA device could hold a server of ``plan`` (used or not); None when unknown."""
-        want = want_for(plan, self.backend_settings())
-        if want is None:
-            return None
-        slices, _claims = await shared_dra_view(self.api.api_client, self.log).snapshot()
-        return free_servers(slices, [], want) > 0 if slices else None
+    async def _cluster_for(self, ask: Ask) -> Cluster | None:
+        """What the hub-wide watches show of the cluster, as ``ask`` reads it; None while unreadable."""
+        return await read_cluster(
+            shared_view(self.api, self.log), self.api, self.log, devices=ask.needs_devices, wait=True
+        )
 
     def _placement(self, selection: Selection, plan: GPUPlan) -> tuple[str, dict[str, str], int] | None:
         """The extended resource, node selector and units a pod of this choice asks the default scheduler for.
@@ -427,26 +424,19 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         Only with ``refuse_unplaceable_choices`` and ``show_availability`` and while the hub-wide
         view of nodes is readable; otherwise the scheduler decides.
         """
-        placement = self._placement(selection, plan)
-        if not self.refuse_unplaceable_choices or await self._slots_exist(placement, plan) is not False:
+        ask = self._slot_ask(selection, plan)
+        if not self.refuse_unplaceable_choices or await self._slots_exist(ask) is not False:
             return
         message = no_node_reason(plan)
         raise RefusedSpawnError(503, message[0].upper() + message[1:], reason="unschedulable")
 
-    async def _slots_exist(
-        self, placement: tuple[str, dict[str, str], int] | None, plan: GPUPlan | None = None
-    ) -> bool | None:
-        """Whether some node offers the GPUs of a ``_placement`` (used or not), or some DRA device the
-        ``plan``'s claim; None when the hub cannot tell."""
-        if placement is None and plan is not None and self.show_availability:
-            return await self._dra_devices_exist(plan)
-        if placement is None or not self.show_availability:
+    async def _slots_exist(self, ask: Ask | None) -> bool | None:
+        """Whether some node or DRA device could hold a server of ``ask`` (used or not); None when the
+        hub cannot tell (no ask, ``show_availability`` off, the cluster unreadable)."""
+        if ask is None or not self.show_availability:
             return None
-        nodes, _pods = await self._cluster_view()
-        if not nodes:
-            return None
-        resource, selector, units = placement
-        return largest_allocatable(nodes, resource, selector) >= units
+        cluster = await self._cluster_for(ask)
+        return None if cluster is None else ask.could_ever_fit(cluster)
 
     def _row_selection(self, profiles: list[dict], key: form.RowKey) -> Selection | None:
         slug, option, choice = key
@@ -505,12 +495,12 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         self._companions_pending = bool(fields.companions)
         self.fracnb_plan = plan
         self.fracnb_selection = {"profile": selection.slug, "choice": selection.choice_text}
-        self._spawn_placement = self._placement(selection, plan)
+        self._spawn_ask = self._slot_ask(selection, plan)
         self._apply_queue_plan(selection, plan, fields)
 
     def _apply_queue_plan(self, selection: Selection, plan: GPUPlan, fields: Any) -> None:
         """The slot-kind label of a GPU pod, and what its spawn queues for (None: it never queues)."""
-        ask = self._slot_ask(selection, plan)
+        ask = self._spawn_ask
         if ask is not None:
             kind = ask.kind
             max_wait = queue_max_wait(selection.profile.get("queue"))
@@ -592,7 +582,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
                 raise
             # The scheduler's text is in the spawn's event log and here in the hub log, not in the headline.
             self.log.warning("fracnb: no node took %s in %s s: %s", self._log_name, self.start_timeout, reason)
-            slots = await self._slots_exist(self._spawn_placement, self.fracnb_plan)
+            slots = await self._slots_exist(self._spawn_ask)
             slots = scheduler_saw_slots(reason, self.fracnb_plan) if slots is None else slots
             message = unschedulable_message(self.fracnb_plan, self.start_timeout, slots_exist=slots)
             raise RefusedSpawnError(503, message, reason="unschedulable") from None

@@ -164,3 +164,21 @@ def test_the_view_keeps_a_queued_dra_pod_and_a_claim_names_its_pod() -> None:
     assert kept["spec"]["schedulingGates"] == [{"name": "g"}]
     assert trim_pod({**pod, "metadata": {"name": "someone-else"}}) is None  # no GPU, not fracnb's
     assert claim("jupyter-ann", "a100", "gpu-0")["owner"] == ("ns", "jupyter-ann")
+
+
+def test_a_dra_ask_counts_only_devices_on_nodes_its_node_selector_matches() -> None:
+    pinned = ask_of({"fraction": 0.25, "backend": "dra"}, {"pool": "big"})
+    assert pinned.kind == "gpu.nvidia.com.any.big"
+    assert pinned.want.node_selector == (("pool", "big"),)
+    on_nodes = [dict(s, node=s["pool"]) for s in SLICES]  # each slice local to a node named like its pool
+    nodes = [
+        {"metadata": {"name": "a100", "labels": {"pool": "big"}}, "spec": {}},
+        {"metadata": {"name": "h100", "labels": {"pool": "small"}}, "spec": {}},
+    ]
+    assert servers_free(pinned, Cluster(nodes, [], on_nodes)) == 4  # the a100 node's GPU only
+    assert servers_free(ask_of({"fraction": 0.25, "backend": "dra"}), Cluster(nodes, [], on_nodes)) == 8
+    cordoned = [{**nodes[0], "spec": {"unschedulable": True}}, nodes[1]]
+    assert servers_free(pinned, Cluster(cordoned, [], on_nodes)) == 0
+    assert pinned.could_ever_fit(Cluster(cordoned, [], on_nodes))  # it exists, and may take pods again
+    shared = [dict(s, node=None) for s in SLICES]  # devices not local to one node: the selector cannot exclude them
+    assert servers_free(pinned, Cluster(nodes, [], shared)) == 8
