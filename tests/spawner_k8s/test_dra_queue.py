@@ -9,6 +9,7 @@ import asyncio
 import pytest
 from traitlets.config import Config
 
+from fracnb_spawner import form
 from fracnb_spawner.clusterview import shared_view
 from fracnb_spawner.queueing import shared_queue
 from fracnb_spawner.queueorder import QUEUE_GATE, SLOT_KIND_LABEL
@@ -85,6 +86,13 @@ async def test_the_fifth_quarter_queues_gated_and_starts_when_one_stops(
     (claim,) = claims_owned_by(dra_testbed, dra_namespace, fifth.pod_name)
     assert not (claim.get("status") or {}).get("allocation")
     assert fifth.queue_status_text().startswith("Queued for a 0.25 GPU (dra): 1st in line.")
+    viewer = dra_spawner({}, user="viewer", config=a100_config())
+    rows = await viewer.annotate_form_rows(form.describe(await viewer.resolve_profiles(), viewer.gpu_defaults()))
+    assert (rows[("quarter", None, None)].free, rows[("quarter", None, None)].queue) == (
+        0,
+        "queue: 1 waiting, no estimate",
+    )
+    assert rows[("half", None, None)].queue == "queue: 1 waiting, no estimate"  # the same GPUs: the same queue
     messages: list[str] = []
 
     async def read() -> None:
