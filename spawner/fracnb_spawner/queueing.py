@@ -245,7 +245,11 @@ class QueueCoordinator:
             await self.api.patch_namespaced_pod(name, namespace, patch)
         except ApiException as error:
             if error.status == 404:
-                return  # cancelled meanwhile
+                if self.tickets.get(ticket.key) is ticket:
+                    # Its spawn still waits: the pod is not created yet (a slot freed between the spawn
+                    # joining the queue and its pod's creation). The pod's arrival in the watch tries again.
+                    ticket.lifted.clear()
+                return  # else cancelled meanwhile
             ticket.lifted.clear()  # try again on the next change
             self.log.warning("fracnb: could not lift the queue gate of %s: %s", ticket.key, error.reason)
             return
