@@ -563,7 +563,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
 
     async def _start(self) -> Any:
         """KubeSpawner's start, queued when no slot is free, failing with a plain reason before the hub's timeout."""
-        inner = asyncio.ensure_future(self._start_with_companions())
+        inner = asyncio.ensure_future(super()._start())
         cancelled = True
         try:
             result = await self._await_started(inner)
@@ -603,18 +603,9 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
                 await asyncio.gather(inner, return_exceptions=True)
             self._leave_queue(cancelled=cancelled)
 
-    async def _start_with_companions(self) -> Any:
-        """KubeSpawner's start; then the pod owns the objects created beside it (a DRA claim template)."""
-        result = await super()._start()
-        if self._companion_refs:
-            # Read now, not from the reflector: a pod replaced during the start has a new uid.
-            pod = await self.api.read_namespaced_pod(self.pod_name, self.namespace)
-            owner = companions.owner_reference(self.api.api_client.sanitize_for_serialization(pod))
-            await companions.adopt(self.api.api_client, self._companion_refs, owner, self.log)
-        return result
-
     async def _make_create_pod_request(self, pod: Any, request_timeout: float) -> Any:
-        """Create the plan's objects beside the pod (once per spawn), then the pod.
+        """Create the plan's objects beside the pod (once per spawn), then the pod, then make the pod
+        their owner (so that the garbage collector removes them with it, even a queued pod's).
 
         Here rather than in ``_start``: KubeSpawner applies the user's choice (``load_user_options``)
         inside ``_start``, and retries this request after deleting a leftover pod of the same name.
@@ -627,7 +618,21 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
                 raise HubConfigError(f"This server could not start: {error}") from None
             self._companion_refs = companions.references(self._pod_parts.companions, self.namespace)
             self._companions_pending = False
-        return await super()._make_create_pod_request(pod, request_timeout)
+        created = await super()._make_create_pod_request(pod, request_timeout)
+        if created and self._companion_refs:
+            await self._adopt_companions()
+        return created
+
+    async def _adopt_companions(self) -> None:
+        """Make the pod just created the owner of its companions; a failure only leaves them to the stop."""
+        try:
+            # Read now, not from the reflector: a pod replaced during the start has a new uid.
+            made = await self.api.read_namespaced_pod(self.pod_name, self.namespace)
+        except ApiException as error:
+            self.log.warning("fracnb: could not read %s to own its companions: %s", self.pod_name, error.reason)
+            return
+        owner = companions.owner_reference(self.api.api_client.sanitize_for_serialization(made))
+        await companions.adopt(self.api.api_client, self._companion_refs, owner, self.log)
 
     def _scheduling_failure(self) -> str | None:
         events = getattr(self, "events", None) or []

@@ -40,6 +40,13 @@ def gated(testbed, namespace: str, name: str) -> bool:
     return found is not None and QUEUE_GATE in [g["name"] for g in found["spec"].get("schedulingGates") or []]
 
 
+def scheduled_reason(testbed, namespace: str, name: str) -> str | None:
+    """What ``kubectl get pods`` shows as the pod's status while it is not scheduled."""
+    found = pod_of(testbed, namespace, name) or {}
+    conditions = (found.get("status") or {}).get("conditions") or []
+    return next((c.get("reason") for c in conditions if c.get("type") == "PodScheduled"), None)
+
+
 def claims_owned_by(testbed, namespace: str, pod_name: str) -> list[dict]:
     return [
         c for c in claims_in(testbed, namespace)
@@ -76,10 +83,15 @@ async def test_the_fifth_quarter_queues_gated_and_starts_when_one_stops(
     running = await fill_the_a100(dra_spawner)
     fifth = dra_spawner({"profile": "quarter"}, user="fifth", config=a100_config())
     task = await queued(fifth)
-    pod = pod_of(dra_testbed, dra_namespace, fifth.pod_name)
     assert gated(dra_testbed, dra_namespace, fifth.pod_name)
+    await wait_until(lambda: scheduled_reason(dra_testbed, dra_namespace, fifth.pod_name) == "SchedulingGated")
+    pod = pod_of(dra_testbed, dra_namespace, fifth.pod_name)
     assert pod["metadata"]["labels"][SLOT_KIND_LABEL] == KIND
-    assert [t["metadata"]["name"] for t in templates_in(dra_testbed, dra_namespace)].count(f"{fifth.pod_name}-gpu") == 1
+    (template,) = [
+        t for t in templates_in(dra_testbed, dra_namespace) if t["metadata"]["name"] == f"{fifth.pod_name}-gpu"
+    ]
+    # Owned by the gated pod already: a queued pod the hub deletes (its wait over) takes its template along.
+    assert [ref["uid"] for ref in template["metadata"]["ownerReferences"]] == [pod["metadata"]["uid"]]
     # kube-controller-manager makes the gated pod's claim from its template; the scheduler allocates
     # nothing to it while the gate is on.
     await wait_until(lambda: claims_owned_by(dra_testbed, dra_namespace, fifth.pod_name), what="the gated pod's claim")
