@@ -5,6 +5,7 @@ decided by the memory left on the devices."""
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timezone
 
 import pytest
 from traitlets.config import Config
@@ -12,7 +13,7 @@ from traitlets.config import Config
 from fracnb_spawner import form
 from fracnb_spawner.clusterview import shared_view
 from fracnb_spawner.queueing import shared_queue
-from fracnb_spawner.queueorder import QUEUE_GATE, SLOT_KIND_LABEL
+from fracnb_spawner.queueorder import QUEUE_GATE, SLOT_KIND_LABEL, wait_deadline
 
 from .test_dra_on_cluster import A100, allocation_of, claims_in, templates_in, wait_until
 
@@ -165,5 +166,30 @@ async def test_cancel_while_queued_leaves_no_pod_claim_or_template(dra_spawner, 
         lambda: not claims_owned_by(dra_testbed, dra_namespace, waiting.pod_name), what="the queued pod's claim to go"
     )
     assert not shared_queue(shared_view(waiting.api), waiting.api).tickets
+    for spawner in running:
+        await spawner.stop()
+
+
+async def test_a_queued_pod_nobody_waits_on_goes_with_its_claim_and_template(
+    dra_spawner, dra_testbed, dra_namespace
+) -> None:
+    running = await fill_the_a100(dra_spawner)
+    config = a100_config()
+    config.FractionalSpawner.profile_list[0]["queue"] = {"max_wait": 3}
+    left = dra_spawner({"profile": "quarter"}, user="gone", config=config)
+    task = await queued(left)
+    await wait_until(lambda: claims_owned_by(dra_testbed, dra_namespace, left.pod_name), what="the gated pod's claim")
+    # The hub goes away: its spawn ends without stopping the pod; the next hub's sweep finds it past its wait.
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    deadline = wait_deadline(pod_of(dra_testbed, dra_namespace, left.pod_name))
+    await wait_until(lambda: datetime.now(timezone.utc) > deadline, what="the end of the maximum wait")
+    await shared_queue(shared_view(left.api), left.api).sweep()
+    await wait_until(lambda: pod_of(dra_testbed, dra_namespace, left.pod_name) is None, what="the pod to go")
+    await wait_until(lambda: not claims_owned_by(dra_testbed, dra_namespace, left.pod_name), what="its claim to go")
+    await wait_until(
+        lambda: f"{left.pod_name}-gpu" not in [t["metadata"]["name"] for t in templates_in(dra_testbed, dra_namespace)],
+        what="its template to go with it",
+    )
     for spawner in running:
         await spawner.stop()
