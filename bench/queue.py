@@ -6,7 +6,12 @@
 2. start() with a free slot, the queue enabled (``queue.max_wait`` 3600) vs without (0), in
    alternating rounds of starts one after the other: medians and their ratio.
 
-    python -m bench.queue [--rounds 5] [--notebooks 20] [--frees 5]
+With ``--dra``, on the ``dra`` cluster instead: row 1 for a DRA memory slice. Four pods with 20 GiB
+claims (from one ResourceClaimTemplate) fill the 80 GiB A100, a fracnb spawn of a 20 GiB DRA slice
+waits gated, a filler is deleted; the time until that spawn's start() returns, and beside it the
+scheduler's own time to allocate a pending plain pod's claim and bind it after the same event.
+
+    python -m bench.queue [--rounds 5] [--notebooks 20] [--frees 5] [--dra]
 """
 
 from __future__ import annotations
@@ -171,17 +176,122 @@ async def run(testbed: Testbed, rounds: int, notebooks: int, frees: int) -> None
     await KubeSpawner._stop_all_reflectors()
 
 
+A100 = "NVIDIA-A100-SXM4-80GB"
+A100_CEL = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-80GB'"
+DRA_FILLERS = 4  # 20 GiB claims on the dra cluster's one 80 GiB A100
+QUARTER_TEMPLATE = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceClaimTemplate",
+    "metadata": {"name": "a100-quarter"},
+    "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+        "deviceClassName": "gpu.nvidia.com",
+        "capacity": {"requests": {"memory": "20Gi"}},
+        "selectors": [{"cel": {"expression": A100_CEL}}],
+    }}]}}},
+}  # fmt: skip
+
+
+def dra_config(namespace: str) -> Config:
+    c = Config()
+    c.FractionalSpawner.profile_list = [
+        {"display_name": "Quarter", "slug": "q", "gpu": {"fraction": 0.25, "backend": "dra", "product": A100}}
+    ]
+    c.FractionalSpawner.namespace = namespace
+    c.FractionalSpawner.start_timeout = 60
+    return c
+
+
+def claiming_pod(name: str) -> dict[str, Any]:
+    """A plain pod holding a 20 GiB slice of the A100 through the shared template."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "a100-quarter"}],
+            "containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
+        },
+    }
+
+
+async def dra_slot_freed_to_running(cls: type, testbed: Testbed, namespace: str, index: int) -> tuple[float, float]:
+    filler = f"filler-{index % DRA_FILLERS}"
+    waiting = spawner(cls, dra_config(namespace), f"queued{index}")
+    task = asyncio.ensure_future(waiting.start())
+    await queued(waiting)
+    freed = time.perf_counter()
+    testbed.delete_pod(namespace, filler, grace_seconds=0)
+    await task
+    running = time.perf_counter() - freed
+    await waiting.stop()
+    testbed.create_pod(namespace, claiming_pod(filler))  # full again, once the spawn's claim is gone
+    await bound(testbed, namespace, filler)
+    testbed.create_pod(namespace, claiming_pod(f"pending-{index}"))
+    await asyncio.sleep(0.5)  # let the scheduler find it unschedulable first
+    freed = time.perf_counter()
+    testbed.delete_pod(namespace, filler, grace_seconds=0)
+    done = await bound(testbed, namespace, f"pending-{index}")
+    testbed.delete_pod(namespace, f"pending-{index}", grace_seconds=0)
+    testbed.create_pod(namespace, claiming_pod(filler))
+    await bound(testbed, namespace, filler)
+    return running, done - freed
+
+
+async def run_dra(testbed: Testbed, frees: int) -> None:
+    from kubernetes_asyncio.config import kube_config
+    from kubespawner import KubeSpawner, clients
+
+    from fracnb_spawner.clusterview import stop_shared_views
+    from fracnb_spawner.dra_availability import stop_shared_dra_views
+    from fracnb_spawner.spawner import FractionalSpawner
+
+    os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(testbed.kubeconfig)
+    clients.load_config.cache_clear()
+    namespace = testbed.create_namespace("bench")
+    rest = testbed.rest()
+    try:
+        rest.create(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates", QUARTER_TEMPLATE)
+    finally:
+        rest.close()
+    for index in range(DRA_FILLERS):
+        testbed.create_pod(namespace, claiming_pod(f"filler-{index}"))
+    for index in range(DRA_FILLERS):
+        await bound(testbed, namespace, f"filler-{index}")
+    ours, floor = [], []
+    for index in range(frees):
+        running, binding = await dra_slot_freed_to_running(FractionalSpawner, testbed, namespace, index)
+        ours.append(running)
+        floor.append(binding)
+        print(
+            f"free {index + 1}: queued DRA server running {running:.3f} s after the slice freed;"
+            f" scheduler {binding:.3f} s"
+        )
+    print(
+        f"DRA slice freed -> queued server running: median {statistics.median(ours):.3f} s;"
+        f" scheduler's own allocation and binding of a pending pod: median {statistics.median(floor):.3f} s"
+    )
+    await stop_shared_views()
+    await stop_shared_dra_views()
+    await KubeSpawner._stop_all_reflectors()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--notebooks", type=int, default=20)
     parser.add_argument("--frees", type=int, default=5)
+    parser.add_argument("--dra", action="store_true", help="a DRA slice freed -> the queued server running")
     args = parser.parse_args()
+    cluster = "dra" if args.dra else "mixed"
     with tempfile.TemporaryDirectory() as directory:
-        print("starting the testbed (mixed cluster) ...")
-        state = up(load_cluster("mixed"), Path(directory) / "state", bin_dir=find_bin_dir())
+        print(f"starting the testbed ({cluster} cluster) ...")
+        state = up(load_cluster(cluster), Path(directory) / "state", bin_dir=find_bin_dir())
         try:
-            asyncio.run(run(Testbed(state), args.rounds, args.notebooks, args.frees))
+            if args.dra:
+                asyncio.run(run_dra(Testbed(state), args.frees))
+            else:
+                asyncio.run(run(Testbed(state), args.rounds, args.notebooks, args.frees))
         finally:
             down(state.directory)
 

@@ -6,7 +6,7 @@ A record says what the rest of fracnb needs to know about a mechanism:
 - who enforces the memory budget (``FRACNB_ISOLATION``, and the words the form and the dry run use);
 - how a fraction is planned (equal 1/N slots; a full GPU as a whole one; MIG profiles);
 - the pod fields it needs (a pure function of the plan, in :mod:`.backends` or its own module);
-- how the spawn form counts its free capacity;
+- how the spawn form and the GPU queue count its free capacity, and what slot kind its pods compete for;
 - how the scheduler's refusals read when every matching GPU is taken, rather than none offered.
 
 The notebook side (``fracnb_meter``) never imports this module: the names and isolation levels
@@ -20,18 +20,33 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import backends, dra
+from . import backends, dra, slots
 from .backends import HARD, NOT_ENFORCED, WHOLE, BackendSettings, Isolation, PodFields, soft_caps
+from .slots import AskFor
 
 if TYPE_CHECKING:
     from .gpu import GPUPlan
 
 Build = Callable[["GPUPlan", BackendSettings], PodFields]
 
-# How the spawn form counts a backend's free capacity (:meth:`FractionalSpawner.annotate_form_rows`).
-COUNT_EXTENDED_RESOURCE = "extended-resource"  # node allocatable minus pods' requests of the pod's resource
-COUNT_DRA = "dra"  # ResourceSlices minus allocated claims' consumed capacity (:mod:`.dra_availability`)
-COUNT_NOTHING = "not-counted"  # another scheduler places the pod by its own books
+
+@dataclass(frozen=True)
+class Counting:
+    """How a backend's free capacity is counted, for the spawn form and the GPU queue.
+
+    ``ask`` gives what one server of a plan competes for (:mod:`.slots`: its slot kind, and how its
+    fit is decided); None: the hub does not count it and never queues it.
+    """
+
+    name: str
+    ask: AskFor | None
+
+
+# node allocatable minus pods' requests of the pod's extended resource
+COUNT_EXTENDED_RESOURCE = Counting("extended-resource", slots.resource_ask)
+# ResourceSlices minus allocated claims' consumed capacity (:mod:`.dra_availability`)
+COUNT_DRA = Counting("dra", slots.dra_ask)
+COUNT_NOTHING = Counting("not-counted", None)  # another scheduler places the pod by its own books
 
 
 @dataclass(frozen=True)
@@ -46,7 +61,7 @@ class Backend:
     full_gpu_is_whole: bool = False  # fraction 1 is planned as one whole GPU of the device plugin
     own_scheduler: bool = False  # its whole GPUs (``count``) also go through its scheduler
     mig_profiles: bool = False  # accepts ``mig_profile``
-    counted_by: str = COUNT_EXTENDED_RESOURCE
+    counted_by: Counting = COUNT_EXTENDED_RESOURCE
     # Text in a FailedScheduling event meaning a matching GPU exists and is taken (not: none offered).
     full_markers: tuple[str, ...] = ("Insufficient",)
     isolation_for: Callable[[GPUPlan], Isolation] | None = None  # when the plan decides (dra)

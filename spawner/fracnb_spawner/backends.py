@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .gpu import GPUPlan
 
 LABEL_PREFIX = "fracnb.io/"
+GPU_MEMORY_ANNOTATION = LABEL_PREFIX + "gpu-memory-limit"  # bytes of GPU memory the plan gives
 GPU_VISIBILITY_VARIABLES = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "CUDA_DISABLE_CONTROL")
 RESERVED_ENV_PREFIX = "FRACNB_"
 
@@ -232,7 +233,7 @@ def contract_fields(
     annotations = {
         LABEL_PREFIX + "profile": profile,
         LABEL_PREFIX + "gpu-fraction": format_fraction(plan.fraction),
-        LABEL_PREFIX + "gpu-memory-limit": str(plan.memory_bytes),
+        GPU_MEMORY_ANNOTATION: str(plan.memory_bytes),
         LABEL_PREFIX + "choice": choice,
         LABEL_PREFIX + "isolation": plan.isolation,
         LABEL_PREFIX + "idle-timeout": str(cull.idle_timeout),

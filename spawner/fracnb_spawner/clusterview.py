@@ -25,6 +25,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from .backends import GPU_MEMORY_ANNOTATION
 from .culling import IDLE_TIMEOUT_ANNOTATION, MAX_AGE_ANNOTATION
 from .queueorder import MAX_WAIT_ANNOTATION, PRIORITY_ANNOTATION, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
 from .quota import FRACTION_ANNOTATION, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
@@ -42,6 +43,7 @@ default_log = logging.getLogger("fracnb.clusterview")
 QUEUE_READS = (
     FRACTION_ANNOTATION, USERNAME_ANNOTATION, SERVERNAME_ANNOTATION,
     QUEUED_AT_ANNOTATION, PRIORITY_ANNOTATION, MAX_WAIT_ANNOTATION, IDLE_TIMEOUT_ANNOTATION, MAX_AGE_ANNOTATION,
+    GPU_MEMORY_ANNOTATION,
 )  # fmt: skip
 
 
@@ -68,7 +70,8 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any] | None:
 
     Pods bound to a node count against its capacity. Of unbound pods only fracnb's own GPU pods
     (those with a slot kind) are kept, with what the queue reads: a gated one waits in the queue,
-    an ungated one is about to take a slot.
+    an ungated one is about to take a slot. fracnb's DRA pods (a slot kind, no extended resource:
+    their claim holds the GPU) are kept too.
     """
     spec = pod.get("spec") or {}
     metadata = pod.get("metadata") or {}
@@ -81,8 +84,8 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any] | None:
         requests, limits = _extended(resources.get("requests")), _extended(resources.get("limits"))
         if requests or limits:
             containers.append({"resources": {"requests": requests, "limits": limits}})
-    if not containers:
-        return None
+    if not containers and kind is None:
+        return None  # a DRA pod asks through its claim: kept by its slot kind
     trimmed: dict[str, Any] = {
         "metadata": {"name": metadata.get("name", ""), "namespace": metadata.get("namespace", "")},
         "spec": {"nodeName": spec.get("nodeName"), "containers": containers},

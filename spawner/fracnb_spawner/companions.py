@@ -24,7 +24,18 @@ _CALLS = {
         "delete_namespaced_resource_claim_template",
     ),
 }
-RBAC_HINT = "the hub's service account needs create, get and delete on them (helm-values/rbac.yaml, docs/spawner.md)"
+# What the hub does to them: create (replacing a leftover: delete), make the pod their owner (patch), delete.
+TEMPLATE_VERBS = ("get", "create", "patch", "delete")
+
+
+def rbac_hint(kind: str, namespace: str) -> str:
+    """The rule the hub's service account lacks when the apiserver answers 403 about ``kind`` objects."""
+    resource = kind.lower() + "s"
+    return (
+        f"the hub's service account needs the RBAC rule apiGroups [resource.k8s.io], resources [{resource}], "
+        f"verbs [{', '.join(TEMPLATE_VERBS)}] in namespace {namespace!r}: apply the ClusterRole fracnb-hub-dra "
+        "of helm-values/rbac.yaml with its binding to the hub's service account (docs/spawner.md)"
+    )
 
 
 class CompanionError(RuntimeError):
@@ -67,7 +78,7 @@ async def create(api_client: Any, namespace: str, objects: Iterable[Mapping[str,
                 await getattr(api, delete_call)(name, namespace)
                 await getattr(api, create_call)(namespace, obj)
         except ApiException as error:
-            hint = f"; {RBAC_HINT}" if error.status == 403 else ""
+            hint = f"; {rbac_hint(obj['kind'], namespace)}" if error.status == 403 else ""
             raise CompanionError(
                 f"the hub could not create {obj['kind']} {namespace}/{name} ({error.status} {error.reason}){hint}"
             ) from error
@@ -84,7 +95,11 @@ async def adopt(api_client: Any, refs: Iterable[Mapping[str, str]], owner: Mappi
                 ref["name"], ref["namespace"], body, _content_type="application/merge-patch+json"
             )
         except ApiException as error:
-            log.warning("fracnb: could not make the pod own %s %s: %s", ref["kind"], ref["name"], error.reason)
+            hint = f"; {rbac_hint(ref['kind'], ref['namespace'])}" if error.status == 403 else ""
+            log.warning(
+                "fracnb: could not make the pod own %s %s (%s %s), so only the stop deletes it%s",
+                ref["kind"], ref["name"], error.status, error.reason, hint,
+            )  # fmt: skip
 
 
 async def delete(api_client: Any, refs: Iterable[Mapping[str, str]], log: Any) -> None:

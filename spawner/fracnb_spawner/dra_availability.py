@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ class DraWant:
     profile: str | None = None  # MIG profile
     memory: int | None = None  # bytes of one GPU's memory (a slice); None: whole devices
     count: int = 1  # whole devices per server
+    node_selector: tuple[tuple[str, str], ...] = ()  # the pod's: only devices of nodes with these labels
 
 
 def _bytes(value: object) -> int:
@@ -88,7 +89,8 @@ def trim_slice(obj: Mapping[str, Any]) -> dict[str, Any] | None:
             "shared": bool(device.get("allowMultipleAllocations")),
         })  # fmt: skip
     pool = (spec.get("pool") or {}).get("name", "")
-    return {"metadata": _name_of(obj), "driver": spec.get("driver", ""), "pool": pool, "devices": devices}
+    node = spec.get("nodeName") or None  # None: devices not local to one node (allNodes, a node selector)
+    return {"metadata": _name_of(obj), "driver": spec.get("driver", ""), "pool": pool, "node": node, "devices": devices}
 
 
 def trim_claim(obj: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -103,7 +105,11 @@ def trim_claim(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     ]
     if not results:
         return None
-    return {"metadata": _name_of(obj), "results": results}
+    metadata = _name_of(obj)
+    owners = [ref for ref in (obj.get("metadata") or {}).get("ownerReferences") or [] if ref.get("kind") == "Pod"]
+    # (namespace, pod) of the pod whose template made the claim: the queue reads which pods hold devices.
+    owner = (metadata["namespace"], owners[0].get("name", "")) if owners else None
+    return {"metadata": metadata, "results": results, "owner": owner}
 
 
 def _used(claims: Iterable[Mapping[str, Any]]) -> dict[DeviceKey, tuple[int, int]]:
@@ -124,23 +130,80 @@ def _matches(device: Mapping[str, Any], want: DraWant) -> bool:
     )
 
 
-def free_servers(slices: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]], want: DraWant) -> int:
-    """How many more servers asking ``want`` the devices could take now."""
+def _node_allowed(want: DraWant, nodes: Iterable[Mapping[str, Any]] | None) -> Callable[[str | None], bool]:
+    """Whether a slice's node may run the pod: its labels match the pod's node selector.
+
+    Without a node selector, without the nodes (the hub cannot read them), or for devices not local
+    to one node, every slice counts.
+    """
+    if not want.node_selector or nodes is None:
+        return lambda node: True
+    matching = {
+        (node.get("metadata") or {}).get("name")
+        for node in nodes
+        if all(((node.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in want.node_selector)
+    }
+    return lambda node: node is None or node in matching
+
+
+def device_ledger(
+    slices: Iterable[Mapping[str, Any]],
+    claims: Iterable[Mapping[str, Any]],
+    want: DraWant,
+    nodes: Iterable[Mapping[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The devices ``want`` could use, each with its pool, the memory left and how many claims hold it."""
     used = _used(claims)
-    free = 0
+    allowed = _node_allowed(want, nodes)
+    devices = []
     for slice_ in slices:
-        if slice_["driver"] != want.driver:
+        if slice_["driver"] != want.driver or not allowed(slice_.get("node")):
             continue
-        whole = 0
         for device in slice_["devices"]:
-            if not _matches(device, want):
-                continue
-            holders, consumed = used.get((slice_["driver"], slice_["pool"], device["name"]), (0, 0))
-            if want.memory is not None and device["shared"]:
-                free += max(0, device["memory"] - consumed) // want.memory
-            elif holders == 0:
-                whole += 1
-        free += whole // want.count  # a claim's devices come from one node (one pool per node here)
+            if _matches(device, want):
+                holders, consumed = used.get((slice_["driver"], slice_["pool"], device["name"]), (0, 0))
+                devices.append({
+                    "pool": slice_["pool"], "shared": device["shared"],
+                    "free": max(0, device["memory"] - consumed), "holders": holders,
+                })  # fmt: skip
+    return devices
+
+
+def take_devices(devices: list[dict[str, Any]], want: DraWant) -> bool:
+    """Book one server of ``want`` on ``devices`` (a :func:`device_ledger`) if it fits; whether it did.
+
+    A memory slice takes the first shareable device with room, as the scheduler tries devices in
+    order; a MIG device or whole GPUs take devices no claim holds, all from one pool (one node).
+    """
+    if want.memory is not None:
+        for device in devices:
+            if device["shared"] and device["free"] >= want.memory:
+                device["free"] -= want.memory
+                device["holders"] += 1
+                return True
+    by_pool: dict[str, list[dict[str, Any]]] = {}
+    for device in devices:
+        if device["holders"] == 0 and not (want.memory is not None and device["shared"]):
+            by_pool.setdefault(device["pool"], []).append(device)
+    for untouched in by_pool.values():
+        if len(untouched) >= want.count:
+            for device in untouched[: want.count]:
+                device["holders"] = 1
+            return True
+    return False
+
+
+def free_servers(
+    slices: Iterable[Mapping[str, Any]],
+    claims: Iterable[Mapping[str, Any]],
+    want: DraWant,
+    nodes: Iterable[Mapping[str, Any]] | None = None,
+) -> int:
+    """How many more servers asking ``want`` the devices could take now (on ``nodes`` matching its selector)."""
+    devices = device_ledger(slices, claims, want, nodes)
+    free = 0
+    while take_devices(devices, want):
+        free += 1
     return free
 
 
@@ -151,8 +214,11 @@ class DraView:
         from kubernetes_asyncio.client import ResourceV1Api  # noqa: PLC0415 - only hubs with dra choices
 
         api = ResourceV1Api(api_client)
-        self.slices = Mirror("resourceslices", api.list_resource_slice, trim_slice, log=log)
-        self.claims = Mirror("resourceclaims", api.list_resource_claim_for_all_namespaces, trim_claim, log=log)
+        self.changed = asyncio.Event()  # either kind changed: the GPU queue waits on it
+        self.slices = Mirror("resourceslices", api.list_resource_slice, trim_slice, log=log, changed=self.changed)
+        self.claims = Mirror(
+            "resourceclaims", api.list_resource_claim_for_all_namespaces, trim_claim, log=log, changed=self.changed
+        )
         self.loop = asyncio.get_running_loop()
         self.tasks = [asyncio.ensure_future(mirror.run()) for mirror in (self.slices, self.claims)]
 

@@ -27,7 +27,6 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from .availability import free_units, largest_allocatable
 from .clusterview import ClusterView, object_key
 from .queueorder import (
     QUEUE_GATE,
@@ -40,6 +39,7 @@ from .queueorder import (
     waiting_from_pod,
 )
 from .quota import QuotaPolicy, allocations_from_pods
+from .slots import Ask, Cluster, Ledger, servers_free
 
 SWEEP_SECONDS = 30  # how often expired places of spawns nobody waits on are looked for
 ADMITTED_GRACE = 60.0  # seconds an admitted pod may take to show up in the watch
@@ -52,10 +52,7 @@ class Ticket:
     """One spawn's claim on a slot kind, held by its spawner while the spawn waits."""
 
     key: str  # "namespace/pod"
-    kind: str
-    resource: str
-    selector: Mapping[str, str]
-    units: int
+    ask: Ask  # its slot kind, and what one server takes (:mod:`.slots`)
     user: str
     groups: Mapping[str, Iterable[str]]
     priority: int
@@ -68,6 +65,10 @@ class Ticket:
     lifted: asyncio.Event = field(default_factory=asyncio.Event)
     lifted_at: float = 0.0  # epoch seconds
     on_change: Callable[[], None] = lambda: None
+
+    @property
+    def kind(self) -> str:
+        return self.ask.kind
 
     @property
     def waiting(self) -> bool:
@@ -87,7 +88,8 @@ class QueueCoordinator:
         self.view, self.api, self.log = view, api, log
         self.lock = asyncio.Lock()
         self.tickets: dict[str, Ticket] = {}
-        self.admitted: dict[str, tuple[str, int, float]] = {}  # key -> kind, units, loop time admitted
+        self.admitted: dict[str, tuple[Ask, float]] = {}  # key -> ask, loop time admitted
+        self.devices_changed: asyncio.Task | None = None  # wakes the queue on ResourceSlice/claim changes
         self.loop = asyncio.get_running_loop()
         self.stopping = False
         self.task = asyncio.ensure_future(self._run())
@@ -98,15 +100,15 @@ class QueueCoordinator:
     async def admit(self, ticket: Ticket) -> bool:
         """True: the spawn may go to the scheduler now. False: it queues (its pod is created gated)."""
         async with self.lock:
-            nodes, pods = await self.view.snapshot()
-            if not nodes or largest_allocatable(nodes, ticket.resource, ticket.selector) < ticket.units:
+            cluster = await self._cluster(devices=ticket.ask.needs_devices, wait=True)
+            if cluster is None or not ticket.ask.could_ever_fit(cluster):
                 # The hub cannot see the cluster, or no node could ever take it: the scheduler decides,
                 # as without a queue (waiting for a slot that cannot exist helps nobody).
                 return True
-            adopted = self._adopt(ticket, pods)
+            adopted = self._adopt(ticket, cluster.pods)
             others = [t for t in self.tickets.values() if t.kind == ticket.kind and t.waiting]
-            if not adopted and not others and self._free(ticket.kind, ticket, nodes, pods) >= ticket.units:
-                self.admitted[ticket.key] = (ticket.kind, ticket.units, self.loop.time())
+            if not adopted and not others and self._ledger(ticket.ask, cluster).take(ticket.ask):
+                self.admitted[ticket.key] = (ticket.ask, self.loop.time())
                 return True
             ticket.gated = True
             self.tickets[ticket.key] = ticket
@@ -130,35 +132,54 @@ class QueueCoordinator:
             del self.tickets[ticket.key]
             self.view.changed.set()  # positions behind it move up
 
-    def capacity(self, kind: str, resource: str, selector: Mapping[str, str], nodes: list, pods: list) -> KindCapacity:
-        waiting = sum(1 for t in self.tickets.values() if t.kind == kind and t.waiting)
-        probe = Ticket("", kind, resource, selector, 1, "", {}, 0, datetime.now(timezone.utc), 0)
-        return KindCapacity(max(self._free(kind, probe, nodes, pods), 0), waiting)
+    async def capacity(self, ask: Ask) -> KindCapacity | None:
+        """Servers of ``ask`` that fit now and spawns waiting for its kind; None while the cluster is unreadable."""
+        cluster = await self._cluster(devices=ask.needs_devices, wait=False)
+        if cluster is None:
+            return None
+        waiting = sum(1 for t in self.tickets.values() if t.kind == ask.kind and t.waiting)
+        return KindCapacity(servers_free(ask, cluster, self._in_flight(ask, cluster)), waiting)
 
     # ---- capacity ------------------------------------------------------------------------------
 
-    def _in_flight(self, kind: str, resource: str, pods: list[dict[str, Any]]) -> int:
-        """Units of ``kind`` given out but not yet bound: admitted or ungated pods the scheduler will place."""
-        seen = {object_key(p): p for p in pods if _kind_of(p) == kind}
-        units = 0
-        for pod in seen.values():
-            if not pod["spec"].get("nodeName") and not pod_is_gated(pod):
-                units += _units(pod, resource)
+    async def _cluster(self, *, devices: bool, wait: bool) -> Cluster | None:
+        if devices and (self.devices_changed is None or self.devices_changed.done()):
+            from .dra_availability import shared_dra_view  # noqa: PLC0415 - only hubs with dra choices
+
+            dra = shared_dra_view(self.api.api_client, self.log)
+            self.devices_changed = asyncio.ensure_future(_forward(dra.changed, self.view.changed))
+        return await read_cluster(self.view, self.api, self.log, devices=devices, wait=wait)
+
+    def _in_flight(self, ask: Ask, cluster: Cluster) -> list[Ask]:
+        """Servers of ``ask``'s kind given out but not yet placed: admitted, lifted or ungated pods the
+        scheduler has still to place (bound, for a device plugin; its claim allocated, for DRA)."""
+        kind = ask.kind
+        seen = {object_key(p): p for p in cluster.pods if _kind_of(p) == kind}
+        known = {key: admitted for key, (admitted, _at) in self.admitted.items()}
+        known.update({ticket.key: ticket.ask for ticket in self.tickets.values()})
+        asks = []
+        for key, pod in seen.items():
+            if not pod_is_gated(pod) and not ask.placed(pod, cluster):
+                asks.append(known.get(key) or ask.of_pod(pod))
         now = self.loop.time()
-        for key, (admitted_kind, admitted_units, at) in list(self.admitted.items()):
+        for key, (admitted, at) in list(self.admitted.items()):
             pod = seen.get(key)
-            if (pod is not None and pod["spec"].get("nodeName")) or now - at > ADMITTED_GRACE:
+            if (pod is not None and ask.placed(pod, cluster)) or now - at > ADMITTED_GRACE:
                 del self.admitted[key]
-            elif admitted_kind == kind and (pod is None or pod_is_gated(pod)):
-                units += admitted_units
+            elif admitted.kind == kind and (pod is None or pod_is_gated(pod)):
+                asks.append(admitted)
         for ticket in self.tickets.values():
             pod = seen.get(ticket.key)
             if ticket.kind == kind and ticket.lifted.is_set() and (pod is None or pod_is_gated(pod)):
-                units += ticket.units  # lifted, the watch not yet caught up
-        return units
+                asks.append(ticket.ask)  # lifted, the watch not yet caught up
+        return asks
 
-    def _free(self, kind: str, ticket: Ticket, nodes: list, pods: list) -> int:
-        return free_units(nodes, pods, ticket.resource, ticket.selector) - self._in_flight(kind, ticket.resource, pods)
+    def _ledger(self, ask: Ask, cluster: Cluster) -> Ledger:
+        """The free capacity of ``ask``'s kind, less what is on its way to the scheduler."""
+        ledger = ask.ledger(cluster)
+        for other in self._in_flight(ask, cluster):
+            ledger.take(other)
+        return ledger
 
     # ---- lifting gates -------------------------------------------------------------------------
 
@@ -186,24 +207,27 @@ class QueueCoordinator:
     async def reconcile(self) -> None:
         """Give free slots to the heads of the queues, and tell each waiting spawn its place."""
         async with self.lock:
-            nodes, pods = await self.view.snapshot(wait=0)
-            if not nodes:
-                return
-            allocations = allocations_from_pods(p for p in pods if p["spec"].get("nodeName"))
             by_kind: dict[str, list[Ticket]] = {}
             for ticket in self.tickets.values():
                 if ticket.waiting:
                     by_kind.setdefault(ticket.kind, []).append(ticket)
+            clusters = {
+                devices: await self._cluster(devices=devices, wait=False)
+                for devices in {t.ask.needs_devices for tickets in by_kind.values() for t in tickets}
+            }
             to_lift: list[Ticket] = []
-            for kind, tickets in by_kind.items():
+            for tickets in by_kind.values():
+                cluster = clusters[tickets[0].ask.needs_devices]
+                if cluster is None:
+                    continue  # unreadable now: the next change tries again
+                allocations = allocations_from_pods(p for p in cluster.pods if p["spec"].get("nodeName"))
                 order = _ordered(tickets, allocations)
-                free = self._free(kind, order[0], nodes, pods)
+                ledger = self._ledger(order[0].ask, cluster)
                 # Strict order within a kind: nobody starts before a spawn ahead of them that does not fit.
                 starting = 0
                 for ticket in order:
-                    if free < ticket.units:
+                    if not ledger.take(ticket.ask):
                         break
-                    free -= ticket.units
                     to_lift.append(ticket)
                     starting += 1
                 for position, ticket in enumerate(order[starting:], start=1):
@@ -221,7 +245,11 @@ class QueueCoordinator:
             await self.api.patch_namespaced_pod(name, namespace, patch)
         except ApiException as error:
             if error.status == 404:
-                return  # cancelled meanwhile
+                if self.tickets.get(ticket.key) is ticket:
+                    # Its spawn still waits: the pod is not created yet (a slot freed between the spawn
+                    # joining the queue and its pod's creation). The pod's arrival in the watch tries again.
+                    ticket.lifted.clear()
+                return  # else cancelled meanwhile
             ticket.lifted.clear()  # try again on the next change
             self.log.warning("fracnb: could not lift the queue gate of %s: %s", ticket.key, error.reason)
             return
@@ -246,8 +274,35 @@ class QueueCoordinator:
 
     async def stop(self) -> None:
         self.stopping = True
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
+        tasks = [task for task in (self.task, self.devices_changed) if task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def read_cluster(
+    view: ClusterView, api: Any, log: logging.Logger | logging.LoggerAdapter, *, devices: bool, wait: bool
+) -> Cluster | None:
+    """Nodes and pods from the hub-wide view, and with ``devices`` ResourceSlices and allocated claims
+    (:mod:`.dra_availability`); None while they cannot be read. ``wait``: for the first LIST."""
+    nodes, pods = await (view.snapshot() if wait else view.snapshot(wait=0))
+    if not nodes:
+        return None
+    if not devices:
+        return Cluster(nodes, pods)
+    from .dra_availability import shared_dra_view  # noqa: PLC0415 - only hubs with dra choices
+
+    dra = shared_dra_view(api.api_client, log)
+    slices, claims = await (dra.snapshot() if wait else dra.snapshot(wait=0))
+    return Cluster(nodes, pods, slices, claims) if slices else None
+
+
+async def _forward(source: asyncio.Event, target: asyncio.Event) -> None:
+    """Set ``target`` whenever ``source`` is set (ResourceSlice and claim changes wake the queue too)."""
+    while True:
+        await source.wait()
+        source.clear()
+        target.set()
 
 
 def _place(ticket: Ticket, position: int, waiting: int) -> None:
@@ -268,17 +323,6 @@ def _ordered(tickets: list[Ticket], allocations: list) -> list[Ticket]:
 
 def _kind_of(pod: Mapping[str, Any]) -> str | None:
     return ((pod.get("metadata") or {}).get("labels") or {}).get(SLOT_KIND_LABEL)
-
-
-def _units(pod: Mapping[str, Any], resource: str) -> int:
-    total = 0
-    for container in pod["spec"].get("containers") or []:
-        resources = container.get("resources") or {}
-        text = str(
-            (resources.get("requests") or {}).get(resource) or (resources.get("limits") or {}).get(resource) or 0
-        )
-        total += int(text) if text.isdigit() else 0
-    return total
 
 
 _coordinators: dict[int, QueueCoordinator] = {}

@@ -21,9 +21,10 @@ from .culling import CullPolicy, ServerActivity, decide, policy_from_annotations
 from .queueconfig import FracnbQueue, queue_max_wait
 from .queueing import Ticket, shared_queue
 from .queuemetrics import GAVE_UP, WAIT_SECONDS
-from .queueorder import QUEUE_GATE, SLOT_KIND_LABEL, queue_annotations, slot_kind
+from .queueorder import QUEUE_GATE, SLOT_KIND_LABEL, queue_annotations
 from .queuetext import Release, estimate, form_text, gave_up_message, queued_message
 from .quota import SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
+from .slots import Ask
 from .units import format_decimal, parse_fraction
 
 PROGRESS_POLL_SECONDS = 1.0
@@ -38,10 +39,7 @@ class QueueTimeoutError(Exception):
 class QueuePlan:
     """What a spawn would queue for: the slot kind of its pod and how long it may wait."""
 
-    kind: str
-    resource: str
-    selector: dict[str, str]
-    units: int
+    ask: Ask
     max_wait: float
 
 
@@ -83,7 +81,7 @@ class QueueingSpawner:
     async def _join_queue(self, plan: QueuePlan, pod: Any) -> None:
         ticket = Ticket(
             key=f"{self.namespace}/{self.pod_name}",  # type: ignore[attr-defined]
-            kind=plan.kind, resource=plan.resource, selector=plan.selector, units=plan.units,
+            ask=plan.ask,
             user=self.user.name, groups=self._queue_groups(),  # type: ignore[attr-defined]
             priority=self.queue_priority(), queued_at=datetime.now(timezone.utc), max_wait=plan.max_wait,
             policy=self.quota_policy(),  # type: ignore[attr-defined]
@@ -100,23 +98,20 @@ class QueueingSpawner:
         # KubeSpawner waits start_timeout for the pod to run: the wait in the queue comes first.
         self._queue_started_limit = max(1.0, self.start_timeout * 0.9)  # type: ignore[has-type]
         self.start_timeout = self.start_timeout + plan.max_wait  # type: ignore[has-type]
-        self.log.info("fracnb: %s queued for %s", self._log_name, plan.kind)  # type: ignore[attr-defined]
+        self.log.info("fracnb: %s queued for %s", self._log_name, plan.ask.kind)  # type: ignore[attr-defined]
 
-    def form_queue_text(self, profiles: list[dict], key: Any, placement: tuple[str, dict[str, str], int]) -> str | None:
+    async def form_queue_text(self, profiles: list[dict], key: Any, ask: Ask | None) -> str | None:
         """The form's "queue: 2 waiting, about 10 min" for a choice whose spawn would wait now, else None."""
         view = self._queue_view_now()
         slug = key[0]
         profile = next((p for p in profiles if p.get("slug") == slug), {})
-        if view is None or queue_max_wait(profile.get("queue")) <= 0:
+        if view is None or ask is None or queue_max_wait(profile.get("queue")) <= 0:
             return None
-        resource, selector, _units = placement
-        kind = slot_kind(resource, selector)
-        nodes, pods = view.nodes.objects(), view.pods.objects()
-        capacity = shared_queue(view, self.api, self.log).capacity(kind, resource, selector, nodes, pods)  # type: ignore[attr-defined]
-        if capacity.free > 0 and capacity.waiting == 0:
+        capacity = await shared_queue(view, self.api, self.log).capacity(ask)  # type: ignore[attr-defined]
+        if capacity is None or (capacity.free > 0 and capacity.waiting == 0):
             return None
         now = datetime.now(timezone.utc)
-        release = estimate(self._releases(kind), capacity.waiting + 1, now)
+        release = estimate(self._releases(ask.kind), capacity.waiting + 1, now)
         minutes = (release.at - now).total_seconds() / 60 if release else None
         return form_text(capacity.free, capacity.waiting, minutes)
 

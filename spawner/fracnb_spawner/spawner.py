@@ -22,7 +22,7 @@ from traitlets import TraitError, default, validate
 
 from . import companions, form
 from .availability import free_units, largest_allocatable
-from .backend_table import COUNT_EXTENDED_RESOURCE, backend_fields, backend_named
+from .backend_table import backend_fields, backend_named
 from .backends import (
     GPU_VISIBILITY_VARIABLES,
     RESERVED_ENV_PREFIX,
@@ -33,7 +33,6 @@ from .backends import (
 )
 from .clusterview import shared_view
 from .dra import named_for_pod
-from .dra_availability import free_servers, shared_dra_view, want_for
 from .errors import HubConfigError, InvalidRequestError, RefusedSpawnError
 from .formadvice import AdviceTraits
 from .gpu import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
@@ -53,9 +52,11 @@ from .profiles import (
 )
 from .progress import no_node_reason, scheduler_saw_slots, unschedulable_message, waiting_message
 from .queueconfig import queue_max_wait
+from .queueing import read_cluster
 from .queueorder import SLOT_KIND_LABEL, slot_kind
 from .queuespawner import QueueingSpawner, QueuePlan, QueueTimeoutError, merge
 from .quota import Allocation, FracnbQuotas, QuotaDecision, QuotaPolicy, allocations_from_pods, check_request
+from .slots import Ask, Cluster, ResourceAsk, servers_free
 from .traits import FractionalTraits
 from .units import format_fraction, parse_duration, parse_fraction
 
@@ -87,7 +88,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         self._fracnb_annotations: dict[str, str] = {}
         self._pristine: dict[str, Any] = {}
         self._form_choice: dict = {}  # the last choice submitted on the form, shown again after a refusal
-        self._spawn_placement: tuple[str, dict[str, str], int] | None = None  # what this spawn's pod asks for
+        self._spawn_ask: Ask | None = None  # what this spawn's pod competes for (its slot kind and size)
         self._pod_parts = PodFields()  # claims and objects beside the pod (backend_table: dra)
         self._companion_refs: list[dict[str, str]] = []  # those objects once created, kept in the state
         self._companions_pending = False  # this spawn's objects are still to be created
@@ -349,16 +350,18 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         profiles = await self.resolve_profiles()
         for key, original in rows.items():
             row = original
-            placement = self._row_placement(profiles, key, row.plan)
+            selection = self._row_selection(profiles, key)
+            ask = self._slot_ask(selection, row.plan) if selection else None
+            placement = _placement_of(ask)
             if nodes and placement:
                 resource, selector, units = placement
                 row = row.with_availability(
-                    free_units(nodes, pods, resource, selector), self.form_queue_text(profiles, key, placement)
+                    free_units(nodes, pods, resource, selector), await self.form_queue_text(profiles, key, ask)
                 )
                 if self.refuse_unplaceable_choices and largest_allocatable(nodes, resource, selector) < units:
                     row = row.refused(no_node_reason(row.plan))
             elif self.show_availability:
-                row = await self._with_dra_availability(row)
+                row = await self._with_dra_availability(row, ask, await self.form_queue_text(profiles, key, ask))
             if row.allowed and policy.has_limits and row.plan.fraction > 0:
                 decision = check_request(
                     policy, LEDGER.allocations(allocations), user=self.user.name,
@@ -369,26 +372,23 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
             annotated[key] = row
         return annotated
 
-    async def _with_dra_availability(self, row: form.ChoiceRow) -> form.ChoiceRow:
-        """A dra choice's free count, from the hub-wide view of ResourceSlices and claims (backend_table: dra)."""
-        want = want_for(row.plan, self.backend_settings())
-        if want is None:
+    async def _with_dra_availability(
+        self, row: form.ChoiceRow, ask: Ask | None, queue_text: str | None
+    ) -> form.ChoiceRow:
+        """A dra choice's free count, from the hub-wide views of nodes, ResourceSlices and claims."""
+        cluster = await self._cluster_for(ask) if ask is not None and ask.needs_devices else None
+        if cluster is None or ask is None:
             return row
-        slices, claims = await shared_dra_view(self.api.api_client, self.log).snapshot()
-        if not slices:
-            return row
-        row = row.with_availability(free_servers(slices, claims, want))
-        if self.refuse_unplaceable_choices and free_servers(slices, [], want) == 0:
+        row = row.with_availability(servers_free(ask, cluster), queue_text)
+        if self.refuse_unplaceable_choices and not ask.could_ever_fit(cluster):
             row = row.refused(no_node_reason(row.plan))
         return row
 
-    async def _dra_devices_exist(self, plan: GPUPlan) -> bool | None:
-        """Whether some DRA device could hold a server of ``plan`` (used or not); None when unknown."""
-        want = want_for(plan, self.backend_settings())
-        if want is None:
-            return None
-        slices, _claims = await shared_dra_view(self.api.api_client, self.log).snapshot()
-        return free_servers(slices, [], want) > 0 if slices else None
+    async def _cluster_for(self, ask: Ask) -> Cluster | None:
+        """What the hub-wide watches show of the cluster, as ``ask`` reads it; None while unreadable."""
+        return await read_cluster(
+            shared_view(self.api, self.log), self.api, self.log, devices=ask.needs_devices, wait=True
+        )
 
     def _placement(self, selection: Selection, plan: GPUPlan) -> tuple[str, dict[str, str], int] | None:
         """The extended resource, node selector and units a pod of this choice asks the default scheduler for.
@@ -396,16 +396,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         None when no extended resource is asked for, another scheduler (HAMi, KAI) places the pod,
         or the profile's overrides make the node selector unknowable before the spawn (a callable).
         """
-        if backend_named(plan.scheduler_backend or plan.backend).counted_by != COUNT_EXTENDED_RESOURCE:
-            return None
-        fields = backend_fields(plan, self.backend_settings())
-        if not fields.resources or fields.scheduler_name is not None:
-            return None
-        selector = self._selection_node_selector(selection)
-        if selector is None:
-            return None
-        resource, amount = next(iter(fields.resources.items()))
-        return resource, {**selector, **fields.node_selector}, int(amount)
+        return _placement_of(self._slot_ask(selection, plan))
 
     def _selection_node_selector(self, selection: Selection) -> dict[str, str] | None:
         """The configured node selector with the choice's overrides merged as KubeSpawner merges them."""
@@ -433,34 +424,35 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         Only with ``refuse_unplaceable_choices`` and ``show_availability`` and while the hub-wide
         view of nodes is readable; otherwise the scheduler decides.
         """
-        placement = self._placement(selection, plan)
-        if not self.refuse_unplaceable_choices or await self._slots_exist(placement, plan) is not False:
+        ask = self._slot_ask(selection, plan)
+        if not self.refuse_unplaceable_choices or await self._slots_exist(ask) is not False:
             return
         message = no_node_reason(plan)
         raise RefusedSpawnError(503, message[0].upper() + message[1:], reason="unschedulable")
 
-    async def _slots_exist(
-        self, placement: tuple[str, dict[str, str], int] | None, plan: GPUPlan | None = None
-    ) -> bool | None:
-        """Whether some node offers the GPUs of a ``_placement`` (used or not), or some DRA device the
-        ``plan``'s claim; None when the hub cannot tell."""
-        if placement is None and plan is not None and self.show_availability:
-            return await self._dra_devices_exist(plan)
-        if placement is None or not self.show_availability:
+    async def _slots_exist(self, ask: Ask | None) -> bool | None:
+        """Whether some node or DRA device could hold a server of ``ask`` (used or not); None when the
+        hub cannot tell (no ask, ``show_availability`` off, the cluster unreadable)."""
+        if ask is None or not self.show_availability:
             return None
-        nodes, _pods = await self._cluster_view()
-        if not nodes:
-            return None
-        resource, selector, units = placement
-        return largest_allocatable(nodes, resource, selector) >= units
+        cluster = await self._cluster_for(ask)
+        return None if cluster is None else ask.could_ever_fit(cluster)
 
-    def _row_placement(self, profiles: list[dict], key: form.RowKey, plan: GPUPlan) -> Any:
+    def _row_selection(self, profiles: list[dict], key: form.RowKey) -> Selection | None:
         slug, option, choice = key
         try:
-            selection = select(profiles, {"profile": slug} if option is None else {"profile": slug, option: choice})
+            return select(profiles, {"profile": slug} if option is None else {"profile": slug, option: choice})
         except InvalidUserOptionsError:
             return None
-        return self._placement(selection, plan)
+
+    def _slot_ask(self, selection: Selection, plan: GPUPlan) -> Ask | None:
+        """What a server of this choice competes for (its slot kind and size), as its backend counts it;
+        None when the hub does not count it (another scheduler places it, or its node selector is unknown)."""
+        ask_for = backend_named(plan.scheduler_backend or plan.backend).counted_by.ask
+        if ask_for is None:
+            return None
+        fields = backend_fields(plan, self.backend_settings())
+        return ask_for(plan, fields, self.backend_settings(), self._selection_node_selector(selection))
 
     async def _cluster_view(self) -> tuple[list[dict], list[dict]]:
         """Nodes and GPU-holding pods cluster-wide, from the hub-wide watch (no request per form load).
@@ -503,17 +495,16 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         self._companions_pending = bool(fields.companions)
         self.fracnb_plan = plan
         self.fracnb_selection = {"profile": selection.slug, "choice": selection.choice_text}
-        self._spawn_placement = self._placement(selection, plan)
-        self._apply_queue_plan(selection, fields)
+        self._spawn_ask = self._slot_ask(selection, plan)
+        self._apply_queue_plan(selection, plan, fields)
 
-    def _apply_queue_plan(self, selection: Selection, fields: Any) -> None:
+    def _apply_queue_plan(self, selection: Selection, plan: GPUPlan, fields: Any) -> None:
         """The slot-kind label of a GPU pod, and what its spawn queues for (None: it never queues)."""
-        placement = self._spawn_placement
-        if placement is not None:
-            resource, selector, units = placement
-            kind = slot_kind(resource, selector)
+        ask = self._spawn_ask
+        if ask is not None:
+            kind = ask.kind
             max_wait = queue_max_wait(selection.profile.get("queue"))
-            self._queue_plan = QueuePlan(kind, resource, selector, units, max_wait) if max_wait > 0 else None
+            self._queue_plan = QueuePlan(ask, max_wait) if max_wait > 0 else None
         elif fields.resources or fields.scheduler_name:
             kind = slot_kind(next(iter(fields.resources), fields.scheduler_name or ""), fields.node_selector)
         else:
@@ -572,7 +563,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
 
     async def _start(self) -> Any:
         """KubeSpawner's start, queued when no slot is free, failing with a plain reason before the hub's timeout."""
-        inner = asyncio.ensure_future(self._start_with_companions())
+        inner = asyncio.ensure_future(super()._start())
         cancelled = True
         try:
             result = await self._await_started(inner)
@@ -591,7 +582,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
                 raise
             # The scheduler's text is in the spawn's event log and here in the hub log, not in the headline.
             self.log.warning("fracnb: no node took %s in %s s: %s", self._log_name, self.start_timeout, reason)
-            slots = await self._slots_exist(self._spawn_placement, self.fracnb_plan)
+            slots = await self._slots_exist(self._spawn_ask)
             slots = scheduler_saw_slots(reason, self.fracnb_plan) if slots is None else slots
             message = unschedulable_message(self.fracnb_plan, self.start_timeout, slots_exist=slots)
             raise RefusedSpawnError(503, message, reason="unschedulable") from None
@@ -612,18 +603,9 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
                 await asyncio.gather(inner, return_exceptions=True)
             self._leave_queue(cancelled=cancelled)
 
-    async def _start_with_companions(self) -> Any:
-        """KubeSpawner's start; then the pod owns the objects created beside it (a DRA claim template)."""
-        result = await super()._start()
-        if self._companion_refs:
-            # Read now, not from the reflector: a pod replaced during the start has a new uid.
-            pod = await self.api.read_namespaced_pod(self.pod_name, self.namespace)
-            owner = companions.owner_reference(self.api.api_client.sanitize_for_serialization(pod))
-            await companions.adopt(self.api.api_client, self._companion_refs, owner, self.log)
-        return result
-
     async def _make_create_pod_request(self, pod: Any, request_timeout: float) -> Any:
-        """Create the plan's objects beside the pod (once per spawn), then the pod.
+        """Create the plan's objects beside the pod (once per spawn), then the pod, then make the pod
+        their owner (so that the garbage collector removes them with it, even a queued pod's).
 
         Here rather than in ``_start``: KubeSpawner applies the user's choice (``load_user_options``)
         inside ``_start``, and retries this request after deleting a leftover pod of the same name.
@@ -636,7 +618,21 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
                 raise HubConfigError(f"This server could not start: {error}") from None
             self._companion_refs = companions.references(self._pod_parts.companions, self.namespace)
             self._companions_pending = False
-        return await super()._make_create_pod_request(pod, request_timeout)
+        created = await super()._make_create_pod_request(pod, request_timeout)
+        if created and self._companion_refs:
+            await self._adopt_companions()
+        return created
+
+    async def _adopt_companions(self) -> None:
+        """Make the pod just created the owner of its companions; a failure only leaves them to the stop."""
+        try:
+            # Read now, not from the reflector: a pod replaced during the start has a new uid.
+            made = await self.api.read_namespaced_pod(self.pod_name, self.namespace)
+        except ApiException as error:
+            self.log.warning("fracnb: could not read %s to own its companions: %s", self.pod_name, error.reason)
+            return
+        owner = companions.owner_reference(self.api.api_client.sanitize_for_serialization(made))
+        await companions.adopt(self.api.api_client, self._companion_refs, owner, self.log)
 
     def _scheduling_failure(self) -> str | None:
         events = getattr(self, "events", None) or []
@@ -731,6 +727,11 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
 
 def _applied_by_load_user_options(spawner: FractionalSpawner, user_options: dict) -> None:
     """``apply_user_options``: nothing to do here (see ``FractionalSpawner.load_user_options``)."""
+
+
+def _placement_of(ask: Ask | None) -> tuple[str, dict[str, str], int] | None:
+    """An extended-resource ask as (resource, node selector, units); None for other asks."""
+    return (ask.resource, dict(ask.selector), ask.units) if isinstance(ask, ResourceAsk) else None
 
 
 def _copy_plain(value: Any) -> Any:

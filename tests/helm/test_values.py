@@ -13,6 +13,7 @@ from kubernetes_asyncio.config import kube_config
 from kubespawner import clients
 
 from fracnb_spawner import dryrun
+from fracnb_spawner.companions import TEMPLATE_VERBS
 
 from .conftest import VALUES_DIR, merged, values_of
 
@@ -115,7 +116,7 @@ def test_rbac_lets_the_hub_manage_claim_templates_and_read_slices_for_dra() -> N
         for resource in rule["resources"]
         for verb in rule["verbs"]
     }
-    needed = {("resource.k8s.io", "resourceclaimtemplates", verb) for verb in ("get", "create", "delete")}
+    needed = {("resource.k8s.io", "resourceclaimtemplates", verb) for verb in TEMPLATE_VERBS}
     needed |= {
         ("resource.k8s.io", kind, verb) for kind in ("resourceclaims", "resourceslices") for verb in ("list", "watch")
     }

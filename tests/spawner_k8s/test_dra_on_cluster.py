@@ -50,6 +50,11 @@ async def test_four_quarters_fill_an_80gib_gpu_the_fifth_waits_and_starts_once_o
 ) -> None:
     config = Config()
     config.FractionalSpawner.start_timeout = 60
+    # Never queued (test_dra_queue.py queues): the scheduler itself finds the A100 full.
+    config.FractionalSpawner.profile_list = [
+        {"display_name": "A100 quarter", "slug": "quarter", "queue": {"max_wait": 0},
+         "gpu": {"fraction": 0.25, "backend": "dra", "product": A100}},
+    ]  # fmt: skip
     spawners = [dra_spawner({"profile": "quarter"}, user=f"user{i}", config=Config(config)) for i in range(5)]
     for spawner in spawners[:4]:
         await spawner.start()
@@ -147,6 +152,7 @@ async def test_the_forms_free_count_matches_what_the_scheduler_allocates(
             "display_name": "A100 quarter",
             "slug": "quarter",
             "gpu": {"fraction": 0.25, "backend": "dra", "product": A100},
+            "queue": {"max_wait": 0},  # the scheduler, not the hub's queue, says the fifth does not fit
         }
     ]
     config.FractionalSpawner.start_timeout = 60
@@ -230,3 +236,26 @@ async def test_a_leftover_pod_of_the_same_name_is_replaced_and_the_new_one_gets_
     assert template["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
     await spawner.stop()
     await wait_until(lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claim to go with its pod")
+
+
+async def test_the_dra_free_count_honours_the_profiles_node_selector(dra_spawner, dra_testbed, dra_namespace) -> None:
+    config = Config()
+    config.FractionalSpawner.profile_list = [
+        {"display_name": "Any quarter", "slug": "any", "gpu": {"fraction": 0.25, "backend": "dra"}},
+        {
+            "display_name": "Quarter on one node",
+            "slug": "pinned",
+            "gpu": {"fraction": 0.25, "backend": "dra"},
+            "kubespawner_override": {"node_selector": {"kubernetes.io/hostname": "h100-dra-0"}},
+        },
+    ]
+    viewer = dra_spawner({}, user="viewer", config=Config(config))
+    rows = await viewer.annotate_form_rows(form.describe(await viewer.resolve_profiles(), viewer.gpu_defaults()))
+    assert rows[("any", None, None)].free == 8  # the A100's and the H100's 80 GiB
+    assert rows[("pinned", None, None)].free == 4  # only the devices of the node the profile selects
+    spawner = dra_spawner({"profile": "pinned"}, user="pinned", config=Config(config))
+    await spawner.start()
+    assert allocation_of(dra_testbed, dra_namespace, spawner.pod_name)["pool"] == "h100-dra-0"
+    (pod,) = [p for p in dra_testbed.list_pods(dra_namespace) if p["metadata"]["name"] == spawner.pod_name]
+    assert pod["metadata"]["labels"]["fracnb.io/slot-kind"] == "gpu.nvidia.com.any.h100-dra-0"
+    await spawner.stop()

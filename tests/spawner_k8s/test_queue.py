@@ -236,3 +236,30 @@ async def test_progress_shows_the_place_not_the_patience_message(cluster_spawner
     await asyncio.gather(task, return_exceptions=True)
     await asyncio.wait_for(reader, 10)
     await spawner.stop()
+
+
+async def test_a_slot_freed_before_the_queued_pod_exists_still_starts_it(
+    cluster_spawner, testbed, k8s_namespace, monkeypatch
+) -> None:
+    fillers = await fill_every_slot(testbed, k8s_namespace)
+    spawner = in_group(cluster_spawner({"profile": "quarter"}, user="kate", config=quarter_config()))
+    api = spawner.api
+    lifts: list[str] = []
+    patch, create = api.patch_namespaced_pod, api.create_namespaced_pod
+
+    async def patch_recorded(name, namespace, body, **kwargs):
+        lifts.append(name)
+        return await patch(name, namespace, body, **kwargs)
+
+    async def create_after_the_gate_was_tried(namespace, body, **kwargs):
+        # The spawn has joined the queue; its pod is not created yet when a slot frees.
+        testbed.delete_pod(k8s_namespace, fillers[0], grace_seconds=0)
+        await wait_until(lambda: spawner.pod_name in lifts, timeout=10)  # tried on a pod not there yet: 404
+        return await create(namespace, body, **kwargs)
+
+    monkeypatch.setattr(api, "patch_namespaced_pod", patch_recorded)
+    monkeypatch.setattr(api, "create_namespaced_pod", create_after_the_gate_was_tried)
+    assert isinstance(await asyncio.wait_for(spawner.start(), timeout=30), str)
+    assert lifts.count(spawner.pod_name) == 2  # again once the pod was there
+    assert not gated(testbed, k8s_namespace, spawner.pod_name)
+    await spawner.stop()

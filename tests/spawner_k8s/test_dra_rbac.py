@@ -1,0 +1,95 @@
+"""A dra spawn as a hub whose ServiceAccount has only the rights a test grants (the testbed's
+apiserver authorizes with RBAC): without the rule on resourceclaimtemplates the spawn fails with
+the rule to add, before any pod exists; with helm-values/rbac.yaml's rule it starts, and the pod
+owns its template."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import yaml
+from tornado import web
+
+from .test_dra_on_cluster import templates_in, wait_until
+
+pytestmark = pytest.mark.k8s
+
+RBAC_YAML = Path(__file__).resolve().parents[2] / "helm-values" / "rbac.yaml"
+# What z2jh's hub Role grants in the hub's namespace, as far as a spawn needs it.
+POD_RULES = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
+]
+
+
+def dra_rules_of_rbac_yaml() -> list[dict]:
+    documents = yaml.safe_load_all(RBAC_YAML.read_text())
+    (role,) = [d for d in documents if (d["kind"], d["metadata"]["name"]) == ("ClusterRole", "fracnb-hub-dra")]
+    return role["rules"]
+
+
+@contextlib.asynccontextmanager
+async def hub_with_rules(testbed, namespace: str, rules: list[dict]) -> AsyncIterator:
+    """A CoreV1Api as the namespace's ``default`` ServiceAccount, bound to a Role of ``rules`` only."""
+    from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
+
+    rest = testbed.rest()
+    try:
+        rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
+        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "hub"}}
+        rest.create(f"{rbac}/roles", {**role, "rules": rules})
+        rest.create(
+            f"{rbac}/rolebindings",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "hub"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "hub"},
+                "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
+            },
+        )
+        token = rest.create(
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/default/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+        )["status"]["token"]
+    finally:
+        rest.close()
+    configuration = Configuration(host=testbed.server)
+    configuration.ssl_ca_cert = str(testbed.state.pki.ca_cert)
+    configuration.api_key = {"BearerToken": token}
+    configuration.api_key_prefix = {"BearerToken": "Bearer"}
+    async with ApiClient(configuration) as api_client:
+        yield CoreV1Api(api_client)
+
+
+async def test_without_rights_on_claim_templates_the_spawn_names_the_missing_rule(
+    dra_spawner, dra_testbed, dra_namespace
+) -> None:
+    async with hub_with_rules(dra_testbed, dra_namespace, POD_RULES) as api:
+        spawner = dra_spawner({"profile": "any-quarter"}, user="norights")
+        spawner.api = api
+        with pytest.raises(web.HTTPError) as caught:
+            await spawner.start()
+    assert caught.value.status_code == 500
+    message = caught.value.jupyterhub_message
+    assert f"could not create ResourceClaimTemplate {dra_namespace}/jupyter-norights-gpu (403 Forbidden)" in message
+    assert "resources [resourceclaimtemplates], verbs [get, create, patch, delete]" in message
+    assert "helm-values/rbac.yaml" in message
+    assert [p for p in dra_testbed.list_pods(dra_namespace) if p["metadata"]["name"] == spawner.pod_name] == []
+
+
+async def test_the_rule_of_rbac_yaml_is_enough_and_the_pod_owns_its_template(
+    dra_spawner, dra_testbed, dra_namespace
+) -> None:
+    async with hub_with_rules(dra_testbed, dra_namespace, POD_RULES + dra_rules_of_rbac_yaml()) as api:
+        spawner = dra_spawner({"profile": "any-quarter"}, user="rights")
+        spawner.api = api
+        await spawner.start()
+        (template,) = templates_in(dra_testbed, dra_namespace)
+        (pod,) = [p for p in dra_testbed.list_pods(dra_namespace) if p["metadata"]["name"] == spawner.pod_name]
+        assert [ref["uid"] for ref in template["metadata"].get("ownerReferences", [])] == [pod["metadata"]["uid"]]
+        await spawner.stop()
+    await wait_until(lambda: templates_in(dra_testbed, dra_namespace) == [], what="the template to go at stop")
