@@ -27,7 +27,7 @@ from .quota import SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
 from .units import format_decimal, parse_fraction
 
 PROGRESS_POLL_SECONDS = 1.0
-_priorities: dict[int, tuple[Any, FracnbQueue]] = {}
+_queue_settings: dict[int, tuple[Any, FracnbQueue]] = {}
 
 
 class QueueTimeoutError(Exception):
@@ -62,12 +62,16 @@ class QueueingSpawner:
             self.start_timeout = self.start_timeout + self._longest_queue_wait  # type: ignore[has-type]
         return future
 
-    def queue_priority(self) -> int:
-        cached = _priorities.get(id(self.config))  # type: ignore[attr-defined]
+    def queue_settings(self) -> FracnbQueue:
+        """``c.FracnbQueue`` of this hub's config (made once per config)."""
+        cached = _queue_settings.get(id(self.config))  # type: ignore[attr-defined]
         if cached is None or cached[0] is not self.config:  # type: ignore[attr-defined]
             cached = (self.config, FracnbQueue(parent=self))  # type: ignore[attr-defined, arg-type]
-            _priorities[id(self.config)] = cached  # type: ignore[attr-defined]
-        return cached[1].priority(self.user.name, list(self._queue_groups()))  # type: ignore[attr-defined]
+            _queue_settings[id(self.config)] = cached  # type: ignore[attr-defined]
+        return cached[1]
+
+    def queue_priority(self) -> int:
+        return self.queue_settings().priority(self.user.name, list(self._queue_groups()))  # type: ignore[attr-defined]
 
     def _queue_groups(self) -> dict[str, list[str]]:
         groups = getattr(self.user, "groups", None) or []  # type: ignore[attr-defined]
@@ -181,10 +185,11 @@ class QueueingSpawner:
         ticket = self._queue_ticket
         if ticket is None or not ticket.waiting:
             return None
-        release = None
+        release, now = None, datetime.now(timezone.utc)
         if ticket.position:
-            release = estimate(self._releases(ticket.kind), ticket.position, datetime.now(timezone.utc))
-        return queued_message(self.fracnb_plan, ticket.position, release)  # type: ignore[attr-defined]
+            release = estimate(self._releases(ticket.kind), ticket.position, now)
+        zone = self.queue_settings().zone
+        return queued_message(self.fracnb_plan, ticket.position, release, now, zone)  # type: ignore[attr-defined]
 
     def _releases(self, kind: str) -> list[Release]:
         """When servers holding slots of ``kind`` are due to be culled (idle or max age), from the hub's records."""

@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from fracnb_spawner.availability import requested_by_node
+from fracnb_spawner.clock import duration_text
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy
 from fracnb_spawner.demand import QueueEntry
 from fracnb_spawner.quota import Allocation, QuotaPolicy, format_gpus, used_by
@@ -31,22 +32,6 @@ def share_text(amount: Fraction | None) -> str:
     if amount == 0:
         return "none"
     return f"{format_gpus(amount)} GPU" + ("s" if amount > 1 else "")
-
-
-def duration_text(seconds: float | None) -> str:
-    """ "45 s", "25 min", "8 h", "1 h 30 min", "2 d"; ``None`` or 0 is "never"."""
-    if not seconds:
-        return "never"
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole} s"
-    minutes = whole // 60
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours >= 48 and not minutes:
-        return f"{hours // 24} d" if hours % 24 == 0 else f"{hours} h"
-    return f"{hours} h" + (f" {minutes} min" if minutes else "")
 
 
 @dataclass(frozen=True)
