@@ -6,6 +6,7 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
+from kubespawner import KubeSpawner
 from prometheus_client import REGISTRY
 from tornado import web
 from traitlets.config import Config
@@ -219,20 +220,26 @@ async def test_fifty_concurrent_spawns_into_a_full_cluster(cluster_spawner, test
 async def test_progress_shows_the_place_not_the_patience_message(cluster_spawner, testbed, k8s_namespace) -> None:
     await fill_every_slot(testbed, k8s_namespace)
     config = quarter_config()
-    config.FractionalSpawner.slow_spawn_message_threshold = 1  # KubeSpawner's "taking longer" after 1 s
+    # KubeSpawner's "taking longer" after 1 s, then every second.
+    config.FractionalSpawner.slow_spawn_message_threshold = 1
+    config.FractionalSpawner.slow_spawn_message_frequency = 1
     spawner = in_group(cluster_spawner({"profile": "quarter"}, user="jack", config=config))
     (task,) = await queued([spawner])
     messages: list[str] = []
+    unfiltered: list[str] = []
 
-    async def read() -> None:
-        async for event in spawner.progress():
-            messages.append(event["message"])
+    async def read(stream, into: list[str]) -> None:
+        async for event in stream:
+            into.append(event["message"])
 
-    reader = asyncio.ensure_future(read())
+    reader = asyncio.ensure_future(read(spawner.progress(), messages))
     await wait_until(lambda: any(m.startswith("Queued for a 0.25 GPU (time-slicing): 1st in line.") for m in messages))
-    await asyncio.sleep(3)  # three patience messages would have come by now
+    # KubeSpawner's own progress, read beside ours and started after it: once it has said "taking
+    # longer" three times, ours would have too, were the queue headline not taking their place.
+    witness = asyncio.ensure_future(read(KubeSpawner.progress(spawner), unfiltered))
+    await wait_until(lambda: sum("taking longer" in m for m in unfiltered) >= 3, timeout=30)
     assert not [m for m in messages if "taking longer" in m], messages
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    await asyncio.wait_for(reader, 10)
+    await asyncio.wait_for(asyncio.gather(reader, witness), 10)
     await spawner.stop()
