@@ -40,8 +40,10 @@ def duration_text(seconds: float | None) -> str:
 
 
 def clock_text(moment: datetime, zone: ZoneInfo | None = None) -> str:
-    """ "14:05 CET": the time of day in ``zone`` (default UTC) with the zone's abbreviation."""
-    local = moment.astimezone(zone or timezone.utc)
+    """ "14:05 CET": the time of day in ``zone`` (default UTC) with the zone's abbreviation; a naive
+    ``moment`` is UTC (as the hub's database stores times)."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    local = aware.astimezone(zone or timezone.utc)
     return local.strftime("%H:%M ") + (local.tzname() or UTC_NAME)
 
 

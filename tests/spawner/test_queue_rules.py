@@ -172,6 +172,7 @@ def test_priorities_are_checked_at_start(trait: str, value: object) -> None:
 
 def test_times_are_shown_in_the_configured_zone_and_from_now() -> None:
     assert clock_text(T0) == "14:00 UTC"
+    assert clock_text(T0.replace(tzinfo=None)) == "14:00 UTC"  # naive, as from the hub's database
     assert clock_text(T0, BERLIN) == "15:00 CET"
     summer = datetime(2026, 7, 1, 12, 5, tzinfo=timezone.utc)
     assert clock_text(summer, BERLIN) == "14:05 CEST"

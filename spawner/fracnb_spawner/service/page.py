@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from fracnb_spawner.availability import requested_by_node
-from fracnb_spawner.clock import duration_text
+from fracnb_spawner.clock import clock_text, duration_text
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy
 from fracnb_spawner.demand import QueueEntry
 from fracnb_spawner.quota import Allocation, QuotaPolicy, format_gpus, used_by
@@ -64,7 +64,7 @@ class ServerRow:
         if self.cull_at is None or self.seconds_left is None:
             return "never stopped for idleness" if not self.idle_timeout else "not started yet"
         why = {"max-age": "max age", "demand": "idle while someone waits for a GPU"}.get(self.reason or "", "idle")
-        return f"in {duration_text(max(self.seconds_left, 0))} ({why}, at {self.cull_at:%H:%M} UTC)"
+        return f"in {duration_text(max(self.seconds_left, 0))} ({why}, at {clock_text(self.cull_at)})"
 
 
 def waiting_text(queued_at: datetime | None, now: datetime) -> str:
@@ -72,7 +72,7 @@ def waiting_text(queued_at: datetime | None, now: datetime) -> str:
     if queued_at is None:
         return "—"
     seconds = max((now - queued_at).total_seconds(), 0.0)
-    return f"{duration_text(seconds) if seconds >= 1 else '0 s'} (since {queued_at:%H:%M} UTC)"
+    return f"{duration_text(seconds) if seconds >= 1 else '0 s'} (since {clock_text(queued_at)})"
 
 
 @dataclass(frozen=True)
