@@ -48,6 +48,15 @@ def queued_message(
     return f"Queued for a {share}: {place}. {when} Stop the server to leave the queue."
 
 
+def kept_place_message(plan: GPUPlan | None, until: datetime, now: datetime, zone: ZoneInfo | None = None) -> str:
+    """The form's notice after a hub restart: the queued pod kept its place; starting again rejoins it."""
+    queue = f"queue for a {describe_plan(plan)}" if plan is not None else "GPU queue"
+    return (
+        f"Your place in the {queue} is kept until {when_text(until, now, zone)}: "
+        "start the same choice again to rejoin it."
+    )
+
+
 def gave_up_message(plan: GPUPlan | None, waited_seconds: float) -> str:
     """The failure when the maximum wait is over: said plainly, with what to do instead."""
     share = describe_plan(plan) if plan is not None else "a GPU"

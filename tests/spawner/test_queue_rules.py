@@ -29,7 +29,14 @@ from fracnb_spawner.queueorder import (
     wait_deadline,
     waiting_from_pod,
 )
-from fracnb_spawner.queuetext import Release, estimate, form_text, gave_up_message, queued_message
+from fracnb_spawner.queuetext import (
+    Release,
+    estimate,
+    form_text,
+    gave_up_message,
+    kept_place_message,
+    queued_message,
+)
 from fracnb_spawner.quota import Allocation, QuotaPolicy
 
 T0 = datetime(2026, 11, 23, 14, 0, tzinfo=timezone.utc)
@@ -196,3 +203,13 @@ def test_the_display_zone_defaults_to_utc() -> None:
     config = Config()
     config.FracnbQueue.display_timezone = "Europe/Berlin"
     assert FracnbQueue(config=config).zone == BERLIN
+
+
+def test_the_form_tells_a_place_kept_over_a_hub_restart() -> None:
+    until = T0 + timedelta(minutes=50)
+    assert kept_place_message(None, until, T0, BERLIN) == (
+        "Your place in the GPU queue is kept until 15:50 CET, in 50 min: start the same choice again to rejoin it."
+    )
+    assert kept_place_message(QUARTER, until, T0).startswith(
+        "Your place in the queue for a 0.25 GPU (time-slicing) is kept until 14:50 UTC, in 50 min:"
+    )
