@@ -182,7 +182,7 @@ def test_queued_user_sees_place_and_estimate_then_gets_the_freed_slot(
     queue_demo: RunningDemo, testbed: Testbed, page: Page
 ) -> None:
     namespace = queue_demo.settings.namespace
-    fill_every_slot(queue_demo, testbed)  # carol's idle server: the culler is due to stop it in 15 min
+    fill_every_slot(queue_demo, testbed)  # carol's idle server: the culler is due to stop it within 15 min
     page.add_init_script(RECORD_HEADLINES)
     queue_from_the_form(page, queue_demo, "ann")
     assert pod_is_gated(pod_of(testbed, namespace, "ann"))
@@ -191,7 +191,7 @@ def test_queued_user_sees_place_and_estimate_then_gets_the_freed_slot(
     expect(headline).to_have_text(
         re.compile(
             rf"Queued for a 0\.25 GPU \(time-slicing\): 1st in line\. Estimated start about \d\d:\d\d {zone}, "
-            r"in 1[45] min: an idle 0\.25 server is due to be stopped then\. Stop the server to leave the queue\."
+            r"in \d{1,2} min: an idle 0\.25 server is due to be stopped then\. Stop the server to leave the queue\."
         )
     )
     shot(page, "queued-progress")
