@@ -76,6 +76,10 @@ _validated: dict[int, tuple[Any, Any, tuple[GPUDefaults, BackendSettings]]] = {}
 _quota_policies: dict[int, tuple[Any, QuotaPolicy]] = {}
 
 
+# The notice above the form (outside its own stylesheet): the look of its quota line, in amber.
+KEPT_PLACE_STYLE = 'style="background: #fff8c5; border-left: 4px solid #9a6700; padding: 6px 10px"'
+
+
 class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTraits):
     """KubeSpawner whose profiles may carry a ``gpu`` key; see docs/spawner.md."""
 
@@ -174,7 +178,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         advice = await self.form_advice(self.user.name, profiles, rows)
         shown = self._form_choice or self.user_options or advice.preselect or {}
         kept = self.kept_place_text()
-        notice = f'<p class="fracnb-quota" data-fracnb-queue-place>{html.escape(kept)}</p>' if kept else ""
+        notice = f"<p {KEPT_PLACE_STYLE} data-fracnb-queue-place>{html.escape(kept)}</p>" if kept else ""
         return advice.html + notice + form.render(profiles, rows, shown, quota)
 
     async def form_quota_line(self) -> str | None:
