@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from traitlets import Dict, Int, TraitError, validate
+from traitlets import Dict, Int, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
+from .clock import zone_named
 from .queueorder import DEFAULT_MAX_WAIT, user_priority
 from .units import QuantityError, parse_duration
 
@@ -56,6 +58,17 @@ class FracnbQueue(Configurable):
         """,
     ).tag(config=True)
 
+    display_timezone = Unicode(
+        "UTC",
+        help="""
+        Time zone of the times researchers read about the queue ("Estimated start about
+        14:05 CET, in 12 min"): an IANA name. An unknown name is refused at hub start.
+        Default: "UTC".
+
+        Example: c.FracnbQueue.display_timezone = "Europe/Berlin"
+        """,
+    ).tag(config=True)
+
     group_priorities = Dict(
         help="""
         Queue priority per JupyterHub group: group name -> whole number from -1000 to 1000, higher
@@ -78,12 +91,24 @@ class FracnbQueue(Configurable):
     def _valid_default(self, proposal: dict[str, Any]) -> Any:
         return _checked_priority("default_priority", proposal["value"])
 
+    @validate("display_timezone")
+    def _valid_zone(self, proposal: dict[str, Any]) -> Any:
+        try:
+            zone_named(proposal["value"])
+        except ValueError as error:
+            raise TraitError(f"FracnbQueue.display_timezone: {error}") from None
+        return proposal["value"]
+
     @validate("group_priorities", "user_priorities")
     def _valid_map(self, proposal: dict[str, Any]) -> Any:
         name = proposal["trait"].name
         for key, value in proposal["value"].items():
             _checked_priority(f"{name}[{key!r}]", value)
         return proposal["value"]
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return zone_named(self.display_timezone)
 
     def priority(self, user: str, groups: Iterable[str]) -> int:
         return user_priority(

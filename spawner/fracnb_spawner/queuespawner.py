@@ -21,14 +21,14 @@ from .culling import CullPolicy, ServerActivity, decide, policy_from_annotations
 from .queueconfig import FracnbQueue, queue_max_wait
 from .queueing import Ticket, shared_queue
 from .queuemetrics import GAVE_UP, WAIT_SECONDS
-from .queueorder import QUEUE_GATE, SLOT_KIND_LABEL, queue_annotations
-from .queuetext import Release, estimate, form_text, gave_up_message, queued_message
+from .queueorder import QUEUE_GATE, SLOT_KIND_LABEL, pod_is_gated, queue_annotations, wait_deadline
+from .queuetext import Release, estimate, form_text, gave_up_message, kept_place_message, queued_message
 from .quota import SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
 from .slots import Ask
 from .units import format_decimal, parse_fraction
 
 PROGRESS_POLL_SECONDS = 1.0
-_priorities: dict[int, tuple[Any, FracnbQueue]] = {}
+_queue_settings: dict[int, tuple[Any, FracnbQueue]] = {}
 
 
 class QueueTimeoutError(Exception):
@@ -50,6 +50,7 @@ class QueueingSpawner:
     _queue_ticket: Ticket | None = None
     _queue_started_limit: float | None = None  # seconds the pod may take to run once its gate is lifted
     _longest_queue_wait: float = 0
+    _queue_went_straight: bool = False  # the queue let this spawn's pod go to the scheduler at once
 
     def start(self) -> Any:
         future = super().start()  # type: ignore[misc]
@@ -60,12 +61,16 @@ class QueueingSpawner:
             self.start_timeout = self.start_timeout + self._longest_queue_wait  # type: ignore[has-type]
         return future
 
-    def queue_priority(self) -> int:
-        cached = _priorities.get(id(self.config))  # type: ignore[attr-defined]
+    def queue_settings(self) -> FracnbQueue:
+        """``c.FracnbQueue`` of this hub's config (made once per config)."""
+        cached = _queue_settings.get(id(self.config))  # type: ignore[attr-defined]
         if cached is None or cached[0] is not self.config:  # type: ignore[attr-defined]
             cached = (self.config, FracnbQueue(parent=self))  # type: ignore[attr-defined, arg-type]
-            _priorities[id(self.config)] = cached  # type: ignore[attr-defined]
-        return cached[1].priority(self.user.name, list(self._queue_groups()))  # type: ignore[attr-defined]
+            _queue_settings[id(self.config)] = cached  # type: ignore[attr-defined]
+        return cached[1]
+
+    def queue_priority(self) -> int:
+        return self.queue_settings().priority(self.user.name, list(self._queue_groups()))  # type: ignore[attr-defined]
 
     def _queue_groups(self) -> dict[str, list[str]]:
         groups = getattr(self.user, "groups", None) or []  # type: ignore[attr-defined]
@@ -88,6 +93,7 @@ class QueueingSpawner:
         )  # fmt: skip
         queue = shared_queue(await self._view(), self.api, self.log)  # type: ignore[attr-defined]
         if await queue.admit(ticket):
+            self._queue_went_straight = True
             return
         self._queue_ticket = ticket
         pod.spec.scheduling_gates = [*(pod.spec.scheduling_gates or []), V1PodSchedulingGate(name=QUEUE_GATE)]
@@ -169,17 +175,52 @@ class QueueingSpawner:
             return _views.get(id(asyncio.get_running_loop()))
         return None
 
+    # ---- a hub restart while queued ------------------------------------------------------------
+
+    async def poll(self) -> int | None:
+        """KubeSpawner's poll, except that a pod waiting in the queue that no spawn of this hub process put
+        there (the hub restarted) is not running. The restarted hub then forgets the spawn at once and, as
+        it stops only servers that poll() says run, leaves the pod and its place for the user's next start
+        (docs/queue.md). KubeSpawner alone says a pending pod runs: the hub would wait ``http_timeout`` for
+        it to answer, then stop it, deleting the pod and its place."""
+        status = await super().poll()  # type: ignore[misc]
+        if status is None and self._queue_plan is None and self._pod_in_queue() is not None:
+            return 0
+        return status
+
+    def _pod_in_queue(self) -> dict | None:
+        """This server's pod from KubeSpawner's reflector, if it waits in the queue."""
+        reflector = self.pod_reflector  # type: ignore[attr-defined]
+        if reflector is None:  # not watching pods yet: nothing known
+            return None
+        pod = reflector.pods.get(f"{self.namespace}/{self.pod_name}")  # type: ignore[attr-defined]
+        return pod if pod is not None and pod_is_gated(pod) else None
+
+    def kept_place_text(self) -> str | None:
+        """The spawn form's notice when this server's pod waits in the queue with no spawn waiting on it."""
+        pod = self._pod_in_queue() if self._queue_ticket is None else None
+        deadline = wait_deadline(pod) if pod is not None else None
+        if deadline is None:
+            return None
+        return kept_place_message(self.fracnb_plan, deadline, datetime.now(timezone.utc), self.queue_settings().zone)  # type: ignore[attr-defined]
+
     # ---- progress ------------------------------------------------------------------------------
+
+    def queue_hides_patience(self) -> bool:
+        """Whether KubeSpawner's "taking longer than expected" would mislead: while the queue decides, while
+        the spawn waits in it, and once its turn came (its clock counts the wait)."""
+        return self._queue_plan is not None and not self._queue_went_straight
 
     def queue_status_text(self) -> str | None:
         """The progress headline while this spawn waits in the queue, else None."""
         ticket = self._queue_ticket
         if ticket is None or not ticket.waiting:
             return None
-        release = None
+        release, now = None, datetime.now(timezone.utc)
         if ticket.position:
-            release = estimate(self._releases(ticket.kind), ticket.position, datetime.now(timezone.utc))
-        return queued_message(self.fracnb_plan, ticket.position, release)  # type: ignore[attr-defined]
+            release = estimate(self._releases(ticket.kind), ticket.position, now)
+        zone = self.queue_settings().zone
+        return queued_message(self.fracnb_plan, ticket.position, release, now, zone)  # type: ignore[attr-defined]
 
     def _releases(self, kind: str) -> list[Release]:
         """When servers holding slots of ``kind`` are due to be culled (idle or max age), from the hub's records."""

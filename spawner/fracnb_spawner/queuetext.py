@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
+from .clock import when_text
 from .culling import Reason
 from .gpu import GPUPlan
 from .progress import describe_plan
@@ -27,25 +29,32 @@ def estimate(releases: Iterable[Release], position: int, now: datetime) -> Relea
     return upcoming[position - 1] if 0 < position <= len(upcoming) else None
 
 
-def _clock(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%H:%M UTC")
-
-
 def _why(release: Release) -> str:
     if release.reason is Reason.IDLE:
         return f"an idle {release.fraction_text} server is due to be stopped then"
     return f"a {release.fraction_text} server reaches its maximum age then"
 
 
-def queued_message(plan: GPUPlan | None, position: int | None, release: Release | None) -> str:
-    """ "Queued for a 0.25 GPU (time-slicing): 2nd in line. Estimated start about 14:05 UTC: ..." """
+def queued_message(
+    plan: GPUPlan | None, position: int | None, release: Release | None, now: datetime, zone: ZoneInfo | None = None
+) -> str:
+    """ "Queued for a 0.25 GPU (time-slicing): 2nd in line. Estimated start about 14:05 CET, in 12 min: ..." """
     share = describe_plan(plan) if plan is not None else "a GPU"
     place = f"{ordinal(position)} in line" if position else "waiting for a place in line"
     if release is None:
         when = "No estimate yet: no server holding one is due to stop."
     else:
-        when = f"Estimated start about {_clock(release.at)}: {_why(release)}."
+        when = f"Estimated start about {when_text(release.at, now, zone)}: {_why(release)}."
     return f"Queued for a {share}: {place}. {when} Stop the server to leave the queue."
+
+
+def kept_place_message(plan: GPUPlan | None, until: datetime, now: datetime, zone: ZoneInfo | None = None) -> str:
+    """The form's notice after a hub restart: the queued pod kept its place; starting again rejoins it."""
+    queue = f"queue for a {describe_plan(plan)}" if plan is not None else "GPU queue"
+    return (
+        f"Your place in the {queue} is kept until {when_text(until, now, zone)}: "
+        "start the same choice again to rejoin it."
+    )
 
 
 def gave_up_message(plan: GPUPlan | None, waited_seconds: float) -> str:

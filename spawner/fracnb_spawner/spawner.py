@@ -8,6 +8,7 @@ KubeSpawner builds the pod.
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 from fractions import Fraction
 from typing import Any
@@ -74,6 +75,10 @@ _INVALID_OBJECT_STATUSES = (400, 422)  # the apiserver's BadRequest and Invalid
 _PLAN_TRAITS = ("extra_resource_limits", "extra_resource_guarantees", "node_selector", "scheduler_name")
 _validated: dict[int, tuple[Any, Any, tuple[GPUDefaults, BackendSettings]]] = {}
 _quota_policies: dict[int, tuple[Any, QuotaPolicy]] = {}
+
+
+# The notice above the form (outside its own stylesheet): the look of its quota line, in amber.
+KEPT_PLACE_STYLE = 'style="background: #fff8c5; border-left: 4px solid #9a6700; padding: 6px 10px"'
 
 
 class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTraits):
@@ -173,7 +178,9 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         quota = await self.form_quota_line()
         advice = await self.form_advice(self.user.name, profiles, rows)
         shown = self._form_choice or self.user_options or advice.preselect or {}
-        return advice.html + form.render(profiles, rows, shown, quota)
+        kept = self.kept_place_text()
+        notice = f"<p {KEPT_PLACE_STYLE} data-fracnb-queue-place>{html.escape(kept)}</p>" if kept else ""
+        return advice.html + notice + form.render(profiles, rows, shown, quota)
 
     async def form_quota_line(self) -> str | None:
         """The form's line with the user's quota and their teams' use (None without quotas)."""
@@ -654,7 +661,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
 
     async def _kube_progress(self) -> Any:
         async for event in super().progress():
-            if "raw_event" not in event and self.queue_status_text():
+            if "raw_event" not in event and self.queue_hides_patience():
                 continue  # KubeSpawner's "taking longer than expected": the queue headline says more
             yield event
             message = waiting_message(self.fracnb_plan, event.get("raw_event") or {})
@@ -723,6 +730,7 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
             setattr(self, name, _copy_plain(value))
         self._fracnb_env, self._fracnb_labels, self._fracnb_annotations = {}, {}, {}
         self._queue_plan = self._queue_ticket = self._queue_started_limit = None
+        self._queue_went_straight = False
 
 
 def _applied_by_load_user_options(spawner: FractionalSpawner, user_options: dict) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from fractions import Fraction
+from zoneinfo import ZoneInfo
 
 import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
+from fracnb_spawner.clock import clock_text, relative_text, when_text, zone_named
 from fracnb_spawner.clusterview import trim_pod
 from fracnb_spawner.culling import Reason
 from fracnb_spawner.gpu import GPUPlan
@@ -27,10 +29,18 @@ from fracnb_spawner.queueorder import (
     wait_deadline,
     waiting_from_pod,
 )
-from fracnb_spawner.queuetext import Release, estimate, form_text, gave_up_message, queued_message
+from fracnb_spawner.queuetext import (
+    Release,
+    estimate,
+    form_text,
+    gave_up_message,
+    kept_place_message,
+    queued_message,
+)
 from fracnb_spawner.quota import Allocation, QuotaPolicy
 
 T0 = datetime(2026, 11, 23, 14, 0, tzinfo=timezone.utc)
+BERLIN = ZoneInfo("Europe/Berlin")
 QUARTER = GPUPlan("time-slicing", Fraction(1, 4), 20 * 2**30)
 
 
@@ -116,11 +126,12 @@ def test_trimmed_view_keeps_queued_pods_with_their_place() -> None:
 
 def test_progress_headline_with_and_without_an_estimate() -> None:
     release = Release(T0 + timedelta(minutes=5), Reason.IDLE, "0.25")
-    assert queued_message(QUARTER, 2, release) == (
-        "Queued for a 0.25 GPU (time-slicing): 2nd in line. Estimated start about 14:05 UTC: "
+    assert queued_message(QUARTER, 2, release, T0) == (
+        "Queued for a 0.25 GPU (time-slicing): 2nd in line. Estimated start about 14:05 UTC, in 5 min: "
         "an idle 0.25 server is due to be stopped then. Stop the server to leave the queue."
     )
-    assert "No estimate yet" in queued_message(QUARTER, 1, None)
+    assert "Estimated start about 15:05 CET, in 5 min:" in queued_message(QUARTER, 2, release, T0, BERLIN)
+    assert "No estimate yet" in queued_message(QUARTER, 1, None, T0, BERLIN)
     later = Release(T0 + timedelta(minutes=9), Reason.MAX_AGE, "0.25")
     assert estimate([later, release], 2, T0) == later
     assert estimate([later, release], 3, T0) is None
@@ -164,3 +175,41 @@ def test_priorities_are_checked_at_start(trait: str, value: object) -> None:
     setattr(config.FracnbQueue, trait, value)
     with pytest.raises(TraitError, match=f"FracnbQueue.{trait}"):
         FracnbQueue(config=config)
+
+
+def test_times_are_shown_in_the_configured_zone_and_from_now() -> None:
+    assert clock_text(T0) == "14:00 UTC"
+    assert clock_text(T0.replace(tzinfo=None)) == "14:00 UTC"  # naive, as from the hub's database
+    assert clock_text(T0, BERLIN) == "15:00 CET"
+    summer = datetime(2026, 7, 1, 12, 5, tzinfo=timezone.utc)
+    assert clock_text(summer, BERLIN) == "14:05 CEST"
+    assert clock_text(T0, zone_named("Asia/Kolkata")) == "19:30 IST"
+    assert relative_text(T0 + timedelta(minutes=12, seconds=20), T0) == "in 12 min"
+    assert relative_text(T0 + timedelta(minutes=65), T0) == "in 1 h 5 min"
+    assert relative_text(T0 + timedelta(seconds=20), T0) == "in under a minute"
+    assert when_text(T0 + timedelta(minutes=12), T0, BERLIN) == "15:12 CET, in 12 min"
+
+
+@pytest.mark.parametrize("name", ["Mars/Olympus", "CET+1", "../etc/passwd", ""])
+def test_an_unknown_display_zone_is_refused_at_start(name: str) -> None:
+    config = Config()
+    config.FracnbQueue.display_timezone = name
+    with pytest.raises(TraitError, match=r"FracnbQueue.display_timezone: .* use an IANA name such as 'Europe/Berlin'"):
+        FracnbQueue(config=config)
+
+
+def test_the_display_zone_defaults_to_utc() -> None:
+    assert FracnbQueue().zone == ZoneInfo("UTC")
+    config = Config()
+    config.FracnbQueue.display_timezone = "Europe/Berlin"
+    assert FracnbQueue(config=config).zone == BERLIN
+
+
+def test_the_form_tells_a_place_kept_over_a_hub_restart() -> None:
+    until = T0 + timedelta(minutes=50)
+    assert kept_place_message(None, until, T0, BERLIN) == (
+        "Your place in the GPU queue is kept until 15:50 CET, in 50 min: start the same choice again to rejoin it."
+    )
+    assert kept_place_message(QUARTER, until, T0).startswith(
+        "Your place in the queue for a 0.25 GPU (time-slicing) is kept until 14:50 UTC, in 50 min:"
+    )

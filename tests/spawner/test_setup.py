@@ -155,6 +155,10 @@ def test_setup_refuses_bad_queue_settings_naming_profile_and_key() -> None:
     with pytest.raises(SystemExit, match=r"FracnbQueue.group_priorities\['staff'\]: 'high' is not a priority"):
         setup(c, service=False)
     c = Config()
+    c.FracnbQueue.display_timezone = "Berlin"
+    with pytest.raises(SystemExit, match=r"FracnbQueue.display_timezone: 'Berlin' is not a time zone"):
+        setup(c, service=False)
+    c = Config()
     c.KubeSpawner.profile_list = [
         {"display_name": "Quarter", "slug": "q", "gpu": {"fraction": 0.25}, "queue": {"max_wait": "an hour"}}
     ]

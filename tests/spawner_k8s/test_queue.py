@@ -6,6 +6,7 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
+from kubespawner import KubeSpawner
 from prometheus_client import REGISTRY
 from tornado import web
 from traitlets.config import Config
@@ -192,6 +193,31 @@ async def test_restarted_hub_keeps_the_place(cluster_spawner, testbed, k8s_names
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
+async def test_restarted_hub_forgets_the_spawn_but_not_the_place(cluster_spawner, testbed, k8s_namespace) -> None:
+    await fill_every_slot(testbed, k8s_namespace)
+    spawner = in_group(cluster_spawner({"profile": "quarter"}, user="kate", config=quarter_config()))
+    (task,) = await queued([spawner])
+    task.cancel()  # the hub goes away with the spawn pending
+    await asyncio.gather(task, return_exceptions=True)
+    await stop_shared_views()
+    # The restarted hub checks the server it had on record: not running, so it forgets it without
+    # calling stop() (JupyterHub stops only what poll() says runs), and the pod keeps its place.
+    again = in_group(cluster_spawner({"profile": "quarter"}, user="kate", config=quarter_config()))
+    assert await again.poll() == 0
+    assert gated(testbed, k8s_namespace, again.pod_name)
+    assert "Your place in the GPU queue is kept until" in again.kept_place_text()
+    # In the hub that queued it, the pod counts as pending (poll: running), so "Stop My Server" removes it.
+    spawner = in_group(cluster_spawner({"profile": "quarter"}, user="lena", config=quarter_config()))
+    (task,) = await queued([spawner])
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert await spawner.poll() is None
+    await again.stop(now=True)  # an admin's stop, or the sweep after the maximum wait
+    await wait_until(lambda: pod(testbed, k8s_namespace, again.pod_name) is None)
+    await spawner.stop()
+    await wait_until(lambda: pod(testbed, k8s_namespace, spawner.pod_name) is None)
+
+
 async def test_fifty_concurrent_spawns_into_a_full_cluster(cluster_spawner, testbed, k8s_namespace) -> None:
     fillers = await fill_every_slot(testbed, k8s_namespace)
     names = [f"dev{i:02d}" for i in range(50)]
@@ -217,24 +243,34 @@ async def test_fifty_concurrent_spawns_into_a_full_cluster(cluster_spawner, test
 
 
 async def test_progress_shows_the_place_not_the_patience_message(cluster_spawner, testbed, k8s_namespace) -> None:
-    await fill_every_slot(testbed, k8s_namespace)
+    fillers = await fill_every_slot(testbed, k8s_namespace)
     config = quarter_config()
-    config.FractionalSpawner.slow_spawn_message_threshold = 1  # KubeSpawner's "taking longer" after 1 s
+    # KubeSpawner's "taking longer" after 1 s, then every second.
+    config.FractionalSpawner.slow_spawn_message_threshold = 1
+    config.FractionalSpawner.slow_spawn_message_frequency = 1
     spawner = in_group(cluster_spawner({"profile": "quarter"}, user="jack", config=config))
     (task,) = await queued([spawner])
     messages: list[str] = []
+    unfiltered: list[str] = []
 
-    async def read() -> None:
-        async for event in spawner.progress():
-            messages.append(event["message"])
+    async def read(stream, into: list[str]) -> None:
+        async for event in stream:
+            into.append(event["message"])
 
-    reader = asyncio.ensure_future(read())
+    reader = asyncio.ensure_future(read(spawner.progress(), messages))
     await wait_until(lambda: any(m.startswith("Queued for a 0.25 GPU (time-slicing): 1st in line.") for m in messages))
-    await asyncio.sleep(3)  # three patience messages would have come by now
+    # KubeSpawner's own progress, read beside ours and started after it: once it has said "taking
+    # longer" three times, ours would have too, were the queue headline not taking their place.
+    # (KubeSpawner before 7.1 has no such message.)
+    witness = asyncio.ensure_future(read(KubeSpawner.progress(spawner), unfiltered))
+    if KubeSpawner.class_traits().get("slow_spawn_message_threshold") is not None:
+        await wait_until(lambda: sum("taking longer" in m for m in unfiltered) >= 3, timeout=30)
     assert not [m for m in messages if "taking longer" in m], messages
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    await asyncio.wait_for(reader, 10)
+    # Nor once its turn comes: KubeSpawner's clock would count the wait in the queue.
+    testbed.delete_pod(k8s_namespace, fillers[0], grace_seconds=0)
+    await asyncio.wait_for(task, 60)
+    await asyncio.wait_for(asyncio.gather(reader, witness), 10)
+    assert not [m for m in messages if "taking longer" in m], messages
     await spawner.stop()
 
 

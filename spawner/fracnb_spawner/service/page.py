@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from fracnb_spawner.availability import requested_by_node
+from fracnb_spawner.clock import clock_text, duration_text
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy
 from fracnb_spawner.demand import QueueEntry
 from fracnb_spawner.quota import Allocation, QuotaPolicy, format_gpus, used_by
@@ -31,22 +32,6 @@ def share_text(amount: Fraction | None) -> str:
     if amount == 0:
         return "none"
     return f"{format_gpus(amount)} GPU" + ("s" if amount > 1 else "")
-
-
-def duration_text(seconds: float | None) -> str:
-    """ "45 s", "25 min", "8 h", "1 h 30 min", "2 d"; ``None`` or 0 is "never"."""
-    if not seconds:
-        return "never"
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole} s"
-    minutes = whole // 60
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours >= 48 and not minutes:
-        return f"{hours // 24} d" if hours % 24 == 0 else f"{hours} h"
-    return f"{hours} h" + (f" {minutes} min" if minutes else "")
 
 
 @dataclass(frozen=True)
@@ -79,7 +64,7 @@ class ServerRow:
         if self.cull_at is None or self.seconds_left is None:
             return "never stopped for idleness" if not self.idle_timeout else "not started yet"
         why = {"max-age": "max age", "demand": "idle while someone waits for a GPU"}.get(self.reason or "", "idle")
-        return f"in {duration_text(max(self.seconds_left, 0))} ({why}, at {self.cull_at:%H:%M} UTC)"
+        return f"in {duration_text(max(self.seconds_left, 0))} ({why}, at {clock_text(self.cull_at)})"
 
 
 def waiting_text(queued_at: datetime | None, now: datetime) -> str:
@@ -87,7 +72,7 @@ def waiting_text(queued_at: datetime | None, now: datetime) -> str:
     if queued_at is None:
         return "—"
     seconds = max((now - queued_at).total_seconds(), 0.0)
-    return f"{duration_text(seconds) if seconds >= 1 else '0 s'} (since {queued_at:%H:%M} UTC)"
+    return f"{duration_text(seconds) if seconds >= 1 else '0 s'} (since {clock_text(queued_at)})"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,60 @@
+"""Times of day and durations as researchers read them: "about 14:05 CET, in 12 min". Pure.
+
+The hub shows times in one configured zone (``c.FracnbQueue.display_timezone``); the server's
+own clock and every stored time stay in UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+UTC_NAME = "UTC"
+
+
+def zone_named(name: str) -> ZoneInfo:
+    """The IANA time zone ``name`` ("Europe/Berlin"); ValueError saying what to write instead."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"{name!r} is not a time zone this hub knows; use an IANA name such as 'Europe/Berlin' or 'UTC' "
+            "(the names come from the system's time zone database or the tzdata Python package)"
+        ) from None
+
+
+def duration_text(seconds: float | None) -> str:
+    """ "45 s", "25 min", "8 h", "1 h 30 min", "2 d"; ``None`` or 0 is "never"."""
+    if not seconds:
+        return "never"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes = whole // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours >= 48 and not minutes:
+        return f"{hours // 24} d" if hours % 24 == 0 else f"{hours} h"
+    return f"{hours} h" + (f" {minutes} min" if minutes else "")
+
+
+def clock_text(moment: datetime, zone: ZoneInfo | None = None) -> str:
+    """ "14:05 CET": the time of day in ``zone`` (default UTC) with the zone's abbreviation; a naive
+    ``moment`` is UTC (as the hub's database stores times)."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    local = aware.astimezone(zone or timezone.utc)
+    return local.strftime("%H:%M ") + (local.tzname() or UTC_NAME)
+
+
+def relative_text(moment: datetime, now: datetime) -> str:
+    """ "in 12 min", "in 1 h 5 min", "in under a minute"; whole minutes, rounded."""
+    seconds = (moment - now).total_seconds()
+    if seconds < 60:
+        return "in under a minute"
+    return f"in {duration_text(round(seconds / 60) * 60)}"
+
+
+def when_text(moment: datetime, now: datetime, zone: ZoneInfo | None = None) -> str:
+    """ "14:05 CET, in 12 min": when something is due, on the clock and from now."""
+    return f"{clock_text(moment, zone)}, {relative_text(moment, now)}"
