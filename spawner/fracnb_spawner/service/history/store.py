@@ -3,7 +3,8 @@
 A report is stored under the user and server the caller's token belongs to (the handler checks
 that); its ``session_id`` names the record. Later reports of the same session replace its figures,
 except that a report older than the stored one changes nothing (posts can arrive out of order).
-Times are stored as naive UTC, as JupyterHub stores them.
+Times are stored as naive UTC, as JupyterHub stores them. Every write also updates the per-day
+rollup the admins' report reads (rollup.py), in the same transaction.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from fracnb_spawner.service.history import rollup
 from fracnb_spawner.service.history.models import SessionRecord, per_mille
 
 FIGURES = (
@@ -90,8 +92,10 @@ def _values(user: str, report: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _find(session: Session, user: str, session_id: str) -> SessionRecord | None:
+    """The stored record, locked until commit on PostgreSQL: two reports of one session at once must not
+    both subtract the same old figures from the rollup."""
     query = select(SessionRecord).where(SessionRecord.user_name == user, SessionRecord.session_id == session_id)
-    return session.scalars(query).one_or_none()
+    return session.scalars(query.with_for_update()).one_or_none()
 
 
 def store_report(db: sessionmaker[Session], user: str, report: Mapping[str, Any]) -> Stored | None:
@@ -103,6 +107,8 @@ def store_report(db: sessionmaker[Session], user: str, report: Mapping[str, Any]
             if record is None:
                 session.add(SessionRecord(**values))
                 try:
+                    session.flush()
+                    rollup.apply(session, rollup.deltas([], [values]))
                     session.commit()
                 except IntegrityError:
                     session.rollback()
@@ -115,6 +121,7 @@ def store_report(db: sessionmaker[Session], user: str, report: Mapping[str, Any]
             before = as_dict(record)
             for name, value in values.items():
                 setattr(record, name, value)
+            rollup.apply(session, rollup.deltas([before], [values]))
             session.commit()
             ended_before = before["ended_at"] is not None
             return Stored(as_dict(record), before["observed_seconds"], busy_seconds(before), ended_before)
@@ -134,12 +141,19 @@ def sessions_of(db: sessionmaker[Session], user: str, *, limit: int = 100) -> li
 
 
 def purge(db: sessionmaker[Session], *, now: datetime, keep_days: float) -> int:
-    """Delete sessions last reported more than ``keep_days`` before ``now`` (naive UTC); how many went."""
+    """Delete sessions last reported more than ``keep_days`` before ``now`` (naive UTC), and their part of the
+    rollup; how many went."""
     cutoff = now - timedelta(days=keep_days)
+    columns = [SessionRecord.id, *(getattr(SessionRecord, name) for name in rollup.SOURCE_COLUMNS)]
     with db() as session:
-        result = session.execute(delete(SessionRecord).where(SessionRecord.reported_at < cutoff))
+        query = select(*columns).where(SessionRecord.reported_at < cutoff).with_for_update()
+        doomed = [row._asdict() for row in session.execute(query)]
+        rollup.apply(session, rollup.deltas(doomed, []))
+        ids = [row["id"] for row in doomed]
+        for start in range(0, len(ids), 500):
+            session.execute(delete(SessionRecord).where(SessionRecord.id.in_(ids[start : start + 500])))
         session.commit()
-        return int(getattr(result, "rowcount", 0) or 0)
+        return len(ids)
 
 
 def count(db: sessionmaker[Session]) -> int:
@@ -148,8 +162,10 @@ def count(db: sessionmaker[Session]) -> int:
 
 
 def insert_many(db: sessionmaker[Session], rows: Sequence[Mapping[str, Any]]) -> None:
-    """Bulk insert of prepared rows (benchmarks and tests); ``peak_per_mille`` is filled in."""
+    """Bulk insert of prepared rows of new sessions (benchmarks and tests), with their rollup;
+    ``peak_per_mille`` is filled in."""
     prepared = [{**row, "peak_per_mille": per_mille(row["peak_bytes"], row["budget_bytes"])} for row in rows]
     with db() as session:
         session.execute(SessionRecord.__table__.insert(), prepared)
+        rollup.apply(session, rollup.deltas([], prepared))
         session.commit()
