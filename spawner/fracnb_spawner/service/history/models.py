@@ -63,6 +63,7 @@ class SessionDay(Base):
     """
 
     __tablename__ = "fracnb_session_days"
+    __table_args__ = {"sqlite_with_rowid": False}  # noqa: RUF012 (SQLAlchemy's declarative attribute)
 
     # Key order: the report groups by (profile, choice, peak); SQLite walks the primary key in that order.
     profile: Mapped[str] = mapped_column(String(255), primary_key=True)

@@ -50,6 +50,7 @@ def upgrade() -> None:
         sa.Column("gpu_hours_allocated", sa.Float(), nullable=False),
         sa.Column("gpu_hours_busy", sa.Float(), nullable=False),
         sa.Column("oom_sessions", sa.Integer(), nullable=False),
+        sqlite_with_rowid=False,  # rows stored in key order: the report's GROUP BY is one ordered scan
     )
     op.create_index("ix_fracnb_sessions_started", "fracnb_sessions", ["started_at"])
     op.drop_index("ix_fracnb_sessions_report", table_name="fracnb_sessions")
