@@ -10,7 +10,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import Engine, inspect, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from fracnb_spawner.service.history import db, rollup, store
@@ -178,8 +178,22 @@ def test_the_migration_backfills_the_rollup_from_stored_sessions(db_url: str) ->
         connection.execute(SessionRecord.__table__.insert(), prepared)
     db.upgrade(engine)
     assert db.current_revision(engine) == "0002"
-    engine.dispose()
+    assert session_indexes(engine) == {"ix_fracnb_sessions_user_started", "ix_fracnb_sessions_reported",
+                                       "ix_fracnb_sessions_started"}  # fmt: skip
     history = db.open_database(db_url)
     assert_same_rollup(rollup_rows(history), rollup.deltas([], prepared))
     assert sum(r.sessions for r in load_report(history).rows) == 400
+    db.downgrade(engine, "0001")  # back: the rollup goes, the old report index returns
+    assert "fracnb_session_days" not in inspect(engine).get_table_names()
+    assert "ix_fracnb_sessions_report" in session_indexes(engine)
+    db.upgrade(engine)
+    assert_same_rollup(rollup_rows(history), rollup.deltas([], prepared))
     db.close(history)
+    engine.dispose()
+
+
+def session_indexes(engine: Engine) -> set[str]:
+    """The named indexes (PostgreSQL also lists the unique constraint's index, SQLite does not)."""
+    return {
+        index["name"] for index in inspect(engine).get_indexes("fracnb_sessions") if index["name"].startswith("ix_")
+    }
