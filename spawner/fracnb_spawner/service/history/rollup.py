@@ -56,7 +56,12 @@ class DaySums(NamedTuple):
     oom_sessions: int
 
     def plus(self, other: DaySums, sign: int = 1) -> DaySums:
-        return DaySums(*(mine + sign * theirs for mine, theirs in zip(self, other, strict=True)))
+        return DaySums(
+            self.sessions + sign * other.sessions,
+            self.gpu_hours_allocated + sign * other.gpu_hours_allocated,
+            self.gpu_hours_busy + sign * other.gpu_hours_busy,
+            self.oom_sessions + sign * other.oom_sessions,
+        )
 
 
 NO_SUMS = DaySums(0, 0.0, 0.0, 0)

@@ -61,7 +61,7 @@ def backfill(connection: sa.Connection, days: sa.Table) -> None:
     """Sum every stored session into the rollup with the same arithmetic as the writes that follow."""
     streamed = {"stream_results": True, "yield_per": BATCH}  # for this query only, not the migration's connection
     records = connection.execute(sa.select(SESSIONS), execution_options=streamed)
-    changes = rollup.deltas([], (row._asdict() for row in records))
+    changes = rollup.deltas([], (row._mapping for row in records))
     rows = [{**key._asdict(), **sums._asdict()} for key, sums in changes.items()]
     for start in range(0, len(rows), BATCH):
         connection.execute(days.insert(), rows[start : start + BATCH])
