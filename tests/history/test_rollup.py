@@ -113,12 +113,16 @@ def exact_percentile(ratios: list[float], share: float) -> float:
     return sorted(ratios)[math.ceil(share * len(ratios)) - 1]
 
 
-def test_reports_updates_and_purges_keep_the_rollup_equal_to_the_sessions(history) -> None:
+def test_reports_updates_and_purges_keep_the_rollup_equal_to_the_sessions(history, monkeypatch) -> None:
     chance = seeded(5)
     for user, post in random_reports(chance, 120):
         store.store_report(history, user, post)
     assert_same_rollup(rollup_rows(history), recomputed(history))
-    assert store.purge(history, now=datetime(2026, 11, 3) + timedelta(days=90), keep_days=90) > 0
+    monkeypatch.setattr(store, "PURGE_BATCH", 7)  # several batches
+    stored = store.count(history)
+    purged = store.purge(history, now=datetime(2026, 11, 3) + timedelta(days=90), keep_days=90)
+    assert 7 < purged < stored
+    assert store.count(history) == stored - purged
     assert_same_rollup(rollup_rows(history), recomputed(history))
     assert all(sums.sessions > 0 for sums in rollup_rows(history).values())  # emptied rows are gone
 

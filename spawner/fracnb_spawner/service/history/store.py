@@ -140,20 +140,27 @@ def sessions_of(db: sessionmaker[Session], user: str, *, limit: int = 100) -> li
         return [as_dict(record) for record in session.scalars(query)]
 
 
+PURGE_BATCH = 5_000
+
+
 def purge(db: sessionmaker[Session], *, now: datetime, keep_days: float) -> int:
     """Delete sessions last reported more than ``keep_days`` before ``now`` (naive UTC), and their part of the
-    rollup; how many went."""
+    rollup; how many went. Works in batches (one transaction each), so a long backlog needs little memory."""
     cutoff = now - timedelta(days=keep_days)
     columns = [SessionRecord.id, *(getattr(SessionRecord, name) for name in rollup.SOURCE_COLUMNS)]
-    with db() as session:
-        query = select(*columns).where(SessionRecord.reported_at < cutoff).with_for_update()
-        doomed = [row._asdict() for row in session.execute(query)]
-        rollup.apply(session, rollup.deltas(doomed, []))
-        ids = [row["id"] for row in doomed]
-        for start in range(0, len(ids), 500):
-            session.execute(delete(SessionRecord).where(SessionRecord.id.in_(ids[start : start + 500])))
-        session.commit()
-        return len(ids)
+    query = select(*columns).where(SessionRecord.reported_at < cutoff).limit(PURGE_BATCH).with_for_update()
+    deleted = 0
+    while True:
+        with db() as session:
+            doomed = [row._mapping for row in session.execute(query)]
+            if not doomed:
+                return deleted
+            rollup.apply(session, rollup.deltas(doomed, []))
+            ids = [row["id"] for row in doomed]
+            for start in range(0, len(ids), 500):
+                session.execute(delete(SessionRecord).where(SessionRecord.id.in_(ids[start : start + 500])))
+            session.commit()
+            deleted += len(ids)
 
 
 def count(db: sessionmaker[Session]) -> int:
