@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -201,3 +202,15 @@ def session_indexes(engine: Engine) -> set[str]:
     return {
         index["name"] for index in inspect(engine).get_indexes("fracnb_sessions") if index["name"].startswith("ix_")
     }
+
+
+def test_reports_of_one_session_at_once_count_it_once(history) -> None:
+    # Periodic and final posts can overlap: each must subtract what the other stored, not what both read.
+    began = datetime(2026, 11, 1, 10)
+    posts = [report("c" * 32, started=began.isoformat() + "Z", observed_seconds=60.0 * n, peak_bytes=n * GIB // 4,
+                    reported=(began + timedelta(minutes=n)).isoformat() + "Z") for n in range(1, 121)]  # fmt: skip
+    seeded(1).shuffle(posts)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda post: store.store_report(history, "ann", post), posts))
+    assert_same_rollup(rollup_rows(history), recomputed(history))
+    assert sum(sums.sessions for sums in rollup_rows(history).values()) == 1

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -91,6 +91,14 @@ def _values(user: str, report: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _begin_writing(session: Session) -> None:
+    """Take SQLite's write lock before reading what will be rewritten: its Python driver begins a
+    transaction only at the first write, so two reports of one session read at once would both
+    subtract the same old figures from the rollup (PostgreSQL: :func:`_find` locks the row)."""
+    if session.get_bind().dialect.name == "sqlite":
+        session.execute(text("BEGIN IMMEDIATE"))
+
+
 def _find(session: Session, user: str, session_id: str) -> SessionRecord | None:
     """The stored record, locked until commit on PostgreSQL: two reports of one session at once must not
     both subtract the same old figures from the rollup."""
@@ -103,6 +111,7 @@ def store_report(db: sessionmaker[Session], user: str, report: Mapping[str, Any]
     values = _values(user, report)
     for _attempt in range(2):  # a concurrent first insert of the same session loses once, then updates
         with db() as session:
+            _begin_writing(session)
             record = _find(session, user, values["session_id"])
             if record is None:
                 session.add(SessionRecord(**values))
@@ -152,6 +161,7 @@ def purge(db: sessionmaker[Session], *, now: datetime, keep_days: float) -> int:
     deleted = 0
     while True:
         with db() as session:
+            _begin_writing(session)
             doomed = [row._mapping for row in session.execute(query)]
             if not doomed:
                 return deleted
