@@ -2,10 +2,16 @@
 
 Each database is created empty and migrated as the service does, then filled with
 ``--records`` sessions (default 1,000,000) spread over 2,000 users and the choices of two
-profiles, with peaks drawn around a typical share of each budget. Timed, ``--runs`` times each:
+profiles over 90 days, with peaks drawn around a typical share of each budget. The rows go in
+through ``store.insert_many``, which keeps the per-day rollup as the service's writes do (each
+batch's contributions added in its transaction). Timed, ``--runs`` times each:
 
-- the report as ``fracnb-report`` builds it (both aggregate queries and the text output);
+- the report as ``fracnb-report`` builds it (the rollup query and the text output), over all
+  sessions and over a 30-day window starting mid-day (that day read from the session table);
 - one user's newest sessions, as the spawn form's advice reads them.
+
+Then, once: the migration's backfill, by going back to revision 0001 and timing the upgrade to
+0002 over the million stored sessions; the rebuilt rollup must equal the incrementally kept one.
 
 The PostgreSQL server is a throw-away one (fracnb_testbed.postgres: Debian's binaries, a
 temporary directory, a free port). The report gives medians; the target is under 2 s.
@@ -25,7 +31,10 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from sqlalchemy import func, select
+
 from fracnb_spawner.service.history import db, store
+from fracnb_spawner.service.history.models import SessionDay
 from fracnb_spawner.service.history.report import as_text, load_report
 from fracnb_testbed.postgres import running_postgres
 
@@ -78,6 +87,25 @@ def timed(action: Callable[[], object], runs: int) -> float:
     return statistics.median(samples)
 
 
+def rollup_summary(history) -> tuple[int, int]:
+    """The rollup's rows and the sessions they count."""
+    with history() as session:
+        rows, sessions = session.execute(select(func.count(), func.sum(SessionDay.sessions))).one()
+    return int(rows), int(sessions or 0)
+
+
+def time_backfill(history) -> float:
+    """Seconds for migration 0002 (rollup table and its backfill) over the stored sessions."""
+    engine = history.kw["bind"]
+    before = rollup_summary(history)
+    db.downgrade(engine, "0001")
+    began = time.perf_counter()
+    db.upgrade(engine)
+    seconds = time.perf_counter() - began
+    assert rollup_summary(history) == before, "the backfill differs from the incrementally kept rollup"
+    return seconds
+
+
 def measure(url: str, records: int, runs: int) -> dict[str, float]:
     history = db.open_database(url)
     try:
@@ -86,12 +114,20 @@ def measure(url: str, records: int, runs: int) -> dict[str, float]:
             store.insert_many(history, batch)
         filled = time.perf_counter() - began
         assert store.count(history) == records
+        rollup_rows, counted = rollup_summary(history)
+        assert counted == records
+        window = datetime(2026, 9, 30, 13, 30)  # the last 30 days of the 90, from mid-day
         report_seconds = timed(lambda: as_text(load_report(history)), runs)
+        window_seconds = timed(lambda: as_text(load_report(history, since=window)), runs)
         user_seconds = timed(lambda: store.sessions_of(history, "user7", limit=50), runs)
+        backfill_seconds = time_backfill(history)
         return {
             "fill_seconds": round(filled, 1),
+            "rollup_rows": rollup_rows,
             "report_median_seconds": round(report_seconds, 3),
+            "report_30_days_median_seconds": round(window_seconds, 3),
             "user_sessions_median_ms": round(1000 * user_seconds, 2),
+            "backfill_seconds": round(backfill_seconds, 1),
         }
     finally:
         db.close(history)

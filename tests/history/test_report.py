@@ -58,6 +58,17 @@ def test_grouped_rows_fold_into_totals_and_histograms() -> None:
     assert histograms == {("a100", "size=half"): {150: 7, 600: 3}}
 
 
+def test_rows_of_the_same_peak_from_two_sources_add_up() -> None:
+    # A mid-day window: its first day from the session table, later days from the rollup.
+    groups = [
+        ("a100", "size=half", 150, 2, 1.0, 0.5, 0, 0.5, 40 * GIB),
+        ("a100", "size=half", 150, 5, 2.5, 0.5, 1, 0.5, 40 * GIB),
+    ]
+    totals, histograms = fold_groups(groups)
+    assert totals == [ChoiceTotals("a100", "size=half", 0.5, 40 * GIB, 7, 3.5, 1.0, 1)]
+    assert histograms == {("a100", "size=half"): {150: 7}}
+
+
 def test_no_menu_line_when_most_sessions_need_their_size() -> None:
     report = build_report([HALF, EIGHTH], {("a100", "size=half"): {150: 4, 600: 6}})
     assert report.menu == []

@@ -52,14 +52,24 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     return engine
 
 
-def upgrade(engine: Engine) -> None:
-    """Apply every migration the database lacks."""
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Apply every migration the database lacks, up to ``revision`` (tests and benchmarks stop earlier)."""
     from alembic import command  # noqa: PLC0415
 
     config = alembic_config()
     with engine.begin() as connection:
         config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+        command.upgrade(config, revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Undo migrations down to ``revision`` (the benchmark times a backfill this way)."""
+    from alembic import command  # noqa: PLC0415
+
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)
 
 
 def current_revision(engine: Engine) -> str | None:

@@ -1,8 +1,10 @@
 """The admins' report: per profile and choice, how sessions used what they were given.
 
-One aggregate query does the heavy work in the database (one pass over a million sessions, on
-SQLite along an index that covers it): sums per (profile, choice, peak in thousandths of the
-budget). Everything else is pure arithmetic on those rows (:func:`fold_groups`,
+One aggregate query does the heavy work in the database: sums per (profile, choice, peak in
+thousandths of the budget), read from the per-day rollup (rollup.py) rather than from every
+session. A ``since`` that is not a midnight reads its first, partial day from the session table
+(along its start-time index) and the whole days after it from the rollup, so the window is
+exact. Everything else is pure arithmetic on those rows (:func:`fold_groups`,
 :func:`build_report`), tested against literal data:
 
 - sessions; GPU-hours allocated (fraction x observed hours) and busy (x busy share);
@@ -21,14 +23,15 @@ import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, time, timedelta
 from fractions import Fraction
 from typing import Any
 
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from fracnb_spawner.service.history.models import SessionRecord
+from fracnb_spawner.service.history.models import SessionDay, SessionRecord
+from fracnb_spawner.service.history.rollup import UNKNOWN_PEAK
 from fracnb_spawner.service.page import share_text
 from fracnb_spawner.units import format_bytes
 
@@ -168,13 +171,9 @@ def build_report(
 # ---- the queries ----------------------------------------------------------------------------------
 
 
-def _where(since: datetime | None) -> list[Any]:
-    return [] if since is None else [SessionRecord.started_at >= since]
-
-
-def query_groups(session: Session, since: datetime | None = None) -> list[tuple[Any, ...]]:
-    """One aggregate row per (profile, choice, peak in per mille of the budget): a single ordered scan
-    of the report index on SQLite, a hash aggregate on PostgreSQL."""
+def query_session_groups(session: Session, since: datetime, until: datetime) -> list[tuple[Any, ...]]:
+    """One aggregate row per (profile, choice, peak in per mille of the budget) of the sessions that
+    started in [since, until), read from the session table."""
     hours = SessionRecord.fraction * SessionRecord.observed_seconds / 3600.0
     query = (
         select(
@@ -188,14 +187,52 @@ def query_groups(session: Session, since: datetime | None = None) -> list[tuple[
             func.max(SessionRecord.fraction),
             func.max(SessionRecord.budget_bytes),
         )
-        .where(*_where(since))
+        .where(SessionRecord.started_at >= since, SessionRecord.started_at < until)
         .group_by(SessionRecord.profile, SessionRecord.choice, SessionRecord.peak_per_mille)
     )
     return [tuple(row) for row in session.execute(query)]
 
 
+def query_day_groups(session: Session, first_day: datetime | None = None) -> list[tuple[Any, ...]]:
+    """The same rows as :func:`query_session_groups`, from the rollup's days from ``first_day`` on
+    (all when None); the rollup's sentinels for unknown values become None again."""
+    query = (
+        select(
+            SessionDay.profile,
+            SessionDay.choice,
+            SessionDay.peak_per_mille,
+            func.sum(SessionDay.sessions),
+            func.sum(SessionDay.gpu_hours_allocated),
+            func.sum(SessionDay.gpu_hours_busy),
+            func.sum(SessionDay.oom_sessions),
+            func.max(SessionDay.fraction),
+            func.max(SessionDay.budget_bytes),
+        )
+        .where(*([] if first_day is None else [SessionDay.day >= first_day.date()]))
+        .group_by(SessionDay.profile, SessionDay.choice, SessionDay.peak_per_mille)
+        .having(func.sum(SessionDay.sessions) > 0)
+    )
+    return [
+        (profile, choice, None if peak == UNKNOWN_PEAK else peak, count, allocated, busy, oom, fraction or None,
+         budget or None)
+        for profile, choice, peak, count, allocated, busy, oom, fraction, budget in session.execute(query)
+    ]  # fmt: skip
+
+
+def query_groups(session: Session, since: datetime | None = None) -> list[tuple[Any, ...]]:
+    """The report's grouped rows for the sessions started at or after ``since`` (naive UTC; None: all)."""
+    if since is None:
+        return query_day_groups(session)
+    midnight = datetime.combine(since.date(), time())
+    if since == midnight:
+        return query_day_groups(session, since)
+    next_midnight = midnight + timedelta(days=1)
+    return query_session_groups(session, since, next_midnight) + query_day_groups(session, next_midnight)
+
+
 def fold_groups(groups: Iterable[Sequence[Any]]) -> tuple[list[ChoiceTotals], dict[tuple[str, str], dict[int, int]]]:
-    """Totals per choice and its histogram of peaks, from :func:`query_groups`'s rows."""
+    """Totals per choice and its histogram of peaks, from :func:`query_groups`'s rows (a choice and peak
+    may come in more than one row: their counts add up)."""
     sums: dict[tuple[str, str], list[Any]] = {}
     histograms: dict[tuple[str, str], dict[int, int]] = {}
     for profile, choice, bucket, count, allocated, busy, oom_sessions, fraction, budget in groups:
@@ -208,7 +245,8 @@ def fold_groups(groups: Iterable[Sequence[Any]]) -> tuple[list[ChoiceTotals], di
         total[4] += float(busy or 0)
         total[5] += int(oom_sessions or 0)
         if bucket is not None:
-            histograms.setdefault(key, {})[int(bucket)] = int(count)
+            histogram = histograms.setdefault(key, {})
+            histogram[int(bucket)] = histogram.get(int(bucket), 0) + int(count)
     totals = [
         ChoiceTotals(profile, choice, f, None if b is None else int(b), n, a, u, o)
         for (profile, choice), (f, b, n, a, u, o) in sums.items()

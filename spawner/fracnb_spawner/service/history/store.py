@@ -3,7 +3,8 @@
 A report is stored under the user and server the caller's token belongs to (the handler checks
 that); its ``session_id`` names the record. Later reports of the same session replace its figures,
 except that a report older than the stored one changes nothing (posts can arrive out of order).
-Times are stored as naive UTC, as JupyterHub stores them.
+Times are stored as naive UTC, as JupyterHub stores them. Every write also updates the per-day
+rollup the admins' report reads (rollup.py), in the same transaction.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from fracnb_spawner.service.history import rollup
 from fracnb_spawner.service.history.models import SessionRecord, per_mille
 
 FIGURES = (
@@ -89,9 +91,19 @@ def _values(user: str, report: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _begin_writing(session: Session) -> None:
+    """Take SQLite's write lock before reading what will be rewritten: its Python driver begins a
+    transaction only at the first write, so two reports of one session read at once would both
+    subtract the same old figures from the rollup (PostgreSQL: :func:`_find` locks the row)."""
+    if session.get_bind().dialect.name == "sqlite":
+        session.execute(text("BEGIN IMMEDIATE"))
+
+
 def _find(session: Session, user: str, session_id: str) -> SessionRecord | None:
+    """The stored record, locked until commit on PostgreSQL: two reports of one session at once must not
+    both subtract the same old figures from the rollup."""
     query = select(SessionRecord).where(SessionRecord.user_name == user, SessionRecord.session_id == session_id)
-    return session.scalars(query).one_or_none()
+    return session.scalars(query.with_for_update()).one_or_none()
 
 
 def store_report(db: sessionmaker[Session], user: str, report: Mapping[str, Any]) -> Stored | None:
@@ -99,10 +111,13 @@ def store_report(db: sessionmaker[Session], user: str, report: Mapping[str, Any]
     values = _values(user, report)
     for _attempt in range(2):  # a concurrent first insert of the same session loses once, then updates
         with db() as session:
+            _begin_writing(session)
             record = _find(session, user, values["session_id"])
             if record is None:
                 session.add(SessionRecord(**values))
                 try:
+                    session.flush()
+                    rollup.apply(session, rollup.deltas([], [values]))
                     session.commit()
                 except IntegrityError:
                     session.rollback()
@@ -115,6 +130,7 @@ def store_report(db: sessionmaker[Session], user: str, report: Mapping[str, Any]
             before = as_dict(record)
             for name, value in values.items():
                 setattr(record, name, value)
+            rollup.apply(session, rollup.deltas([before], [values]))
             session.commit()
             ended_before = before["ended_at"] is not None
             return Stored(as_dict(record), before["observed_seconds"], busy_seconds(before), ended_before)
@@ -133,13 +149,28 @@ def sessions_of(db: sessionmaker[Session], user: str, *, limit: int = 100) -> li
         return [as_dict(record) for record in session.scalars(query)]
 
 
+PURGE_BATCH = 5_000
+
+
 def purge(db: sessionmaker[Session], *, now: datetime, keep_days: float) -> int:
-    """Delete sessions last reported more than ``keep_days`` before ``now`` (naive UTC); how many went."""
+    """Delete sessions last reported more than ``keep_days`` before ``now`` (naive UTC), and their part of the
+    rollup; how many went. Works in batches (one transaction each), so a long backlog needs little memory."""
     cutoff = now - timedelta(days=keep_days)
-    with db() as session:
-        result = session.execute(delete(SessionRecord).where(SessionRecord.reported_at < cutoff))
-        session.commit()
-        return int(getattr(result, "rowcount", 0) or 0)
+    columns = [SessionRecord.id, *(getattr(SessionRecord, name) for name in rollup.SOURCE_COLUMNS)]
+    query = select(*columns).where(SessionRecord.reported_at < cutoff).limit(PURGE_BATCH).with_for_update()
+    deleted = 0
+    while True:
+        with db() as session:
+            _begin_writing(session)
+            doomed = [row._mapping for row in session.execute(query)]
+            if not doomed:
+                return deleted
+            rollup.apply(session, rollup.deltas(doomed, []))
+            ids = [row["id"] for row in doomed]
+            for start in range(0, len(ids), 500):
+                session.execute(delete(SessionRecord).where(SessionRecord.id.in_(ids[start : start + 500])))
+            session.commit()
+            deleted += len(ids)
 
 
 def count(db: sessionmaker[Session]) -> int:
@@ -148,8 +179,10 @@ def count(db: sessionmaker[Session]) -> int:
 
 
 def insert_many(db: sessionmaker[Session], rows: Sequence[Mapping[str, Any]]) -> None:
-    """Bulk insert of prepared rows (benchmarks and tests); ``peak_per_mille`` is filled in."""
+    """Bulk insert of prepared rows of new sessions (benchmarks and tests), with their rollup;
+    ``peak_per_mille`` is filled in."""
     prepared = [{**row, "peak_per_mille": per_mille(row["peak_bytes"], row["budget_bytes"])} for row in rows]
     with db() as session:
         session.execute(SessionRecord.__table__.insert(), prepared)
+        rollup.apply(session, rollup.deltas([], prepared))
         session.commit()
