@@ -12,9 +12,10 @@ from traitlets.config import Config
 
 from fracnb_meter.schema import SERVICE_ADVICE, problems
 from fracnb_spawner.service.nextadvice import advice_document, menu_from_config
+from fracnb_testbed.procs import wait_until
 from tests.history.records import GIB
 from tests.service.test_hub_service import user_token
-from tests.service.test_sessions_api import history_open, new_report, post, server_token  # noqa: F401 - autouse
+from tests.service.test_sessions_api import new_report, post, server_token
 
 PROFILES = [
     {
@@ -94,26 +95,35 @@ def test_nothing_to_say(settings, profile, choice):
 ADVICE = "api/advice?profile=a100&choice=size%3Dhalf"
 
 
-def test_a_servers_token_gets_its_users_advice_from_their_own_sessions_only(hub, new_user):
+@pytest.fixture
+def service_url(hub, new_user):
+    """The service's URL once it has opened its database (it answers 503 until then, after it listens)."""
+    token = user_token(hub, new_user())
+    wait_until(lambda: hub.http("GET", hub.service_url + "api/sessions", token=token)[0] != 503,
+               what="the session history to open", timeout=60)  # fmt: skip
+    return hub.service_url
+
+
+def test_a_servers_token_gets_its_users_advice_from_their_own_sessions_only(hub, new_user, service_url):
     owner, other = new_user(), new_user()
     token = server_token(hub, owner)
-    status, body = hub.http("GET", hub.service_url + ADVICE, token=token)
+    status, body = hub.http("GET", service_url + ADVICE, token=token)
     assert (status, body) == (200, {"state": "waiting", "text": "No advice yet: 3 sessions needed (0 so far)."})
     for peak in (5, 6, 4):
         assert post(hub, new_report(peak_bytes=peak * GIB), token)[0] == 204
-    status, body = hub.http("GET", hub.service_url + ADVICE, token=token)
+    status, body = hub.http("GET", service_url + ADVICE, token=token)
     assert status == 200
     assert valid(body)["text"] == (
         "Your last 3 sessions on 1/2 GPU peaked at 6 GiB (p95). 1/8 GPU (10 GiB) would have fit."
     )
     # Another user's server asks the same question: the owner's sessions are not theirs.
-    status, body = hub.http("GET", hub.service_url + ADVICE, token=server_token(hub, other))
+    status, body = hub.http("GET", service_url + ADVICE, token=server_token(hub, other))
     assert (status, body["state"]) == (200, "waiting")
 
 
-def test_wrong_or_no_tokens_and_a_missing_profile_are_refused(hub, new_user):
+def test_wrong_or_no_tokens_and_a_missing_profile_are_refused(hub, new_user, service_url):
     for token in (None, "not-a-token", hub.admin_token):  # the last: a service's, not a user's
-        assert hub.http("GET", hub.service_url + ADVICE, token=token)[0] == 403, token
-    status, body = hub.http("GET", hub.service_url + "api/advice", token=user_token(hub, new_user()))
+        assert hub.http("GET", service_url + ADVICE, token=token)[0] == 403, token
+    status, body = hub.http("GET", service_url + "api/advice", token=user_token(hub, new_user()))
     assert status == 400
     assert "give the server's profile" in body["message"]
