@@ -10,6 +10,7 @@ against a real hub and apiserver, is tested in tests/service.
     service.scenario = IDLE_WARNING         # what api/me answers from now on (None: 503)
     service.sessions                        # the session reports POSTed to api/sessions, schema-checked
     service.accept_sessions = False         # api/sessions answers 503 from now on
+    service.earlier_sessions = [...]        # the user's stored sessions before these (api/advice reads them)
     ... FRACNB_SERVICE_URL=service.url, JUPYTERHUB_API_TOKEN=service.token ...
     service.stop()
 """
@@ -26,6 +27,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from traitlets.config import Config
 
 from fracnb_meter.schema import SESSION_REPORT, problems
 from fracnb_spawner.culling import (
@@ -38,6 +42,7 @@ from fracnb_spawner.culling import (
 from fracnb_spawner.queueorder import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
 from fracnb_spawner.quota import FRACTION_ANNOTATION, PROFILE_LABEL, FracnbQuotas
 from fracnb_spawner.service.core import CullSettings, user_report
+from fracnb_spawner.service.nextadvice import advice_document, menu_from_config
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 USER = "ann"
@@ -185,6 +190,24 @@ SCENARIOS = {
 }
 
 
+# The hub's menu api/advice reads (the demo's GPU profiles: tests/browser's servers run "quarter").
+MENU = Config({
+    "FractionalSpawner": {
+        "gpu_memory": "80Gi",
+        "profile_list": [
+            {"display_name": "0.25 GPU", "slug": "quarter", "gpu": {"fraction": 0.25}},
+            {"display_name": "1/8 GPU", "slug": "eighth", "gpu": {"fraction": "1/8"}},
+        ],
+    }
+})  # fmt: skip
+
+
+def past_session(profile: str = "quarter", peak_bytes: int = 4 << 30, budget_bytes: int = 20 << 30) -> dict[str, Any]:
+    """A stored session of USER's, as api/advice reads it."""
+    return {"profile": profile, "choice": "", "budget_bytes": budget_bytes, "peak_bytes": peak_bytes,
+            "oom_events": 0, "seconds_above_95": 0.0}  # fmt: skip
+
+
 class ReportServer:
     """``GET {url}api/me`` for ``token``: the scenario's report, 503 without one, or ``raw`` bytes."""
 
@@ -197,6 +220,7 @@ class ReportServer:
         self.sessions: list[dict[str, Any]] = []
         self.accept_sessions = True
         self.refused_sessions = 0
+        self.earlier_sessions: list[dict[str, Any]] = []
 
     @classmethod
     def start(cls) -> ReportServer:
@@ -219,7 +243,10 @@ class ReportServer:
         return service
 
     def answer(self, request: BaseHTTPRequestHandler) -> None:
-        if request.path != f"{SERVICE_PREFIX}api/me":
+        url = urlsplit(request.path)
+        if url.path == f"{SERVICE_PREFIX}api/advice" and request.headers.get("Authorization") == f"token {self.token}":
+            self._send(request, 200, json.dumps(self.advice(parse_qs(url.query))).encode())
+        elif request.path != f"{SERVICE_PREFIX}api/me":
             self._send(request, 404, b'{"message": "not found"}')
         elif request.headers.get("Authorization") != f"token {self.token}":
             self._send(request, 403, b'{"message": "no token"}')
@@ -229,6 +256,13 @@ class ReportServer:
             self._send(request, 503, b'{"message": "no scenario"}')
         else:
             self._send(request, 200, json.dumps(asyncio.run(report(self.scenario))).encode())
+
+    def advice(self, query: Mapping[str, list[str]]) -> dict[str, Any]:
+        """``GET api/advice``: the service's own answer over the sessions reported here and the earlier ones."""
+        latest = {report["session_id"]: report for report in self.sessions}  # each session's last report
+        records = [*reversed(latest.values()), *self.earlier_sessions]
+        profile, choice = query.get("profile", [""])[0], query.get("choice", [""])[0]
+        return advice_document(menu_from_config(MENU), records, profile, choice)
 
     def take_session(self, request: BaseHTTPRequestHandler) -> None:
         """``POST api/sessions``: keep a report that fits session-report.schema.json (400 otherwise)."""

@@ -16,7 +16,9 @@ module (shipped in the wheel):
 - ``session-stats.schema.json``: ``GET {base_url}fracnb/api/session``, that report and each
   kernel's peak, for the notebook's own front ends;
 - ``session-records.schema.json`` and ``history-report.schema.json``: the service's stored
-  sessions (``GET api/sessions``) and the admins' report (``GET api/report``, ``fracnb-report``).
+  sessions (``GET api/sessions``) and the admins' report (``GET api/report``, ``fracnb-report``);
+- ``service-advice.schema.json``: ``GET api/advice`` of the service, the user's advice for their
+  next session, which :mod:`.nextadvice` checks on receipt and passes on in the usage document.
 
 The schemas refer to one another by file name. jsonschema is in the notebook extra (jupyter_server
 needs it too).
@@ -41,6 +43,7 @@ SESSION_STATS = "session-stats.schema.json"
 SESSION_RECORDS = "session-records.schema.json"
 HISTORY_REPORT = "history-report.schema.json"
 MEMORY_HISTORY = "memory-history.schema.json"
+SERVICE_ADVICE = "service-advice.schema.json"
 NAMES = (
     USAGE,
     SERVICE_REPORT,
@@ -50,6 +53,7 @@ NAMES = (
     SESSION_STATS,
     SESSION_RECORDS,
     HISTORY_REPORT,
+    SERVICE_ADVICE,
 )
 
 

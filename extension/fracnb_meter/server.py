@@ -26,6 +26,7 @@ from .contract import Budget, ContractError, gpu_withheld, read_budget
 from .hubservice import ServiceReports
 from .kernelwatch import KERNEL_ACTIONS_EVENT, SYNC_SECONDS, KernelWatch
 from .memoryhistory import MemoryHistory, record_usage
+from .nextadvice import ServiceAdvice, advice_request
 from .nvml import GpuReading, unavailable
 from .processes import looks_like_container, parent_pid
 from .sampler import Sampler
@@ -104,7 +105,7 @@ class FracnbMeter(ExtensionApp):
     service_interval = Float(
         15.0,
         help="""Shortest time between two questions to the hub's fracnb service (quota and
-        idle-culling status), in seconds (default 15). Example:
+        idle-culling status; the advice for next time), in seconds (default 15). Example:
         c.FracnbMeter.service_interval = 30""",
     ).tag(config=True)
 
@@ -164,6 +165,9 @@ class FracnbMeter(ExtensionApp):
         recorded = self.record_sessions and self.no_gpu_reason is None
         reporter_url = os.environ.get("FRACNB_SERVICE_URL", "") if recorded else ""
         self.session_reporter = SessionReporter(reporter_url, os.environ.get("JUPYTERHUB_API_TOKEN", ""))
+        advice = advice_request(reporter_url, os.environ.get("JUPYTERHUB_API_TOKEN", ""), self.session.profile,
+                                self.session.choice)  # fmt: skip
+        self.advice = ServiceAdvice(advice, self.service_interval)
         self._session_timers: list[PeriodicCallback] = []
         self.kernel_watch: KernelWatch | None = None
 
@@ -297,7 +301,9 @@ class FracnbMeter(ExtensionApp):
 
     async def sample(self) -> dict[str, Any]:
         document = await self.measure()
-        document["quota"], document["cull"] = await self.service.latest()
+        (document["quota"], document["cull"]), document["advice"] = await asyncio.gather(
+            self.service.latest(), self.advice.latest()
+        )
         return document
 
     async def measure(self) -> dict[str, Any]:

@@ -66,6 +66,7 @@ def build_usage(
         "quota": None,
         "cull": None,
         "history": None,
+        "advice": None,
         "sampled_at": sampled_at.isoformat(timespec="microseconds"),
     }
     if not reading.available:

@@ -25,12 +25,13 @@ from IPython.display import display
 from .contract import Budget, ContractError, gpu_withheld, read_budget
 from .hubservice import NO_REPORT, Report, fetch_report_blocking
 from .memoryhistory import MemoryHistory, record_usage
+from .nextadvice import Advice, advice_request, fetch_advice_blocking
 from .nvml import unavailable
 from .processes import looks_like_container, parent_pid
 from .sampler import Sampler
 from .sparkline import svg
 from .usage import KernelInfo, build_usage
-from .wording import cull_warning, format_bytes, format_share
+from .wording import cull_warning, format_bytes, format_share, session_peak
 
 UsageSource = Callable[[], dict[str, Any]]
 # The panel's thresholds (extension/src/summary.ts): amber, red, and over the budget.
@@ -156,6 +157,19 @@ def charts_html(document: Mapping[str, Any]) -> str:
     )
 
 
+def next_time_html(document: Mapping[str, Any]) -> str:
+    """Pure: the server's peak in the widget's history and the hub's advice for next time ('' before a reading)."""
+    history = document.get("history")
+    peak = (history or {}).get("server", {}).get("peak") if document.get("available") else None
+    budget = (document.get("budget") or {}).get("memory_bytes")
+    text = session_peak(None if peak is None else peak["bytes"], budget)
+    if text is None:
+        return ""
+    advice = document.get("advice")
+    lines = [text] if not advice or advice["state"] == "none" else [text, advice["text"]]
+    return "".join(f'<div class="fracnb-meter-next-time">{html.escape(line)}</div>' for line in lines)
+
+
 def server_pid() -> int:
     """The Jupyter server that started this kernel (jupyter_client exports JPY_PARENT_PID)."""
     value = os.environ.get("JPY_PARENT_PID", "")
@@ -170,12 +184,17 @@ class LocalUsage:
         self.service_interval = service_interval
         self._report: Report = NO_REPORT
         self._report_at: float | None = None
+        self._advice: Advice = None
         try:
             self.budget, self.budget_error = read_budget(os.environ), None
         except ContractError as error:
             self.budget, self.budget_error = Budget(), str(error)
         self.no_gpu_reason = gpu_withheld(self.budget, os.environ)
         self.history, self._history_origin = MemoryHistory(datetime.now(timezone.utc)), time.monotonic()
+        service_url = os.environ.get("FRACNB_SERVICE_URL", "") if self.no_gpu_reason is None else ""
+        choice = os.environ.get("FRACNB_CHOICE", "").strip() or None
+        token = os.environ.get("JUPYTERHUB_API_TOKEN", "")
+        self._advice_request = advice_request(service_url, token, self.budget.profile, choice)
 
     def __call__(self) -> dict[str, Any]:
         me = KernelInfo(
@@ -198,6 +217,7 @@ class LocalUsage:
         )
         document["history"] = record_usage(self.history, document, time.monotonic() - self._history_origin)
         document["quota"], document["cull"] = self._service_report()
+        document["advice"] = self._advice
         return document
 
     def _service_report(self) -> Report:
@@ -210,6 +230,7 @@ class LocalUsage:
                 os.environ.get("JUPYTERHUB_API_TOKEN", ""),
                 os.environ.get("JUPYTERHUB_SERVER_NAME", ""),
             )
+            self._advice = fetch_advice_blocking(self._advice_request)
         return self._report
 
 
@@ -223,8 +244,11 @@ class QuotaMeter:
         self.label = widgets.HTML()
         self.quota = widgets.HTML()
         self.charts = widgets.HTML()
+        self.next_time = widgets.HTML()
         self.cull = widgets.HTML()
-        self.widget = widgets.VBox([self.label, self.kernel_bar, self.server_bar, self.charts, self.quota, self.cull])
+        self.widget = widgets.VBox(
+            [self.label, self.kernel_bar, self.server_bar, self.charts, self.next_time, self.quota, self.cull]
+        )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -233,6 +257,8 @@ class QuotaMeter:
         view = view_of(document)
         self.charts.value = charts_html(document)
         self.charts.layout.display = "" if self.charts.value else "none"
+        self.next_time.value = next_time_html(document)
+        self.next_time.layout.display = "" if self.next_time.value else "none"
         for bar, value, level in (
             (self.kernel_bar, view.kernel_fraction, view.kernel_level),
             (self.server_bar, view.server_fraction, view.server_level),

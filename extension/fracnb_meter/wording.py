@@ -56,3 +56,14 @@ def cull_warning(deadline: Mapping[str, Any] | None, zone: tzinfo | None = None)
     if reason == "idle":
         return f"Idle: this server will be stopped {when} unless you use it."
     return f"This server reaches its maximum age and will be stopped {when}, even if in use. Save your work."
+
+
+# ---- the session's peak (extension/src/wording.ts writes the same; test-data/session-peaks.json) ----
+
+
+def session_peak(peak_bytes: int | None, budget_bytes: int | None) -> str | None:
+    """'This session peaked at 6.1 GiB of 20 GiB.', or None before the first reading."""
+    if peak_bytes is None:
+        return None
+    against = "" if budget_bytes is None else f" of {format_bytes(budget_bytes)}"
+    return f"This session peaked at {format_bytes(peak_bytes)}{against}."

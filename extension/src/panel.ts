@@ -9,7 +9,7 @@ import { sparklineElement } from './chart';
 import { CARRIED_NOTE } from './sparkline';
 import { IUsageState, UsageModel } from './model';
 import { SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
-import { deviceName, softCapText } from './wording';
+import { adviceText, deviceName, sessionPeakText, softCapText } from './wording';
 import {
   budgetBytes,
   cullRows,
@@ -245,6 +245,26 @@ function budgetView(budget: IBudget): HTMLElement {
   ]);
 }
 
+/**
+ * This session's peak and the hub's advice for the next one (from the user's own sessions,
+ * as on the spawn form), or nothing before the first reading.
+ */
+function nextTimeView(usage: IUsage): HTMLElement | null {
+  const peak = sessionPeakText(
+    usage.history?.server.peak?.bytes ?? null,
+    budgetBytes(usage.budget)
+  );
+  if (peak === null) {
+    return null;
+  }
+  const advice = adviceText(usage);
+  return section(
+    'Next time',
+    el('p', 'fracnb-meter-session-peak', peak),
+    advice === null ? null : el('p', 'fracnb-meter-advice', advice)
+  );
+}
+
 function quotaView(quota: IQuota): HTMLElement {
   return section('Quota', facts(quotaRows(quota)));
 }
@@ -308,6 +328,7 @@ export function renderUsage(
     'div',
     'fracnb-meter-body',
     section('GPU memory', totalView(usage)),
+    nextTimeView(usage),
     section('Kernels', kernelsView(usage, openPath)),
     section('Budget', budgetView(usage.budget)),
     usage.quota === null ? null : quotaView(usage.quota),

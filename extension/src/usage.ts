@@ -15,6 +15,10 @@ export type Isolation = 'hard' | 'enforced' | 'per-process' | 'none';
  */
 export type Backend = 'time-slicing' | 'mps' | 'mig' | 'hami' | 'kai' | 'dra' | 'whole' | 'none';
 export type UserLimit = ILimited | IUnlimited | INoQuota;
+/**
+ * GET {FRACNB_SERVICE_URL}api/advice?profile=<FRACNB_PROFILE>&choice=<FRACNB_CHOICE> of the hub's fracnb service: the caller's right-sizing advice for their next session on that choice, from their own sessions only (fracnb_spawner.advice, as on the spawn form). Produced by fracnb_spawner.service.nextadvice; checked on receipt by fracnb_meter.nextadvice, which passes it on as the usage document's advice.
+ */
+export type ServiceAdvice = IAdviceGiven | IAdviceWaiting | INoAdvice;
 
 /**
  * GET {base_url}fracnb/api/usage of the fracnb_meter server extension (and the in-kernel widget's document): GPU memory of this server's kernels against the budget, and the hub's quota and culling status. Produced by fracnb_meter (usage.build_usage, hubservice.report_from_me); read by @fracnb/meter, whose types are generated from this file.
@@ -53,6 +57,10 @@ export interface IUsage {
    * GPU memory over the session, for the charts; null: the producer keeps none.
    */
   history: null | IMemoryHistory;
+  /**
+   * The user's right-sizing advice for their next session on this server's choice, from the hub's fracnb service; null: no service is configured, it did not answer, or the document comes from the in-kernel widget before its first answer.
+   */
+  advice: null | ServiceAdvice;
   /**
    * When the figures were read, ISO 8601 with time zone.
    */
@@ -280,4 +288,36 @@ export interface IKernelHistory {
    */
   carried_from: string | null;
   series: IMemorySeries;
+}
+export interface IAdviceGiven {
+  state: 'advice';
+  /**
+   * One sentence: "Your last 6 sessions on 1/2 GPU peaked at 6.1 GiB (p95). 1/8 GPU (10 GiB) would have fit."
+   */
+  text: string;
+  /**
+   * Whether the advice is a larger choice (the budget was reached) rather than a smaller one.
+   */
+  larger: boolean;
+  /**
+   * How many of the user's sessions on the choice the advice reads.
+   */
+  sessions: number;
+  /**
+   * The 95th percentile of those sessions' peaks, in bytes.
+   */
+  p95_bytes: number;
+}
+export interface IAdviceWaiting {
+  state: 'waiting';
+  /**
+   * "No advice yet: 3 sessions needed (1 so far)."
+   */
+  text: string;
+}
+export interface INoAdvice {
+  /**
+   * Nothing to say: the choice fits, there is nothing smaller (or larger) to offer, the advice is turned off, or the service does not know the hub's menu (a profile_list computed per user).
+   */
+  state: 'none';
 }

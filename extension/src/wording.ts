@@ -69,3 +69,22 @@ export function cullWarning(deadline: IDeadline | null, timeZone?: string): stri
 export function cullMessage(usage: IUsage): string | null {
   return cullWarning(usage.cull?.deadline ?? null);
 }
+
+/**
+ * "This session peaked at 6.1 GiB of 20 GiB.": the server's highest reading since it started
+ * (the memory history's peak), against the budget; null before the first reading
+ * (fracnb_meter/wording.py writes the same; test-data/session-peaks.json holds both to it).
+ */
+export function sessionPeakText(peakBytes: number | null, budget: number | null): string | null {
+  if (peakBytes === null) {
+    return null;
+  }
+  const against = budget === null ? '' : ` of ${formatBytes(budget)}`;
+  return `This session peaked at ${formatBytes(peakBytes)}${against}.`;
+}
+
+/** The hub's advice for next time as it gives it, or null when it has nothing to say. */
+export function adviceText(usage: IUsage): string | null {
+  const advice = usage.advice;
+  return advice === null || advice.state === 'none' ? null : advice.text;
+}

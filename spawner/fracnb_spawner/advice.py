@@ -2,7 +2,8 @@
 
 "Your last 6 sessions on 1/2 GPU peaked at 6.1 GiB (p95). 1/8 GPU (10 GiB) would have fit: it's free now."
 
-The advice looks at the user's most recent sessions on the choice they used last. With fewer than
+The advice looks at the user's most recent sessions on the choice they used last (or on a given
+one: the choice of the server that asks, for its advice for next time). With fewer than
 ``min_sessions`` of them that have a known peak, there is no advice. If any of them hit the budget
 (out-of-memory events, or time at 95 % of it), the advice is the next size up. Otherwise it is the
 smallest offered choice whose memory covers the 95th-percentile peak plus ``headroom``; among MIG
@@ -85,20 +86,38 @@ def _smallest_fit(current: Offer, offers: Sequence[Offer], needed: float) -> Off
     return min(fitting, key=lambda o: (o.memory_bytes, o.label), default=None)
 
 
+def sessions_on(history: Sequence[PastSession], choice: Hashable, window: int = DEFAULT_WINDOW) -> list[PastSession]:
+    """The sessions among the newest ``window`` that ran ``choice`` and have a known peak."""
+    return [s for s in history[:window] if s.choice == choice and s.peak_bytes is not None]
+
+
+def waiting_text(count: int, min_sessions: int = DEFAULT_MIN_SESSIONS) -> str | None:
+    """ "No advice yet: 3 sessions needed (1 so far)." while there are too few sessions; else None."""
+    if count >= min_sessions:
+        return None
+    return f"No advice yet: {min_sessions} sessions needed ({count} so far)."
+
+
 def advise(
     history: Sequence[PastSession],
     offers: Sequence[Offer],
     *,
+    current: Hashable | None = None,
     headroom: float = DEFAULT_HEADROOM,
     min_sessions: int = DEFAULT_MIN_SESSIONS,
     window: int = DEFAULT_WINDOW,
 ) -> Advice | None:
-    """Advice for the next spawn from ``history`` (newest first), or None when there is none to give."""
+    """Advice for the next spawn from ``history`` (newest first), or None when there is none to give.
+
+    ``current``: the choice to advise on; None for the choice of the newest session.
+    """
     by_choice = {offer.choice: offer for offer in offers}
-    if not history or history[0].choice not in by_choice:
+    if current is None:
+        current = history[0].choice if history else None
+    if current not in by_choice:
         return None
-    current = by_choice[history[0].choice]
-    recent = [s for s in history[:window] if s.choice == current.choice and s.peak_bytes is not None]
+    current = by_choice[current]
+    recent = sessions_on(history, current.choice, window)
     if len(recent) < min_sessions:
         return None
     p95 = percentile([s.peak_bytes for s in recent if s.peak_bytes is not None], 0.95)

@@ -122,7 +122,9 @@ class AdviceTraits(HasTraits):
         True,
         help="""Show advice on the spawn form from the user's own past sessions: "Your last 6
         sessions on 1/2 GPU peaked at 6.1 GiB (p95). 1/8 GPU (10 GiB) would have fit: it's free
-        now." Needs the fracnb service's session history (c.FracnbService.db_url). Default: True.
+        now." The notebook's GPU panel and widget show the same advice for the next session
+        (from the fracnb service, which reads this setting from the hub's config). Needs the
+        fracnb service's session history (c.FracnbService.db_url). Default: True.
         Example: c.FractionalSpawner.right_sizing_advice = False""",
     ).tag(config=True)
 

@@ -58,6 +58,17 @@ PROFILES = [
         "gpu": {"fraction": 0.25},
     },
     {
+        # Smaller than 0.25 GPU where it matters on a time-sliced GPU, its memory: the right-sizing
+        # advice has something to suggest after a few sessions that used little (docs/right-sizing.md).
+        "display_name": "Small GPU memory",
+        "slug": "small",
+        "description": (
+            "A quarter of an A100's time by time-slicing, like 0.25 GPU, with a 10 GiB memory budget: "
+            "for notebooks that use little GPU memory, leaving more of it to the others on the card."
+        ),
+        "gpu": {"fraction": 0.25, "memory": "10Gi"},
+    },
+    {
         "display_name": "1/2 GPU",
         "slug": "half",
         "description": (

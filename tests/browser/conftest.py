@@ -67,8 +67,11 @@ def service() -> Iterator[ReportServer]:
 
 
 @contextmanager
-def running_lab(tmp: Path, environment: dict[str, str], log: Path) -> Iterator[LabServer]:
-    """``jupyter lab`` with the meter, the fake NVML and ``environment`` (the pod's variables)."""
+def running_lab(
+    tmp: Path, environment: dict[str, str], log: Path, meter_config: dict[str, object] | None = None
+) -> Iterator[LabServer]:
+    """``jupyter lab`` with the meter, the fake NVML and ``environment`` (the pod's variables);
+    ``meter_config``: more ``c.FracnbMeter`` settings."""
     root, config = tmp / "root", tmp / "config"
     root.mkdir()
     config.mkdir()
@@ -78,7 +81,7 @@ def running_lab(tmp: Path, environment: dict[str, str], log: Path) -> Iterator[L
                 "ServerApp": {"jpserver_extensions": {"fracnb_meter": True}},
                 # Test latency, not production advice: re-read NVML at most every 0.2 s,
                 # and ask the hub's service on every sample.
-                "FracnbMeter": {"sample_interval_floor": 0.2, "service_interval": 0.0},
+                "FracnbMeter": {"sample_interval_floor": 0.2, "service_interval": 0.0, **(meter_config or {})},
             }
         )
     )

@@ -7,12 +7,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from meter_helpers import GIB, Kernel, wait_for_execution_state
 
+from fracnb_meter.schema import USAGE, check
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
 from fracnb_meter.testing.server import MeterServer
-from fracnb_meter.widget import LEVEL_COLOURS, QuotaMeter, quota_entry_text, view_of
+from fracnb_meter.widget import LEVEL_COLOURS, LocalUsage, QuotaMeter, next_time_html, quota_entry_text, view_of
 from fracnb_meter.wording import cull_warning
+from tests.service_reports import ReportServer, past_session
 
 
 def document(kernel: int | None, server: int | None, budget: int | None = 20 * GIB) -> dict:
@@ -185,3 +188,51 @@ def test_the_widget_shows_the_culling_warning_in_the_front_ends_words() -> None:
     not_yet = {**with_warning, "cull": {**with_warning["cull"], "deadline": {**due, "warning": False}}}
     assert view_of(not_yet).cull_text is None
     assert view_of(document(GIB, GIB)).cull_text is None
+
+
+def with_history(doc: dict, peak: int | None, advice: dict | None = None) -> dict:
+    point = None if peak is None else {"at_s": 5.0, "bytes": peak}
+    history = {"server": {"step_s": 1.0, "peak": point, "latest": point, "points": []}, "kernels": [], "now_s": 9.0}
+    return {**doc, "history": history, "advice": advice}
+
+
+def test_the_widget_shows_the_sessions_peak_and_the_advice_for_next_time() -> None:
+    advice = {"state": "advice", "text": "1/8 GPU <10 GiB> would have fit.", "larger": False, "sessions": 3,
+              "p95_bytes": 4 * GIB}  # fmt: skip
+    meter = QuotaMeter(lambda: with_history(document(GIB, GIB), 6 * GIB, advice))
+    try:
+        meter.refresh()
+        assert meter.next_time.value == (
+            '<div class="fracnb-meter-next-time">This session peaked at 6 GiB of 20 GiB.</div>'
+            '<div class="fracnb-meter-next-time">1/8 GPU &lt;10 GiB&gt; would have fit.</div>'
+        )
+        assert meter.next_time.layout.display == ""
+    finally:
+        meter.close()
+    assert next_time_html(with_history(document(GIB, GIB), 6 * GIB, {"state": "none"})) == (
+        '<div class="fracnb-meter-next-time">This session peaked at 6 GiB of 20 GiB.</div>'
+    )
+    assert next_time_html(with_history(document(GIB, GIB), None, advice)) == ""  # before the first reading
+    assert next_time_html(document(GIB, GIB)) == ""  # no history kept
+
+
+def test_the_widgets_own_document_carries_the_services_advice(nvml_state, monkeypatch: pytest.MonkeyPatch) -> None:
+    service = ReportServer.start()
+    try:
+        service.earlier_sessions = [past_session(peak_bytes=p * GIB) for p in (3, 4, 2)]
+        contract = {"FRACNB_GPU_FRACTION": "0.25", "FRACNB_GPU_MEMORY_LIMIT": str(20 * GIB),
+                    "FRACNB_ISOLATION": "none", "FRACNB_GPU_BACKEND": "time-slicing", "FRACNB_PROFILE": "quarter",
+                    "FRACNB_CHOICE": ""}  # fmt: skip
+        for name, value in {**contract, **service.environment()}.items():
+            monkeypatch.setenv(name, value)
+        source = LocalUsage()
+        try:
+            usage = source()
+        finally:
+            source.sampler.close()
+        check(USAGE, usage, check_formats=True)
+        assert usage["advice"]["text"] == (
+            "Your last 3 sessions on 0.25 GPU peaked at 4 GiB (p95). 1/8 GPU (10 GiB) would have fit."
+        )
+    finally:
+        service.stop()

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from fracnb_meter.schema import SERVICE_REPORT, load, problems
-from fracnb_meter.wording import clock_time, cull_warning
+from fracnb_meter.wording import clock_time, cull_warning, session_peak
 
 CASES = json.loads((Path(__file__).resolve().parents[2] / "extension/test-data/cull-warnings.json").read_text())[
     "cases"
@@ -41,3 +41,13 @@ def test_clock_time_is_local_by_default() -> None:
     moment = datetime(2026, 11, 23, 9, 7, tzinfo=timezone.utc)
     assert clock_time(moment) == moment.astimezone().strftime("%H:%M")
     assert clock_time(moment, ZoneInfo("Asia/Kolkata")) == "14:37"
+
+
+PEAK_CASES = json.loads((Path(__file__).resolve().parents[2] / "extension/test-data/session-peaks.json").read_text())[
+    "cases"
+]
+
+
+@pytest.mark.parametrize("case", PEAK_CASES, ids=lambda c: f"{c['peak_bytes']}-of-{c['budget_bytes']}")
+def test_session_peak_shared_cases(case) -> None:
+    assert session_peak(case["peak_bytes"], case["budget_bytes"]) == case["text"]

@@ -83,6 +83,15 @@ c.FracnbQuotas.group_quotas = {{"team-a": 2}}
 c.FracnbService.cull_every = 3600
 c.FracnbService.default_idle_timeout = 3600
 c.FracnbService.warning_lead = 900
+# The hub spawns with SimpleLocalProcessSpawner; the service reads this menu for api/advice.
+c.FractionalSpawner.gpu_memory = "80Gi"
+c.FractionalSpawner.profile_list = [{{
+    "display_name": "A100", "slug": "a100",
+    "profile_options": {{"size": {{"display_name": "Size", "choices": {{
+        "eighth": {{"display_name": "1/8 GPU", "gpu": {{"fraction": "1/8"}}}},
+        "half": {{"display_name": "1/2 GPU", "gpu": {{"fraction": 0.5}}, "default": True}},
+    }}}}}},
+}}]
 {extra}
 """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fracnb_spawner.advice import Offer, PastSession, advise, percentile
+from fracnb_spawner.advice import Offer, PastSession, advise, percentile, sessions_on, waiting_text
 
 GIB = 1 << 30
 HALF = ("a100", "size", "half")
@@ -91,3 +91,20 @@ def test_mig_choices_get_the_smallest_mig_profile_covering_p95_with_headroom() -
 @pytest.mark.parametrize(("share", "expected"), [(0.5, 3), (0.95, 6), (1.0, 6), (0.0, 1)])
 def test_percentile_is_nearest_rank(share: float, expected: int) -> None:
     assert percentile([6, 1, 5, 2, 4, 3], share) == expected
+
+
+def test_advice_for_a_given_choice_reads_only_that_choices_sessions() -> None:
+    # The newest session is on 1/4 GPU; a server on 1/2 GPU asks for its own advice for next time.
+    history = sessions(QUARTER, 3.0, budget=20 * GIB) + sessions(HALF, 5.0, 6.1, 4.0)
+    assert advise(history, OFFERS) is None  # the newest choice has one session only
+    advice = advise(history, OFFERS, current=HALF)
+    assert advice.text.startswith("Your last 3 sessions on 1/2 GPU peaked at 6.1 GiB (p95).")
+    assert advice.suggested == EIGHTH
+    assert advise(history, OFFERS, current=("a100", "size", "gone")) is None
+
+
+def test_waiting_text_counts_the_sessions_still_needed() -> None:
+    assert sessions_on(sessions(HALF, 5.0, None) + sessions(QUARTER, 2.0), HALF) == sessions(HALF, 5.0)
+    assert waiting_text(1) == "No advice yet: 3 sessions needed (1 so far)."
+    assert waiting_text(0, min_sessions=5) == "No advice yet: 5 sessions needed (0 so far)."
+    assert waiting_text(3) is None

@@ -53,6 +53,7 @@ export function usage(overrides: Partial<IUsage> = {}): IUsage {
     quota: null,
     cull: null,
     history: null,
+    advice: null,
     sampled_at: '2026-03-01T12:00:00.000000+00:00',
     ...overrides
   };

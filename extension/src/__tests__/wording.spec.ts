@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 
 import type { IDeadline } from '../usage';
-import { cullWarning, deviceName, softCapText } from '../wording';
+import { adviceText, cullWarning, deviceName, sessionPeakText, softCapText } from '../wording';
 import { deadline, GIB, usage } from './fixtures';
 
 describe('soft cap', () => {
@@ -67,5 +67,52 @@ describe('culling warnings', () => {
       text,
       'Someone is waiting for a GPU; this idle server stops at 14:05 unless you use it.'
     );
+  });
+});
+
+/** The cases fracnb_meter.wording.session_peak is held to as well (tests/meter/test_wording.py). */
+interface ISessionPeakCase {
+  peak_bytes: number | null;
+  budget_bytes: number | null;
+  text: string | null;
+}
+
+describe('the session peak', () => {
+  const file = join(__dirname, '..', '..', 'test-data', 'session-peaks.json');
+  const cases = (JSON.parse(readFileSync(file, 'utf-8')) as { cases: ISessionPeakCase[] }).cases;
+
+  for (const [index, { peak_bytes, budget_bytes, text }] of cases.entries()) {
+    test(`case ${index}: ${peak_bytes} of ${budget_bytes}`, () => {
+      assert.equal(sessionPeakText(peak_bytes, budget_bytes), text);
+    });
+  }
+});
+
+describe('advice for next time', () => {
+  const given =
+    'Your last 3 sessions on 0.25 GPU peaked at 4 GiB (p95). 1/8 GPU (10 GiB) would have fit.';
+
+  test("the hub's advice, word for word", () => {
+    const advice = {
+      state: 'advice' as const,
+      text: given,
+      larger: false,
+      sessions: 3,
+      p95_bytes: 4 * GIB
+    };
+    assert.equal(adviceText(usage({ advice })), given);
+  });
+
+  test('too few sessions yet: says how many are needed', () => {
+    const advice = {
+      state: 'waiting' as const,
+      text: 'No advice yet: 3 sessions needed (1 so far).'
+    };
+    assert.equal(adviceText(usage({ advice })), 'No advice yet: 3 sessions needed (1 so far).');
+  });
+
+  test('nothing to say, or no answer from the hub: nothing', () => {
+    assert.equal(adviceText(usage({ advice: { state: 'none' } })), null);
+    assert.equal(adviceText(usage({ advice: null })), null);
   });
 });

@@ -27,6 +27,7 @@ from fracnb_spawner.service.history.metrics import HistoryMetrics
 from fracnb_spawner.service.history.store import purge
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
+from fracnb_spawner.service.nextadvice import Menu, menu_from_config
 from fracnb_spawner.service.page import CullRecord
 from fracnb_spawner.service.pods import KubernetesPods, PodSource
 from fracnb_spawner.service.sessions import load_checker
@@ -76,6 +77,7 @@ class ServiceState:
         self.recent_culls = recent_culls()
         self.history: Any = None  # the session history's session factory, once opened
         self.history_metrics = HistoryMetrics(self.metrics.registry)
+        self.advice_menu: Menu | None = None  # the hub's profile menu, for the users' advice (api/advice)
 
     async def user_report(self, name: str) -> dict[str, Any]:
         return await core.user_report(self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock)
@@ -313,7 +315,7 @@ class FracnbService(Application):
     def build_state(self) -> ServiceState:
         hub_auth = HubAuth(parent=self)
         component = spawner_setting(self.config, "component_label", default=DEFAULT_COMPONENT)
-        return ServiceState(
+        state = ServiceState(
             hub=HubAPI(hub_auth.api_url, hub_auth.api_token),
             pods=KubernetesPods(
                 namespace=None if self.all_namespaces else self.namespace,
@@ -324,6 +326,8 @@ class FracnbService(Application):
             settings=self.settings(),
             hub_auth=hub_auth,
         )
+        state.advice_menu = menu_from_config(self.config)
+        return state
 
     async def cull_forever(self, state: ServiceState) -> None:
         while True:

@@ -86,12 +86,14 @@ class NotFoundHandler(ServiceHandler):
 
 def history_routes(prefix: str, state: Any, pages: PageSources | None) -> list[Any]:
     # Imported here: the sessions handler builds on ServiceHandler, defined above.
+    from fracnb_spawner.service.nextadvice import AdviceHandler  # noqa: PLC0415
     from fracnb_spawner.service.sessions import ReportHandler, ReportPageHandler, SessionsHandler  # noqa: PLC0415
 
     routes: list[Any] = [
         (rf"{prefix}api/sessions", SessionsHandler, {"state": state}),
         (rf"{prefix}api/users/([^/]+)/sessions", SessionsHandler, {"state": state}),
         (rf"{prefix}api/report", ReportHandler, {"state": state}),
+        (rf"{prefix}api/advice", AdviceHandler, {"state": state}),
     ]
     if pages is not None:
         routes.append((rf"{prefix}report", ReportPageHandler, {"sources": pages}))
