@@ -17,8 +17,10 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from fracnb_meter.testing.chromium import CHROMIUM, CHROMIUM_ARGS
-from fracnb_testbed.demo import DemoSettings, RunningDemo, free_port, prepare_fake_gpu, running_demo
+from fracnb_testbed.demo import RunningDemo
 from fracnb_testbed.handle import Testbed
+
+from .stack import demo_with_fake_gpu
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
@@ -32,19 +34,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def demo(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDemo]:
-    state_dir = tmp_path_factory.mktemp("demo")
-    previous_env = testbed.runner_env()
-    runner_env = prepare_fake_gpu(state_dir / "fakenvml")
-    testbed.set_runner_env({**previous_env, **runner_env})
-    namespace = testbed.create_namespace()
-    settings = DemoSettings(state_dir=state_dir, kubeconfig=testbed.kubeconfig, namespace=namespace, port=free_port())
-    try:
-        with running_demo(settings, testbed=testbed) as running:
-            running.runner_env = runner_env
-            yield running
-    finally:
-        testbed.set_runner_env(previous_env)
-        testbed.delete_namespace(namespace)
+    with demo_with_fake_gpu(testbed, tmp_path_factory.mktemp("demo")) as running:
+        yield running
 
 
 @pytest.fixture(scope="session")

@@ -6,10 +6,8 @@ neither warned nor culled, while an idle server beside it is."""
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
-import urllib.request
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
@@ -18,12 +16,13 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from fracnb_spawner.culling import parse_timestamp
-from fracnb_testbed.demo import DemoSettings, RunningDemo, free_port, prepare_fake_gpu, running_demo
+from fracnb_testbed.demo import RunningDemo
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.procs import wait_until
 from tests.browser.meter_lab import wait_for_animations
 
 from .pages import log_in, profile_row, run_cell, set_tab_hidden, shot, start_profile
+from .stack import answer_of, demo_with_fake_gpu
 
 IDLE_TIMEOUT = 120
 # A busy server is warned only if the hub missed its activity for IDLE_TIMEOUT - WARNING_LEAD = 90 s,
@@ -40,10 +39,6 @@ TEST_TOKEN = secrets.token_hex(16)
 
 @pytest.fixture(scope="module")
 def short_demo(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDemo]:
-    state_dir = tmp_path_factory.mktemp("short-demo")
-    previous_env = testbed.runner_env()
-    testbed.set_runner_env({**previous_env, **prepare_fake_gpu(state_dir / "fakenvml")})
-    namespace = testbed.create_namespace()
     extra_config = "\n".join([
         f"c.Spawner.args = ['--allow-root', '--FracnbMeter.activity_interval={METER_ACTIVITY_INTERVAL}']",
         f"c.FracnbService.activity_report_lag = {ACTIVITY_REPORT_LAG}",
@@ -52,29 +47,15 @@ def short_demo(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> It
         "c.JupyterHub.load_roles = [{'name': 'e2e', 'scopes': ['admin:users', 'admin:servers', 'tokens'],"
         " 'services': ['e2e']}]",
     ])  # fmt: skip
-    settings = DemoSettings(
-        state_dir=state_dir, kubeconfig=testbed.kubeconfig, namespace=namespace, port=free_port(),
-        idle_timeout=IDLE_TIMEOUT, cull_every=CULL_EVERY, warning_lead=WARNING_LEAD, extra_config=extra_config,
-    )  # fmt: skip
-    try:
-        with running_demo(settings, testbed=testbed) as running:
-            yield running
-    finally:
-        testbed.set_runner_env(previous_env)
-        testbed.delete_namespace(namespace)
+    timing = {"idle_timeout": IDLE_TIMEOUT, "cull_every": CULL_EVERY, "warning_lead": WARNING_LEAD}
+    with demo_with_fake_gpu(
+        testbed, tmp_path_factory.mktemp("short-demo"), extra_config=extra_config, **timing
+    ) as running:
+        yield running
 
 
 def call(demo: RunningDemo, path: str, *, method: str = "GET", body: Any = None, token: str = TEST_TOKEN) -> Any:
-    """A JSON request to the hub (``hub/api/...``) or a service (``services/...``) with ``token``."""
-    request = urllib.request.Request(  # noqa: S310 - the demo's own http URL
-        f"{demo.settings.url}/{path}",
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
-        method=method,
-    )
-    with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
-        raw = answer.read()
-    return json.loads(raw) if raw else None
+    return answer_of(demo, path, token, method=method, body=body)
 
 
 def default_server(demo: RunningDemo, user: str) -> dict[str, Any] | None:

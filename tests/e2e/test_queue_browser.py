@@ -6,10 +6,8 @@ to JupyterLab. Bob, queued the same way, leaves the queue with "Stop My Server" 
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
-import urllib.request
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -21,11 +19,7 @@ from playwright.sync_api import Page, expect
 from fracnb_spawner.queueorder import QUEUED_AT_ANNOTATION, pod_is_gated
 from fracnb_testbed.clusters import RUNNER_LABEL
 from fracnb_testbed.demo import (
-    DemoSettings,
     RunningDemo,
-    free_port,
-    prepare_fake_gpu,
-    running_demo,
     start_hub,
     stop_hub,
     wait_for_hub,
@@ -34,6 +28,7 @@ from fracnb_testbed.handle import Testbed
 from fracnb_testbed.procs import wait_until
 
 from .pages import SPAWN_TIMEOUT_MS, log_in, profile_row, shot
+from .stack import answer_of, demo_with_fake_gpu
 
 GPU_NODE = "local-a100-ts4-0"  # the testbed's local A100, time-sliced 4 ways
 SHARED = "nvidia.com/gpu.shared"
@@ -57,10 +52,6 @@ document.addEventListener("DOMContentLoaded", () => {
 
 @pytest.fixture(scope="module")
 def queue_demo(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDemo]:
-    state_dir = tmp_path_factory.mktemp("queue-demo")
-    previous_env = testbed.runner_env()
-    testbed.set_runner_env({**previous_env, **prepare_fake_gpu(state_dir / "fakenvml")})
-    namespace = testbed.create_namespace()
     extra_config = "\n".join([
         f"c.FracnbQueue.display_timezone = {ZONE!r}",
         # KubeSpawner's "taking longer than expected" after 1 s and every second after: the queue
@@ -72,31 +63,15 @@ def queue_demo(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> It
         f"c.JupyterHub.services = [{{'name': 'e2e', 'api_token': {TEST_TOKEN!r}}}]",
         "c.JupyterHub.load_roles = [{'name': 'e2e', 'scopes': ['admin:users', 'admin:servers'], 'services': ['e2e']}]",
     ])  # fmt: skip
-    settings = DemoSettings(
-        state_dir=state_dir, kubeconfig=testbed.kubeconfig, namespace=namespace, port=free_port(),
-        extra_config=extra_config,
-    )  # fmt: skip
-    try:
-        with running_demo(settings, testbed=testbed) as running:
-            try:
-                yield running
-            finally:
-                stop_hub(running.hub)  # the hub a test restarted
-    finally:
-        testbed.set_runner_env(previous_env)
-        testbed.delete_namespace(namespace)
+    with demo_with_fake_gpu(testbed, tmp_path_factory.mktemp("queue-demo"), extra_config=extra_config) as running:
+        try:
+            yield running
+        finally:
+            stop_hub(running.hub)  # the hub a test restarted
 
 
 def call(demo: RunningDemo, path: str, *, method: str = "GET", body: Any = None) -> Any:
-    request = urllib.request.Request(  # noqa: S310 - the demo's own http URL
-        f"{demo.settings.url}/hub/api/{path}",
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"token {TEST_TOKEN}", "Content-Type": "application/json"},
-        method=method,
-    )
-    with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
-        raw = answer.read()
-    return json.loads(raw) if raw else None
+    return answer_of(demo, f"hub/api/{path}", TEST_TOKEN, method=method, body=body)
 
 
 def server(demo: RunningDemo, user: str) -> dict[str, Any] | None:

@@ -5,22 +5,20 @@ read another user's records, and another user's advice is not made from them."""
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from fracnb_testbed.demo import DemoSettings, RunningDemo, free_port, prepare_fake_gpu, running_demo
+from fracnb_testbed.demo import RunningDemo
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.procs import wait_until
 
 from .pages import log_in, run_cell, shot, start_profile
+from .stack import demo_with_fake_gpu, request
 
 TOKEN = secrets.token_hex(16)
 USERS = {"dana": [], "erin": [], "admin": []}
@@ -37,36 +35,14 @@ SERVER_TIMEOUT = 180
 @pytest.fixture(scope="module")
 def sizing_demo(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDemo]:
     """A demo of its own: only this module's users' sessions reach its history."""
-    state_dir = tmp_path_factory.mktemp("right-sizing")
-    previous_env = testbed.runner_env()
-    testbed.set_runner_env({**previous_env, **prepare_fake_gpu(state_dir / "fakenvml")})
-    namespace = testbed.create_namespace()
-    settings = DemoSettings(
-        state_dir=state_dir, kubeconfig=testbed.kubeconfig, namespace=namespace, port=free_port(),
-        users=USERS, extra_config=EXTRA_CONFIG,
-    )  # fmt: skip
-    try:
-        with running_demo(settings, testbed=testbed) as running:
-            yield running
-    finally:
-        testbed.set_runner_env(previous_env)
-        testbed.delete_namespace(namespace)
+    with demo_with_fake_gpu(
+        testbed, tmp_path_factory.mktemp("right-sizing"), users=USERS, extra_config=EXTRA_CONFIG
+    ) as running:
+        yield running
 
 
 def call(demo: RunningDemo, path: str, *, method: str = "GET", body: Any = None, token: str = TOKEN) -> tuple[int, Any]:
-    """(status, JSON answer) of a request to the hub or a service with ``token``."""
-    request = urllib.request.Request(  # noqa: S310 - the demo's own http URL
-        f"{demo.settings.url}/{path}",
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
-        method=method,
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
-            status, raw = answer.status, answer.read()
-    except urllib.error.HTTPError as error:
-        status, raw = error.code, error.read()
-    return status, json.loads(raw) if raw else None
+    return request(demo, path, token, method=method, body=body)
 
 
 def token_of(demo: RunningDemo, user: str, scopes: list[str]) -> str:

@@ -5,14 +5,13 @@ owns its template."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import yaml
 from tornado import web
 
+from .rbac import hub_with_rules
 from .test_dra_on_cluster import templates_in, wait_until
 
 pytestmark = pytest.mark.k8s
@@ -29,40 +28,6 @@ def dra_rules_of_rbac_yaml() -> list[dict]:
     documents = yaml.safe_load_all(RBAC_YAML.read_text())
     (role,) = [d for d in documents if (d["kind"], d["metadata"]["name"]) == ("ClusterRole", "fracnb-hub-dra")]
     return role["rules"]
-
-
-@contextlib.asynccontextmanager
-async def hub_with_rules(testbed, namespace: str, rules: list[dict]) -> AsyncIterator:
-    """A CoreV1Api as the namespace's ``default`` ServiceAccount, bound to a Role of ``rules`` only."""
-    from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
-
-    rest = testbed.rest()
-    try:
-        rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
-        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "hub"}}
-        rest.create(f"{rbac}/roles", {**role, "rules": rules})
-        rest.create(
-            f"{rbac}/rolebindings",
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": {"name": "hub"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "hub"},
-                "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
-            },
-        )
-        token = rest.create(
-            f"/api/v1/namespaces/{namespace}/serviceaccounts/default/token",
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
-        )["status"]["token"]
-    finally:
-        rest.close()
-    configuration = Configuration(host=testbed.server)
-    configuration.ssl_ca_cert = str(testbed.state.pki.ca_cert)
-    configuration.api_key = {"BearerToken": token}
-    configuration.api_key_prefix = {"BearerToken": "Bearer"}
-    async with ApiClient(configuration) as api_client:
-        yield CoreV1Api(api_client)
 
 
 async def test_without_rights_on_claim_templates_the_spawn_names_the_missing_rule(

@@ -13,6 +13,8 @@ from traitlets.config import Config
 
 from fracnb_spawner.ledger import LEDGER
 
+from .rbac import hub_with_rules
+
 pytestmark = pytest.mark.k8s
 
 QUARTER = [{"display_name": "Quarter", "slug": "quarter", "gpu": {"fraction": 0.25}}]
@@ -82,42 +84,9 @@ async def test_group_quota_holds_across_a_hub_restart(cluster_spawner, testbed, 
 @pytest.fixture
 async def namespace_reader(testbed, k8s_namespace):
     """A CoreV1Api as a hub whose ServiceAccount may read pods in its own namespace only (z2jh's Role)."""
-    from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
-
-    rest = testbed.rest()
-    try:
-        rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{k8s_namespace}"
-        rest.create(
-            f"{rbac}/roles",
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "Role",
-                "metadata": {"name": "hub"},
-                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
-            },
-        )
-        rest.create(
-            f"{rbac}/rolebindings",
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": {"name": "hub"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "hub"},
-                "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": k8s_namespace}],
-            },
-        )
-        token = rest.create(
-            f"/api/v1/namespaces/{k8s_namespace}/serviceaccounts/default/token",
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
-        )["status"]["token"]
-    finally:
-        rest.close()
-    configuration = Configuration(host=testbed.server)
-    configuration.ssl_ca_cert = str(testbed.state.pki.ca_cert)
-    configuration.api_key = {"BearerToken": token}
-    configuration.api_key_prefix = {"BearerToken": "Bearer"}
-    async with ApiClient(configuration) as api_client:
-        yield CoreV1Api(api_client)
+    rules = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    async with hub_with_rules(testbed, k8s_namespace, rules) as api:
+        yield api
 
 
 async def test_without_rbac_for_every_namespace_a_spawn_is_refused_not_admitted(
