@@ -13,7 +13,6 @@ from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from typing import Any
 
-from .availability import free_by_node
 from .labels import label_value
 from .quota import Allocation, QuotaPolicy, used_by
 
@@ -143,20 +142,6 @@ def wait_deadline(pod: Mapping[str, Any]) -> datetime | None:
     if queued_at is None:
         return None
     return queued_at + timedelta(seconds=seconds)
-
-
-# ---- capacity ----------------------------------------------------------------------------------
-
-
-def placeable(
-    nodes: Iterable[Mapping[str, Any]],
-    pods: Iterable[Mapping[str, Any]],
-    resource: str,
-    selector: Mapping[str, str],
-    units: int,
-) -> int:
-    """How many pods asking ``units`` of ``resource`` fit now on schedulable nodes matching ``selector``."""
-    return sum(free // max(units, 1) for free in free_by_node(nodes, pods, resource, selector))
 
 
 def ordinal(number: int) -> str:

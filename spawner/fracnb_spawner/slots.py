@@ -69,14 +69,21 @@ class Ask(Protocol):
 
 @dataclass
 class UnitLedger:
-    """Free units of one extended resource, summed over the matching nodes."""
+    """Free units of one extended resource on each matching node.
 
-    free: int
+    A server takes all its units from one node (a pod cannot span nodes), so two GPUs free on
+    two different nodes do not make room for a two-GPU server. Of the nodes that can take it,
+    the one with the fewest free units (best fit), which leaves the larger gaps for larger asks.
+    """
+
+    free: list[int]
 
     def take(self, ask: ResourceAsk) -> bool:
-        if self.free < ask.units:
+        fitting = [index for index, left in enumerate(self.free) if left >= ask.units]
+        if not fitting:
             return False
-        self.free -= ask.units
+        best = min(fitting, key=lambda index: self.free[index])
+        self.free[best] -= ask.units
         return True
 
 
@@ -94,7 +101,7 @@ class ResourceAsk:
         return largest_allocatable(cluster.nodes, self.resource, self.selector) >= self.units
 
     def ledger(self, cluster: Cluster) -> UnitLedger:
-        return UnitLedger(sum(free_by_node(cluster.nodes, cluster.pods, self.resource, self.selector)))
+        return UnitLedger(list(free_by_node(cluster.nodes, cluster.pods, self.resource, self.selector)))
 
     def placed(self, pod: Mapping[str, Any], cluster: Cluster) -> bool:
         """Bound to a node: the node's free count already leaves its units out."""

@@ -20,7 +20,6 @@ from fracnb_spawner.queueorder import (
     Waiting,
     ordinal,
     parse_time,
-    placeable,
     queue_annotations,
     queue_order,
     quota_share,
@@ -94,17 +93,6 @@ def test_annotations_round_trip_through_a_pod() -> None:
     assert wait_deadline(pod) == T0 + timedelta(minutes=10)
     assert parse_time("nonsense") is None
     assert waiting_from_pod({"metadata": {"annotations": {}}}, Fraction(0)) is None
-
-
-def test_placeable_counts_whole_requests_per_node() -> None:
-    nodes = [
-        {"metadata": {"name": "a", "labels": {"k": "v"}}, "status": {"allocatable": {"r/x": "4"}}},
-        {"metadata": {"name": "b", "labels": {"k": "v"}}, "status": {"allocatable": {"r/x": "3"}}},
-        {"metadata": {"name": "c", "labels": {}}, "status": {"allocatable": {"r/x": "8"}}},
-    ]
-    pods = [{"spec": {"nodeName": "a", "containers": [{"resources": {"limits": {"r/x": "1"}}}]}}]
-    assert placeable(nodes, pods, "r/x", {"k": "v"}, 1) == 6
-    assert placeable(nodes, pods, "r/x", {"k": "v"}, 2) == 2
 
 
 def test_trimmed_view_keeps_queued_pods_with_their_place() -> None:

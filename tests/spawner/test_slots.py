@@ -146,6 +146,25 @@ def test_an_extended_resource_ledger_counts_units_of_matching_nodes() -> None:
     assert one.of_pod(bound).units == 3
 
 
+def test_a_server_takes_its_units_from_one_node_the_best_fitting() -> None:
+    nodes = [{"metadata": {"name": name, "labels": {}}, "status": {"allocatable": {"r/x": "4"}}} for name in "abc"]
+    used = {"a": "3", "b": "3", "c": "2"}  # free: 1, 1 and 2 units
+    pods = [
+        {
+            "metadata": {"name": f"on-{node}"},
+            "spec": {"nodeName": node, "containers": [{"resources": {"limits": {"r/x": units}}}]},
+        }
+        for node, units in used.items()
+    ]
+    cluster = Cluster(nodes, pods)
+    two, one = ResourceAsk("k", "r/x", {}, 2), ResourceAsk("k", "r/x", {}, 1)
+    assert servers_free(two, cluster) == 1  # four units free, but only node c has two of them
+    assert servers_free(one, cluster) == 4
+    # A one-unit server on its way takes a one-unit gap (best fit), not node c's pair.
+    assert servers_free(two, cluster, [one]) == 1
+    assert servers_free(two, cluster, [one, one, one]) == 0
+
+
 def test_the_view_keeps_a_queued_dra_pod_and_a_claim_names_its_pod() -> None:
     from fracnb_spawner.clusterview import trim_pod
 
