@@ -2,11 +2,13 @@
 
 The watcher opens its own IOPub subscription per kernel, the way jupyter_server watches kernel
 activity: IOPub is a publish socket, so one more subscriber takes nothing from the notebook's
-clients and cannot slow them. It learns of kernels from jupyter_server's kernel action events
-(start, restart, shutdown) and, as a safety net, by comparing the kernel manager's list every
-``SYNC_SECONDS``: that also catches an automatic restart on new ports, which emits no event, and
-serves alone on early 2.x releases of jupyter_server that emit no kernel events. A restart on
-the same ports needs nothing: the subscription reconnects by itself.
+clients and cannot slow them. It learns of kernels by comparing the kernel manager's list every
+``SYNC_SECONDS`` and whenever the session endpoint is asked (which also catches an automatic
+restart on new ports); a restart on the same ports needs nothing: the subscription reconnects by
+itself. Not from jupyter_server's kernel action events: with a listener on them, a kernel whose
+first cell ran at once stayed "idle" to the server while it computed, so the hub heard no
+activity from a busy silent cell and the fracnb service culled it. An error in a kernel's first
+seconds can be missed.
 
 Only ``error`` and ``stream`` messages are verified and decoded; all others are dropped after
 their header. Nothing here is on the usage endpoint's request path: messages arrive on the
@@ -27,7 +29,6 @@ from .oomerrors import is_candidate, oom_in_message
 
 log = logging.getLogger(__name__)
 
-KERNEL_ACTIONS_EVENT = "https://events.jupyter.org/jupyter_server/kernel_actions/v1"
 SYNC_SECONDS = 5.0
 
 OnOom = Callable[[str, str, str | None], object]  # (kernel id, kernel name, execution request id)
@@ -60,10 +61,6 @@ class KernelWatch:
     @property
     def watched(self) -> list[str]:
         return sorted(self._subscriptions)
-
-    async def on_kernel_action(self, logger: Any, schema_id: str, data: dict[str, Any]) -> None:
-        """A jupyter_events listener for kernel actions: start, restart, shutdown."""
-        self.sync()
 
     def sync(self) -> None:
         """Subscribe to new kernels, resubscribe moved ones, drop those gone."""

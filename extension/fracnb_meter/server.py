@@ -24,7 +24,7 @@ from traitlets import Bool, Float
 from .activity import HubActivity
 from .contract import Budget, ContractError, gpu_withheld, read_budget
 from .hubservice import ServiceReports
-from .kernelwatch import KERNEL_ACTIONS_EVENT, SYNC_SECONDS, KernelWatch
+from .kernelwatch import SYNC_SECONDS, KernelWatch
 from .memoryhistory import MemoryHistory, record_usage
 from .nextadvice import ServiceAdvice, advice_request
 from .nvml import GpuReading, unavailable
@@ -198,7 +198,6 @@ class FracnbMeter(ExtensionApp):
     def _watch_kernel_output(self, serverapp: Any) -> None:
         """Count GPU out-of-memory errors in the kernels' output (fracnb_meter.kernelwatch)."""
         self.kernel_watch = KernelWatch(serverapp.kernel_manager, self.session_stats.record_oom_error)
-        serverapp.event_logger.add_listener(schema_id=KERNEL_ACTIONS_EVENT, listener=self.kernel_watch.on_kernel_action)
         self.kernel_watch.sync()
         self._session_timers.append(PeriodicCallback(self.kernel_watch.sync, SYNC_SECONDS * 1000))
         self._session_timers[-1].start()
@@ -218,7 +217,12 @@ class FracnbMeter(ExtensionApp):
         return report_document(self.session, self.session_stats, reported_at=now, ended_at=now if ended else None)
 
     def session_json(self) -> str:
-        return json.dumps({"report": self.session_report(), "kernels": self.session_stats.kernels()})
+        watched: list[str] = []
+        if self.kernel_watch is not None:
+            self.kernel_watch.sync()  # a kernel started since the last periodic check is read from now on
+            watched = self.kernel_watch.watched
+        document = {"report": self.session_report(), "kernels": self.session_stats.kernels()}
+        return json.dumps({**document, "output_watched": watched})
 
     async def report_session(self, *, ended: bool = False) -> bool:
         """Post the session's report to the hub's fracnb service; never raises."""
@@ -252,9 +256,6 @@ class FracnbMeter(ExtensionApp):
         for timer in self._session_timers:
             timer.stop()
         if self.kernel_watch is not None:
-            self.serverapp.event_logger.remove_listener(
-                schema_id=KERNEL_ACTIONS_EVENT, listener=self.kernel_watch.on_kernel_action
-            )
             self.kernel_watch.stop()
         await self.report_session(ended=True)
         self.sampler.close()

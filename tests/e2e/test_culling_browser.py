@@ -136,7 +136,7 @@ def test_idle_server_is_warned_culled_and_its_slot_reused(short_demo: RunningDem
         wait_until(
             lambda: warned(cull_status(short_demo, carol)),
             what="carol's server to be warned",
-            timeout=IDLE_TIMEOUT,
+            timeout=IDLE_TIMEOUT + 60,
             interval=2,
         )
         # Back on the tab, within the warning lead of the idle deadline, JupyterLab tells her, with the time left.

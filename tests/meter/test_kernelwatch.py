@@ -2,7 +2,7 @@
 
 It follows kernels as they start, restart and shut down, reads errors in order, and raises or
 warns nothing (pytest treats warnings as errors). The same watch inside a running server, fed by
-jupyter_server's kernel action events, is tested in test_session_reporting.py.
+its periodic check of the kernel list, is tested in test_session_reporting.py.
 """
 
 from __future__ import annotations

@@ -114,6 +114,13 @@ def oom_counts(server: MeterServer, kernel_id: str) -> tuple[int, int]:
     return document["report"]["oom_events"], kernel["oom_errors"]
 
 
+def watched_session(server: MeterServer, path: str) -> str:
+    """A new kernel for ``path``, once the meter reads its output (asking the session endpoint looks for it)."""
+    kernel_id = server.start_session(path)
+    wait_until(lambda: kernel_id in session(server)["output_watched"], what="the kernel's output watched", timeout=30)
+    return kernel_id
+
+
 def wait_for_oom_counts(server: MeterServer, kernel_id: str, counts: tuple[int, int]) -> None:
     """Wait until the counts reach ``counts``, then check they are exactly that.
 
@@ -200,7 +207,7 @@ def test_busy_share_follows_per_process_utilisation(server: MeterServer) -> None
 def test_a_cuda_out_of_memory_error_in_a_kernel_counts_once_and_reaches_the_service(
     server: MeterServer, service: ReportServer
 ) -> None:
-    kernel_id = server.start_session("oom.ipynb")
+    kernel_id = watched_session(server, "oom.ipynb")
     # The traceback shows the cell's source, comment included: only the exception's own message counts.
     assert run_cell(server, kernel_id, "# not a CUDA out of memory error\nraise ValueError('bad shape')") == "error"
     assert run_cell(server, kernel_id, "import sys; print('a warning', file=sys.stderr)") == "ok"
@@ -212,7 +219,7 @@ def test_a_cuda_out_of_memory_error_in_a_kernel_counts_once_and_reaches_the_serv
 
 
 def test_a_tensorflow_message_on_stderr_counts_and_with_its_exception_counts_once(server: MeterServer) -> None:
-    kernel_id = server.start_session("tf.ipynb")
+    kernel_id = watched_session(server, "tf.ipynb")
     assert run_cell(server, kernel_id, TF_OOM) == "ok"
     wait_for_oom_counts(server, kernel_id, (1, 1))
     exception = (
@@ -227,8 +234,8 @@ def test_a_tensorflow_message_on_stderr_counts_and_with_its_exception_counts_onc
 
 
 def test_the_watch_survives_a_kernel_restart_and_shutdown_without_errors(server: MeterServer) -> None:
-    kernel_id = server.start_session("restart.ipynb")
-    other_id = server.start_session("other.ipynb")
+    kernel_id = watched_session(server, "restart.ipynb")
+    other_id = watched_session(server, "other.ipynb")
     assert run_cell(server, kernel_id, TORCH_OOM) == "error"
     wait_for_oom_counts(server, kernel_id, (1, 1))
 
@@ -252,7 +259,7 @@ def test_the_watch_survives_a_kernel_restart_and_shutdown_without_errors(server:
 
 def test_an_error_after_a_kernel_died_and_came_back_counts(server: MeterServer) -> None:
     """The server's restarter brings a killed kernel back on the same ports: the watch reads it again."""
-    kernel_id = server.start_session("crash.ipynb")
+    kernel_id = watched_session(server, "crash.ipynb")
     pid = kernel_pid(server, kernel_id)
     os.kill(pid, signal.SIGKILL)
     wait_until(lambda: kernel_pid(server, kernel_id) != pid, what="the kernel back with a new process", timeout=60)
