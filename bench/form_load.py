@@ -84,8 +84,8 @@ def make_pods(testbed: Testbed, namespace: str, count: int) -> None:
 
 def uncached_class() -> type:
     """The spawner as it was: a LIST of nodes, of all pods and of the hub's pods on every form load."""
-    from fracnb_spawner.kube import list_pods
-    from fracnb_spawner.quota import Allocation, allocations_from_pods
+    from fracnb_spawner.cluster.kube import list_pods
+    from fracnb_spawner.quota.policy import Allocation, allocations_from_pods
     from fracnb_spawner.spawner import FractionalSpawner
 
     class Uncached(FractionalSpawner):
@@ -126,7 +126,7 @@ async def run(testbed: Testbed, rounds: int, users: int, pods: int) -> None:
     from kubernetes_asyncio.config import kube_config
     from kubespawner import KubeSpawner, clients
 
-    from fracnb_spawner.clusterview import stop_shared_views
+    from fracnb_spawner.cluster.view import stop_shared_views
     from fracnb_spawner.spawner import FractionalSpawner
 
     os.environ["KUBECONFIG"] = str(testbed.kubeconfig)

@@ -134,7 +134,7 @@ async def run(testbed: Testbed, rounds: int, notebooks: int, frees: int) -> None
     from kubernetes_asyncio.config import kube_config
     from kubespawner import KubeSpawner, clients
 
-    from fracnb_spawner.clusterview import stop_shared_views
+    from fracnb_spawner.cluster.view import stop_shared_views
     from fracnb_spawner.spawner import FractionalSpawner
 
     os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
@@ -241,8 +241,8 @@ async def run_dra(testbed: Testbed, frees: int) -> None:
     from kubernetes_asyncio.config import kube_config
     from kubespawner import KubeSpawner, clients
 
-    from fracnb_spawner.clusterview import stop_shared_views
-    from fracnb_spawner.dra_availability import stop_shared_dra_views
+    from fracnb_spawner.cluster.devices import stop_shared_dra_views
+    from fracnb_spawner.cluster.view import stop_shared_views
     from fracnb_spawner.spawner import FractionalSpawner
 
     os.environ["KUBECONFIG"] = str(testbed.kubeconfig)

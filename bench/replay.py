@@ -66,7 +66,7 @@ def spawner_factory(setup: RunSetup, config: Any, day: Day) -> Any:
 async def close_kube_clients() -> None:
     from kubespawner import KubeSpawner, clients
 
-    from fracnb_spawner.clusterview import stop_shared_views
+    from fracnb_spawner.cluster.view import stop_shared_views
 
     await stop_shared_views()
     await KubeSpawner._stop_all_reflectors()

@@ -24,7 +24,7 @@ from bench.replay_cards import CardModel
 from bench.replay_measures import Holder, Outcomes, StepFigures, step_figures
 from bench.replay_model import Day, Kind, Parameters, Researcher, Segment, TrainingJob
 from bench.replay_runs import DAY_ORIGIN, HubServer, RunSetup
-from fracnb_spawner.availability import requested_by_node
+from fracnb_spawner.cluster.nodes import requested_by_node
 
 log = logging.getLogger("replay")
 RETRY_AFTER = 600  # assumption: a refused researcher tries again after 10 minutes ...

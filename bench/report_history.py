@@ -33,9 +33,9 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from fracnb_spawner.service.history import db, store
-from fracnb_spawner.service.history.models import SessionDay
-from fracnb_spawner.service.history.report import as_text, load_report
+from fracnb_spawner.history import db, store
+from fracnb_spawner.history.models import SessionDay
+from fracnb_spawner.history.report import as_text, load_report
 from fracnb_testbed.postgres import running_postgres
 
 GIB = 1 << 30

@@ -39,8 +39,8 @@ from fracnb_spawner.culling import (
     CullPolicy,
     isoformat,
 )
-from fracnb_spawner.queueorder import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
-from fracnb_spawner.quota import FRACTION_ANNOTATION, PROFILE_LABEL, FracnbQuotas
+from fracnb_spawner.queue.order import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
+from fracnb_spawner.quota.policy import FRACTION_ANNOTATION, PROFILE_LABEL, FracnbQuotas
 from fracnb_spawner.service.core import CullSettings, user_report
 from fracnb_spawner.service.nextadvice import advice_document, menu_from_config
 

@@ -13,14 +13,20 @@ from typing import Any
 from traitlets import TraitError
 from traitlets.config import Config, Configurable
 
-from .backends import is_gpu_resource
-from .culling import CullTimingError, check_timing
-from .overrides import OverrideError, check_spawner_traits
-from .profiles import ProfileConfigError, initialize_profiles, iter_combinations, profile_name, validate_profiles
-from .queueconfig import FracnbQueue
-from .quota import FracnbQuotas
-from .traits import FractionalTraits
-from .units import parse_duration
+from fracnb_spawner.common.units import parse_duration
+from fracnb_spawner.config.overrides import OverrideError, check_spawner_traits
+from fracnb_spawner.config.profiles import (
+    ProfileConfigError,
+    initialize_profiles,
+    iter_combinations,
+    profile_name,
+    validate_profiles,
+)
+from fracnb_spawner.config.traits import FractionalTraits
+from fracnb_spawner.culling import CullTimingError, check_timing
+from fracnb_spawner.gpu.backends import is_gpu_resource
+from fracnb_spawner.queue.config import FracnbQueue
+from fracnb_spawner.quota.policy import FracnbQuotas
 
 # FractionalSpawner's own traits, validated as the spawner validates them but without a
 # cluster; named so, traitlets' messages name the class the admin configures.
@@ -129,7 +135,7 @@ def idle_timeouts(settings: FractionalTraits, profiles: list[dict]) -> list[tupl
 
 def check_cull_timing(c: Config, settings: FractionalTraits, profiles: list[dict]) -> None:
     """Refuse idle timeouts and a warning lead that would warn or stop servers in use (``CullTimingError``)."""
-    from .service.app import FracnbService  # noqa: PLC0415 - the service's module is only needed here
+    from fracnb_spawner.service.app import FracnbService  # noqa: PLC0415 - the service's module is only needed here
 
     service = FracnbService(config=c)
     timeouts = [

@@ -24,14 +24,19 @@ import yaml
 from traitlets import TraitError
 from traitlets.config import Config, PyFileConfigLoader
 
-from .backends import KAI_FRACTION_ANNOTATION
-from .configure import check_config, configured_traits
-from .culling import IDLE_TIMEOUT_ANNOTATION, IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION, MAX_AGE_ANNOTATION, CullPolicy
-from .overrides import OverrideError
-from .profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
-from .progress import plan_summary
-from .quota import FracnbQuotas, QuotaPolicy
-from .service.page import duration_text, share_text
+from fracnb_spawner.config.overrides import OverrideError
+from fracnb_spawner.config.profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
+from fracnb_spawner.configure import check_config, configured_traits
+from fracnb_spawner.culling import (
+    IDLE_TIMEOUT_ANNOTATION,
+    IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION,
+    MAX_AGE_ANNOTATION,
+    CullPolicy,
+)
+from fracnb_spawner.form.progress import plan_summary
+from fracnb_spawner.gpu.backends import KAI_FRACTION_ANNOTATION
+from fracnb_spawner.quota.policy import FracnbQuotas, QuotaPolicy
+from fracnb_spawner.service.page import duration_text, share_text
 
 OFFLINE_KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -76,7 +81,7 @@ def _rows(spawner_class: type, config: Config) -> Iterator[tuple[str, str, dict]
 async def _describe(config: Config, manifest: bool) -> list[dict]:
     from kubespawner import KubeSpawner  # noqa: PLC0415 - imported after KUBECONFIG points offline
 
-    from .spawner import FractionalSpawner  # noqa: PLC0415
+    from fracnb_spawner.spawner import FractionalSpawner  # noqa: PLC0415
 
     results = []
     check_config(config)  # the checks of setup(c), with their messages (profiles, traits, FracnbQuotas)
@@ -188,7 +193,7 @@ def service_lines(service: Any) -> list[str]:
 
 def summary(config: Config) -> list[str]:
     """Quotas and idle policies as the hub and the fracnb service will apply them."""
-    from .service.app import FracnbService  # noqa: PLC0415 -- the service's imports, only for the summary
+    from fracnb_spawner.service.app import FracnbService  # noqa: PLC0415 -- the service's imports, only for the summary
 
     gpu, cpu = configured_traits(config).cull_defaults()
     lines = ["quotas (FracnbQuotas):", *quota_lines(FracnbQuotas(config=config).policy())]

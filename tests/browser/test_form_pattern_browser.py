@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, Page
 
-from fracnb_spawner import form
-from fracnb_spawner.profiles import initialize_profiles
-from fracnb_spawner.traits import FractionalTraits
+from fracnb_spawner.config.profiles import initialize_profiles
+from fracnb_spawner.config.traits import FractionalTraits
+from fracnb_spawner.form import rows as form
 
 pytestmark = pytest.mark.browser
 

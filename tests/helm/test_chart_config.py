@@ -20,8 +20,8 @@ from tornado.httpclient import AsyncHTTPClient
 from traitlets.config import Config, PyFileConfigLoader
 
 from fracnb_spawner import dryrun
-from fracnb_spawner.profiles import UNLISTED, initialize_profiles, iter_combinations
-from fracnb_spawner.quota import FracnbQuotas
+from fracnb_spawner.config.profiles import UNLISTED, initialize_profiles, iter_combinations
+from fracnb_spawner.quota.policy import FracnbQuotas
 
 from .conftest import CHART_DIR, merged, values_of
 from .test_values import EXPECTED, SCENARIOS

@@ -13,7 +13,7 @@ from kubernetes_asyncio.config import kube_config
 from kubespawner import clients
 
 from fracnb_spawner import dryrun
-from fracnb_spawner.companions import TEMPLATE_VERBS
+from fracnb_spawner.gpu.companions import TEMPLATE_VERBS
 
 from .conftest import VALUES_DIR, merged, values_of
 

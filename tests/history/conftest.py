@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from fracnb_spawner.service.history import db
+from fracnb_spawner.history import db
 from fracnb_testbed.postgres import PostgresServer, running_postgres
 
 DATABASES = ("sqlite", "postgresql")

@@ -10,9 +10,9 @@ from datetime import datetime, timedelta
 import pytest
 
 from fracnb_meter.schema import HISTORY_REPORT, problems
-from fracnb_spawner.service.history import store
-from fracnb_spawner.service.history.cli import main
-from fracnb_spawner.service.history.report import (
+from fracnb_spawner.history import store
+from fracnb_spawner.history.cli import main
+from fracnb_spawner.history.report import (
     ChoiceTotals,
     as_csv,
     as_json,

@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import Engine, inspect, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from fracnb_spawner.service.history import db, rollup, store
-from fracnb_spawner.service.history.models import SessionDay, SessionRecord, per_mille
-from fracnb_spawner.service.history.report import (
+from fracnb_spawner.history import db, rollup, store
+from fracnb_spawner.history.models import SessionDay, SessionRecord, per_mille
+from fracnb_spawner.history.report import (
     build_report,
     fold_groups,
     load_report,

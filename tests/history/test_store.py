@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import inspect
 
 from fracnb_meter.schema import SESSION_REPORT, problems
-from fracnb_spawner.service.history import db, store
+from fracnb_spawner.history import db, store
 from tests.history.records import GIB, report
 
 

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 
 from fracnb_spawner.culling import Action, CullPolicy, Reason
-from fracnb_spawner.demand import demand_since, is_queued, queue_entries, queue_lengths, queued_at
+from fracnb_spawner.queue.demand import demand_since, is_queued, queue_entries, queue_lengths, queued_at
 from fracnb_spawner.service.core import CullSettings, index_pods, judge_for
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.page import waiting_text

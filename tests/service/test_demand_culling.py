@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from fracnb_meter.schema import SERVICE_REPORT, problems
 from fracnb_meter.wording import cull_warning
 from fracnb_spawner.culling import CullPolicy, isoformat, parse_timestamp
-from fracnb_spawner.quota import QuotaPolicy
+from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.service.core import CullSettings, cull_pass, user_report, utcnow
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics

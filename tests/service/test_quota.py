@@ -7,7 +7,7 @@ from traitlets import TraitError
 from traitlets.config import Config
 
 from fracnb_meter.schema import SERVICE_REPORT, problems
-from fracnb_spawner.quota import (
+from fracnb_spawner.quota.policy import (
     Allocation,
     FracnbQuotas,
     QuotaPolicy,

@@ -1,10 +1,10 @@
-"""Right-sizing advice from literal session histories (fracnb_spawner.advice)."""
+"""Right-sizing advice from literal session histories (fracnb_spawner.history.advice)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fracnb_spawner.advice import Offer, PastSession, advise, percentile, sessions_on, waiting_text
+from fracnb_spawner.history.advice import Offer, PastSession, advise, percentile, sessions_on, waiting_text
 
 GIB = 1 << 30
 HALF = ("a100", "size", "half")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fracnb_spawner.availability import free_units
-from fracnb_spawner.clusterview import apply_event, trim_node, trim_pod
+from fracnb_spawner.cluster.nodes import free_units
+from fracnb_spawner.cluster.view import apply_event, trim_node, trim_pod
 
 NODE = {
     "metadata": {"name": "gpu-1", "labels": {"pool": "gpu"}, "annotations": {"big": "x" * 1000}, "uid": "u1"},

@@ -17,7 +17,7 @@ from tornado import web
 from traitlets import TraitError
 from traitlets.config import Config
 
-from fracnb_spawner.errors import HubConfigError, InvalidRequestError
+from fracnb_spawner.common.errors import HubConfigError, InvalidRequestError
 from fracnb_spawner.spawner import FractionalSpawner
 
 PROFILES = [

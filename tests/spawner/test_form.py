@@ -7,7 +7,7 @@ import re
 import pytest
 from traitlets.config import Config
 
-from fracnb_spawner.jspattern import html_pattern
+from fracnb_spawner.form.jspattern import html_pattern
 
 HOSTILE_NAME = '<script>alert("x")</script>'
 

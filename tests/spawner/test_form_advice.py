@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from traitlets.config import Config
 
-from fracnb_spawner import form
-from fracnb_spawner.formadvice import offers_from_rows, row_key
-from fracnb_spawner.service.history import db, store
+from fracnb_spawner.form import rows as form
+from fracnb_spawner.form.advice import offers_from_rows, row_key
+from fracnb_spawner.history import db, store
 from tests.history.records import GIB, row
 
 USER = "mock@name"  # the user of a spawner built with _mock=True

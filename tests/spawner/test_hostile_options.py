@@ -6,7 +6,7 @@ import pytest
 from tornado import web
 from traitlets.config import Config
 
-from fracnb_spawner.profiles import InvalidUserOptionsError, initialize_profiles, select
+from fracnb_spawner.config.profiles import InvalidUserOptionsError, initialize_profiles, select
 
 PROFILES = [
     {"display_name": "CPU only", "slug": "cpu", "default": True},

@@ -11,12 +11,12 @@ import pytest
 from jupyterhub.utils import format_exception
 from traitlets.config import Config
 
-from fracnb_spawner import form
-from fracnb_spawner.availability import largest_allocatable
-from fracnb_spawner.errors import HubConfigError, InvalidRequestError, RefusedSpawnError
-from fracnb_spawner.gpu import CPU_ONLY, GPUPlan
-from fracnb_spawner.progress import no_node_reason, scheduler_saw_slots, unschedulable_message, waiting_message
-from fracnb_spawner.quota import GroupUse, QuotaDecision
+from fracnb_spawner.cluster.nodes import largest_allocatable
+from fracnb_spawner.common.errors import HubConfigError, InvalidRequestError, RefusedSpawnError
+from fracnb_spawner.form import rows as form
+from fracnb_spawner.form.progress import no_node_reason, scheduler_saw_slots, unschedulable_message, waiting_message
+from fracnb_spawner.gpu.resolve import CPU_ONLY, GPUPlan
+from fracnb_spawner.quota.policy import GroupUse, QuotaDecision
 
 SCHEDULER_FULL = (
     "0/10 nodes are available: 2 Insufficient nvidia.com/gpu.shared, 8 node(s) didn't match Pod's node "
@@ -176,7 +176,7 @@ PROFILES = [
 
 
 async def render(make_spawner, user_options: dict, refuse: dict[str, str] | None = None) -> str:
-    from fracnb_spawner.profiles import initialize_profiles
+    from fracnb_spawner.config.profiles import initialize_profiles
 
     config = Config()
     config.FractionalSpawner.profile_list = PROFILES
@@ -223,7 +223,7 @@ async def test_user_options_are_not_reported_unhandled(make_spawner, caplog: pyt
 
 
 async def test_placement_uses_the_choices_node_selector(make_spawner) -> None:
-    from fracnb_spawner.profiles import initialize_profiles, select
+    from fracnb_spawner.config.profiles import initialize_profiles, select
 
     config = Config()
     config.FractionalSpawner.node_selector = {"pool": "cpu", "zone": "a"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fracnb_spawner.kube import pod_namespaces, singleuser_selector
+from fracnb_spawner.cluster.kube import pod_namespaces, singleuser_selector
 
 
 def profile(override: dict | None = None, choice_override: dict | None = None, unlisted: dict | None = None) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from traitlets.config import Config
 
-from fracnb_spawner.labels import key_problem, label_problem, label_value, value_problem
+from fracnb_spawner.common.labels import key_problem, label_problem, label_value, value_problem
 
 LONG_NAME = "A very long display name for the shared GPU profile of the data science team " * 2
 ODD_SLUGS = ["Big GPU!", "gpu/half", "ünïcode", "-leading", "trailing.", "a" * 64, "!!!", "with space", "UPPER_ok"]

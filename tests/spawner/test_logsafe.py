@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from fracnb_spawner.logsafe import EscapeControlCharacters, escape_controls, shown
+from fracnb_spawner.common.logsafe import EscapeControlCharacters, escape_controls, shown
 
 HOSTILE = [
     "bob\n[I 2024-01-01 00:00:00.000 JupyterHub app:1] fake: admin logged in",

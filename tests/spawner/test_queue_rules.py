@@ -10,13 +10,13 @@ import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
-from fracnb_spawner.clock import clock_text, relative_text, when_text, zone_named
-from fracnb_spawner.clusterview import trim_pod
+from fracnb_spawner.cluster.view import trim_pod
+from fracnb_spawner.common.clock import clock_text, relative_text, when_text, zone_named
+from fracnb_spawner.config.profiles import ProfileConfigError, initialize_profiles, validate_profiles
 from fracnb_spawner.culling import Reason
-from fracnb_spawner.gpu import GPUPlan
-from fracnb_spawner.profiles import ProfileConfigError, initialize_profiles, validate_profiles
-from fracnb_spawner.queueconfig import FracnbQueue, QueueConfigError, queue_max_wait
-from fracnb_spawner.queueorder import (
+from fracnb_spawner.gpu.resolve import GPUPlan
+from fracnb_spawner.queue.config import FracnbQueue, QueueConfigError, queue_max_wait
+from fracnb_spawner.queue.order import (
     Waiting,
     ordinal,
     parse_time,
@@ -28,7 +28,7 @@ from fracnb_spawner.queueorder import (
     wait_deadline,
     waiting_from_pod,
 )
-from fracnb_spawner.queuetext import (
+from fracnb_spawner.queue.text import (
     Release,
     estimate,
     form_text,
@@ -36,7 +36,7 @@ from fracnb_spawner.queuetext import (
     kept_place_message,
     queued_message,
 )
-from fracnb_spawner.quota import Allocation, QuotaPolicy
+from fracnb_spawner.quota.policy import Allocation, QuotaPolicy
 
 T0 = datetime(2026, 11, 23, 14, 0, tzinfo=timezone.utc)
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -146,8 +146,8 @@ def test_profile_queue_entry_is_checked_at_start() -> None:
     with pytest.raises(QueueConfigError, match="unknown queue key"):
         queue_max_wait({"maxwait": 5})
     profiles = initialize_profiles([{"display_name": "Q", "slug": "q", "queue": {"max_wait": "soon"}}])
-    from fracnb_spawner.backends import BackendSettings
-    from fracnb_spawner.gpu import GPUDefaults
+    from fracnb_spawner.gpu.backends import BackendSettings
+    from fracnb_spawner.gpu.resolve import GPUDefaults
 
     settings = BackendSettings("nvidia.com/gpu.shared", "nvidia.com/gpu.shared", "h", "k", "l", "q", 0.95)
     with pytest.raises(ProfileConfigError, match=r"profile 'q' \('Q'\): queue.max_wait"):

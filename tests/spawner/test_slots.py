@@ -3,17 +3,17 @@ ledgers of both ways of counting, as the backend table's records give them."""
 
 from __future__ import annotations
 
-from fracnb_spawner.backend_table import (
+from fracnb_spawner.cluster.devices import DraWant, trim_claim, trim_slice
+from fracnb_spawner.cluster.slots import Cluster, DraAsk, ResourceAsk, dra_slot_kind, servers_free
+from fracnb_spawner.gpu.backends import BackendSettings
+from fracnb_spawner.gpu.resolve import GPUDefaults, parse_gpu_spec, plan_gpu
+from fracnb_spawner.gpu.table import (
     COUNT_DRA,
     COUNT_EXTENDED_RESOURCE,
     COUNT_NOTHING,
     backend_fields,
     backend_named,
 )
-from fracnb_spawner.backends import BackendSettings
-from fracnb_spawner.dra_availability import DraWant, trim_claim, trim_slice
-from fracnb_spawner.gpu import GPUDefaults, parse_gpu_spec, plan_gpu
-from fracnb_spawner.slots import Cluster, DraAsk, ResourceAsk, dra_slot_kind, servers_free
 
 GIB = 2**30
 DRIVER = "gpu.nvidia.com"
@@ -166,7 +166,7 @@ def test_a_server_takes_its_units_from_one_node_the_best_fitting() -> None:
 
 
 def test_the_view_keeps_a_queued_dra_pod_and_a_claim_names_its_pod() -> None:
-    from fracnb_spawner.clusterview import trim_pod
+    from fracnb_spawner.cluster.view import trim_pod
 
     pod = {
         "metadata": {

@@ -8,10 +8,10 @@ import re
 import pytest
 from traitlets import HasTraits
 
-from fracnb_spawner.formadvice import AdviceTraits
-from fracnb_spawner.quota import FracnbQuotas
+from fracnb_spawner.config.traits import FractionalTraits
+from fracnb_spawner.form.advice import AdviceTraits
+from fracnb_spawner.quota.policy import FracnbQuotas
 from fracnb_spawner.service.app import FracnbService
-from fracnb_spawner.traits import FractionalTraits
 
 # Defaults computed at run time; their help says where they come from instead of a value.
 DYNAMIC = {("FracnbService", "namespace"), ("FracnbService", "all_namespaces"), ("AdviceTraits", "right_sizing_db_url")}

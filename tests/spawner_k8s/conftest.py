@@ -61,8 +61,8 @@ async def _spawners_on(
     from kubernetes_asyncio.config import kube_config
     from kubespawner import KubeSpawner, clients
 
-    from fracnb_spawner.clusterview import stop_shared_views
-    from fracnb_spawner.dra_availability import stop_shared_dra_views
+    from fracnb_spawner.cluster.devices import stop_shared_dra_views
+    from fracnb_spawner.cluster.view import stop_shared_views
     from fracnb_spawner.spawner import FractionalSpawner
 
     monkeypatch.setenv("KUBECONFIG", str(testbed.kubeconfig))

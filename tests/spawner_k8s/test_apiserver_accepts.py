@@ -12,8 +12,8 @@ from kubernetes_asyncio.client import ResourceV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from traitlets.config import Config
 
+from fracnb_spawner.config.profiles import UNLISTED, UNLISTED_SUFFIX, initialize_profiles, iter_combinations
 from fracnb_spawner.configure import check_config
-from fracnb_spawner.profiles import UNLISTED, UNLISTED_SUFFIX, initialize_profiles, iter_combinations
 
 pytestmark = pytest.mark.k8s
 

@@ -11,7 +11,7 @@ import pytest
 from tornado import web
 from traitlets.config import Config
 
-from fracnb_spawner import form
+from fracnb_spawner.form import rows as form
 
 pytestmark = pytest.mark.k8s
 

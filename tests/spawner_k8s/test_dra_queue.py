@@ -10,10 +10,10 @@ from datetime import datetime, timezone
 import pytest
 from traitlets.config import Config
 
-from fracnb_spawner import form
-from fracnb_spawner.clusterview import shared_view
-from fracnb_spawner.queueing import shared_queue
-from fracnb_spawner.queueorder import QUEUE_GATE, SLOT_KIND_LABEL, wait_deadline
+from fracnb_spawner.cluster.view import shared_view
+from fracnb_spawner.form import rows as form
+from fracnb_spawner.queue.coordinator import shared_queue
+from fracnb_spawner.queue.order import QUEUE_GATE, SLOT_KIND_LABEL, wait_deadline
 
 from .test_dra_on_cluster import A100, allocation_of, claims_in, templates_in, wait_until
 
@@ -71,7 +71,7 @@ async def queued(spawner) -> asyncio.Future:
 
 async def settle(spawner, allocated: int) -> None:
     """Wait until the hub's view shows ``allocated`` claims, then let the queue act on it at once."""
-    from fracnb_spawner.dra_availability import shared_dra_view
+    from fracnb_spawner.cluster.devices import shared_dra_view
 
     view = shared_dra_view(spawner.api.api_client)
     await wait_until(lambda: len(view.claims.objects()) == allocated, what=f"{allocated} allocated claims in the view")

@@ -67,7 +67,7 @@ async def until(probe, expected, timeout: float = 15) -> None:
 async def test_the_view_follows_changes_across_watch_reconnects_without_listing_again(
     cluster_spawner, testbed, k8s_namespace, monkeypatch
 ) -> None:
-    from fracnb_spawner import clusterview
+    from fracnb_spawner.cluster import view as clusterview
 
     monkeypatch.setattr(clusterview, "WATCH_SECONDS", 1)  # the server ends each watch after a second
     config = form_config()

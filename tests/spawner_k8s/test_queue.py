@@ -11,9 +11,9 @@ from prometheus_client import REGISTRY
 from tornado import web
 from traitlets.config import Config
 
-from fracnb_spawner.clusterview import shared_view, stop_shared_views
-from fracnb_spawner.queueing import shared_queue
-from fracnb_spawner.queueorder import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
+from fracnb_spawner.cluster.view import shared_view, stop_shared_views
+from fracnb_spawner.queue.coordinator import shared_queue
+from fracnb_spawner.queue.order import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
 
 pytestmark = pytest.mark.k8s
 

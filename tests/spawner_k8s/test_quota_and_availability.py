@@ -11,7 +11,7 @@ import pytest
 from tornado import web
 from traitlets.config import Config
 
-from fracnb_spawner.ledger import LEDGER
+from fracnb_spawner.quota.ledger import LEDGER
 from tests.spawner_k8s.conftest import gpu_job_pod
 
 pytestmark = pytest.mark.k8s

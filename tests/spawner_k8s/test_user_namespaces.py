@@ -11,7 +11,7 @@ import pytest
 from tornado import web
 from traitlets.config import Config
 
-from fracnb_spawner.ledger import LEDGER
+from fracnb_spawner.quota.ledger import LEDGER
 
 from .rbac import hub_with_rules
 
@@ -112,7 +112,7 @@ async def test_without_rbac_for_every_namespace_a_spawn_is_refused_not_admitted(
 
 
 async def test_without_rbac_for_nodes_the_form_shows_no_counts(cluster_spawner, namespace_reader):
-    from fracnb_spawner.clusterview import stop_shared_views
+    from fracnb_spawner.cluster.view import stop_shared_views
 
     await stop_shared_views()  # the view of this loop reads with the restricted identity below
     config = Config()

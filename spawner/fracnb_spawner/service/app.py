@@ -14,17 +14,17 @@ from jupyterhub.services.auth import HubAuth, HubOAuth
 from traitlets import Bool, Float, Integer, Unicode, default
 from traitlets.config import Application, Config
 
-from fracnb_spawner.backends import is_gpu_resource
+from fracnb_spawner.cluster.kube import DEFAULT_COMPONENT, singleuser_selector
+from fracnb_spawner.common.logsafe import EscapeControlCharacters
 from fracnb_spawner.configure import configured_traits
 from fracnb_spawner.culling import CullPolicy, CullTiming, CullTimingError, check_timing
-from fracnb_spawner.kube import DEFAULT_COMPONENT, singleuser_selector
-from fracnb_spawner.logsafe import EscapeControlCharacters
-from fracnb_spawner.quota import FracnbQuotas
+from fracnb_spawner.gpu.backends import is_gpu_resource
+from fracnb_spawner.history.db import HistoryDatabaseError, open_database
+from fracnb_spawner.history.metrics import HistoryMetrics
+from fracnb_spawner.history.store import purge
+from fracnb_spawner.quota.policy import FracnbQuotas
 from fracnb_spawner.service import core
 from fracnb_spawner.service.handlers import make_app
-from fracnb_spawner.service.history.db import HistoryDatabaseError, open_database
-from fracnb_spawner.service.history.metrics import HistoryMetrics
-from fracnb_spawner.service.history.store import purge
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.nextadvice import Menu, menu_from_config
@@ -273,7 +273,7 @@ class FracnbService(Application):
         """The app's stderr handler for tornado's and fracnb's loggers too, escaping control characters.
 
         Request paths and user names reach these lines; escaped, they cannot start a forged one
-        (see :mod:`fracnb_spawner.logsafe`). Successful requests are logged at the DEBUG level only:
+        (see :mod:`fracnb_spawner.common.logsafe`). Successful requests are logged at the DEBUG level only:
         every notebook asks for its status every few minutes.
         """
         config = super().get_default_logging_config()

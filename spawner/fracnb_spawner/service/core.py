@@ -24,8 +24,8 @@ from fracnb_spawner.culling import (
     server_activity,
     server_status,
 )
-from fracnb_spawner.demand import demand_since, is_queued, slot_kind
-from fracnb_spawner.quota import (
+from fracnb_spawner.queue.demand import demand_since, is_queued, slot_kind
+from fracnb_spawner.quota.policy import (
     FRACTION_ANNOTATION,
     SERVERNAME_ANNOTATION,
     USERNAME_ANNOTATION,

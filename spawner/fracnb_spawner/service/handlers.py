@@ -9,8 +9,8 @@ from typing import Any
 from jupyterhub.services.auth import HubAuthenticated
 from tornado import web
 
-from fracnb_spawner.demand import queue_entries
-from fracnb_spawner.logsafe import shown
+from fracnb_spawner.common.logsafe import shown
+from fracnb_spawner.queue.demand import queue_entries
 from fracnb_spawner.service.metrics import CONTENT_TYPE
 from fracnb_spawner.service.web import TEMPLATES, PageSources, page_routes
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from fracnb_spawner.demand import is_queued, queue_lengths
-from fracnb_spawner.quota import allocations_from_pods, used_by
+from fracnb_spawner.queue.demand import is_queued, queue_lengths
+from fracnb_spawner.quota.policy import allocations_from_pods, used_by
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

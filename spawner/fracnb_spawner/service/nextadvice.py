@@ -2,8 +2,8 @@
 
 A notebook's meter asks, with its server's own token, for the advice on its server's choice
 (``FRACNB_PROFILE``, ``FRACNB_CHOICE``), and shows it in the panel and the widget beside this
-session's peak. The advice is the spawn form's (:func:`fracnb_spawner.advice.advise`, over the
-same rows :func:`fracnb_spawner.form.describe` gives the form), read from the caller's own
+session's peak. The advice is the spawn form's (:func:`fracnb_spawner.history.advice.advise`, over the
+same rows :func:`fracnb_spawner.form.rows.describe` gives the form), read from the caller's own
 sessions only; the menu is the hub's ``profile_list`` from the config file the service loads.
 Without availability, the advice does not say whether the choice is free: that is for the form
 to say at the next spawn. A ``profile_list`` computed per user (a callable) cannot be known
@@ -20,13 +20,13 @@ from typing import Any
 from tornado import web
 from traitlets.config import Config, Configurable
 
-from fracnb_spawner import form
-from fracnb_spawner.advice import advise, sessions_on, waiting_text
+from fracnb_spawner.config.profiles import initialize_profiles
 from fracnb_spawner.configure import configured_traits, spawner_section
-from fracnb_spawner.formadvice import HISTORY_LIMIT, AdviceTraits, offers_from_rows, past_sessions, row_key
-from fracnb_spawner.profiles import initialize_profiles
+from fracnb_spawner.form import rows as form
+from fracnb_spawner.form.advice import HISTORY_LIMIT, AdviceTraits, offers_from_rows, past_sessions, row_key
+from fracnb_spawner.history.advice import advise, sessions_on, waiting_text
+from fracnb_spawner.history.store import sessions_of
 from fracnb_spawner.service.handlers import ServiceHandler
-from fracnb_spawner.service.history.store import sessions_of
 from fracnb_spawner.service.sessions import history_of
 
 NO_ADVICE: dict[str, Any] = {"state": "none"}

@@ -14,12 +14,12 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
-from fracnb_spawner.availability import requested_by_node
-from fracnb_spawner.clock import clock_text, duration_text
+from fracnb_spawner.cluster.nodes import requested_by_node
+from fracnb_spawner.common.clock import clock_text, duration_text
+from fracnb_spawner.common.units import format_bytes
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy
-from fracnb_spawner.demand import QueueEntry
-from fracnb_spawner.quota import Allocation, QuotaPolicy, format_gpus, used_by
-from fracnb_spawner.units import format_bytes
+from fracnb_spawner.queue.demand import QueueEntry
+from fracnb_spawner.quota.policy import Allocation, QuotaPolicy, format_gpus, used_by
 
 MEMORY_ANNOTATION = "fracnb.io/gpu-memory-limit"
 PRODUCT_LABEL = "nvidia.com/gpu.product"

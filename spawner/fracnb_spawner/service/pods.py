@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from fracnb_spawner.kube import list_pods, singleuser_selector
+from fracnb_spawner.cluster.kube import list_pods, singleuser_selector
 
 SINGLEUSER_SELECTOR = singleuser_selector()
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"

@@ -20,10 +20,10 @@ from typing import Any
 
 from tornado import web
 
-from fracnb_spawner.logsafe import shown
+from fracnb_spawner.common.logsafe import shown
+from fracnb_spawner.history.report import as_csv, as_json, as_text, load_report
+from fracnb_spawner.history.store import ReportConflictError, sessions_of, store_report
 from fracnb_spawner.service.handlers import ServiceHandler
-from fracnb_spawner.service.history.report import as_csv, as_json, as_text, load_report
-from fracnb_spawner.service.history.store import ReportConflictError, sessions_of, store_report
 from fracnb_spawner.service.web import PageHandler
 
 MAX_LISTED = 500

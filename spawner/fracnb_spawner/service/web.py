@@ -21,9 +21,9 @@ from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuth
 from tornado import web
 from tornado.escape import xhtml_escape
 
-from fracnb_spawner.demand import queue_entries
-from fracnb_spawner.logsafe import shown
-from fracnb_spawner.quota import QuotaPolicy, allocations_from_pods
+from fracnb_spawner.common.logsafe import shown
+from fracnb_spawner.queue.demand import queue_entries
+from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
 from fracnb_spawner.service import page
 from fracnb_spawner.service.core import index_pods, judge_for
 

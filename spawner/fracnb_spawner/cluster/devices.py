@@ -1,0 +1,257 @@
+"""Free capacity for ``dra`` choices: ResourceSlices minus what allocated claims consume.
+
+The spawn form shows, per choice, how many more servers of it the cluster's DRA devices could
+take now, as it does from node allocatable for the device plugins. Devices are matched the way
+NVIDIA's DeviceClasses select them (the driver's name and its ``type`` attribute: ``gpu`` or
+``mig``), then by product (``productName`` written as GPU Feature Discovery labels it) and MIG
+profile; other CEL in a cluster's own DeviceClasses is not evaluated. A memory slice fits where
+a device's ``memory`` capacity less the ``consumedCapacity`` of the claims allocated on it holds
+the request; a MIG device or a whole GPU is free when no claim holds it.
+
+The pure functions read ResourceSlices and ResourceClaims as the API returns them (dicts);
+:class:`DraView` keeps both current with one watch each per hub, like :mod:`.clusterview`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fracnb_spawner.cluster.view import FIRST_LOAD_WAIT, Mirror
+from fracnb_spawner.common.units import QuantityError, parse_bytes
+from fracnb_spawner.gpu.dra import MEBIBYTE
+
+if TYPE_CHECKING:
+    from fracnb_spawner.gpu.backends import BackendSettings
+    from fracnb_spawner.gpu.resolve import GPUPlan
+
+default_log = logging.getLogger("fracnb.dra")
+DeviceKey = tuple[str, str, str]  # driver, pool, device
+
+
+@dataclass(frozen=True)
+class DraWant:
+    """What one server of a choice asks of the devices."""
+
+    driver: str
+    device_type: str  # "gpu" or "mig"
+    product: str | None = None  # as GFD writes it: NVIDIA-A100-SXM4-80GB
+    profile: str | None = None  # MIG profile
+    memory: int | None = None  # bytes of one GPU's memory (a slice); None: whole devices
+    count: int = 1  # whole devices per server
+    node_selector: tuple[tuple[str, str], ...] = ()  # the pod's: only devices of nodes with these labels
+
+
+def _bytes(value: object) -> int:
+    try:
+        return parse_bytes(value)
+    except QuantityError:
+        return 0
+
+
+def _text(attributes: Mapping[str, Any], name: str) -> str:
+    return str((attributes.get(name) or {}).get("string", ""))
+
+
+def _name_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    metadata = obj.get("metadata") or {}
+    return {"name": metadata.get("name", ""), "namespace": metadata.get("namespace", "")}
+
+
+def want_for(plan: GPUPlan, settings: BackendSettings) -> DraWant | None:
+    """What a server of ``plan`` asks of the devices; None for plans the dra backend does not place."""
+    if plan.backend == "whole" and plan.scheduler_backend == "dra":
+        return DraWant(settings.dra_driver, "gpu", plan.product, count=plan.fraction.numerator)
+    if plan.backend != "dra":
+        return None
+    if plan.mig_slice is not None:
+        return DraWant(settings.dra_driver, "mig", plan.product, profile=plan.mig_slice.profile)
+    # The claim asks whole MiB (dra.memory_quantity rounds up): count with the same amount.
+    return DraWant(settings.dra_driver, "gpu", plan.product, memory=-(-plan.memory_bytes // MEBIBYTE) * MEBIBYTE)
+
+
+def trim_slice(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A ResourceSlice reduced to what :func:`free_servers` reads."""
+    spec = obj.get("spec") or {}
+    devices = []
+    for device in spec.get("devices") or []:
+        attributes = device.get("attributes") or {}
+        devices.append({
+            "name": device.get("name", ""),
+            "type": _text(attributes, "type"),
+            "product": _text(attributes, "productName").replace(" ", "-"),
+            "profile": _text(attributes, "profile"),
+            "memory": _bytes(((device.get("capacity") or {}).get("memory") or {}).get("value", 0)),
+            "shared": bool(device.get("allowMultipleAllocations")),
+        })  # fmt: skip
+    pool = (spec.get("pool") or {}).get("name", "")
+    node = spec.get("nodeName") or None  # None: devices not local to one node (allNodes, a node selector)
+    return {"metadata": _name_of(obj), "driver": spec.get("driver", ""), "pool": pool, "node": node, "devices": devices}
+
+
+def trim_claim(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An allocated ResourceClaim reduced to the devices it holds and the memory it consumes; None if unallocated."""
+    allocation = (obj.get("status") or {}).get("allocation") or {}
+    results = [
+        {
+            "key": (result.get("driver", ""), result.get("pool", ""), result.get("device", "")),
+            "memory": _bytes((result.get("consumedCapacity") or {}).get("memory", 0)),
+        }
+        for result in (allocation.get("devices") or {}).get("results") or []
+    ]
+    if not results:
+        return None
+    metadata = _name_of(obj)
+    owners = [ref for ref in (obj.get("metadata") or {}).get("ownerReferences") or [] if ref.get("kind") == "Pod"]
+    # (namespace, pod) of the pod whose template made the claim: the queue reads which pods hold devices.
+    owner = (metadata["namespace"], owners[0].get("name", "")) if owners else None
+    return {"metadata": metadata, "results": results, "owner": owner}
+
+
+def _used(claims: Iterable[Mapping[str, Any]]) -> dict[DeviceKey, tuple[int, int]]:
+    """Per device: (claims holding it, memory they consume)."""
+    used: dict[DeviceKey, tuple[int, int]] = {}
+    for claim in claims:
+        for result in claim["results"]:
+            holders, memory = used.get(tuple(result["key"]), (0, 0))
+            used[tuple(result["key"])] = (holders + 1, memory + result["memory"])
+    return used
+
+
+def _matches(device: Mapping[str, Any], want: DraWant) -> bool:
+    return (
+        device["type"] == want.device_type
+        and (want.product is None or device["product"] == want.product)
+        and (want.profile is None or device["profile"] == want.profile)
+    )
+
+
+def _node_allowed(want: DraWant, nodes: Iterable[Mapping[str, Any]] | None) -> Callable[[str | None], bool]:
+    """Whether a slice's node may run the pod: its labels match the pod's node selector.
+
+    Without a node selector, without the nodes (the hub cannot read them), or for devices not local
+    to one node, every slice counts.
+    """
+    if not want.node_selector or nodes is None:
+        return lambda node: True
+    matching = {
+        (node.get("metadata") or {}).get("name")
+        for node in nodes
+        if all(((node.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in want.node_selector)
+    }
+    return lambda node: node is None or node in matching
+
+
+def device_ledger(
+    slices: Iterable[Mapping[str, Any]],
+    claims: Iterable[Mapping[str, Any]],
+    want: DraWant,
+    nodes: Iterable[Mapping[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The devices ``want`` could use, each with its pool, the memory left and how many claims hold it."""
+    used = _used(claims)
+    allowed = _node_allowed(want, nodes)
+    devices = []
+    for slice_ in slices:
+        if slice_["driver"] != want.driver or not allowed(slice_.get("node")):
+            continue
+        for device in slice_["devices"]:
+            if _matches(device, want):
+                holders, consumed = used.get((slice_["driver"], slice_["pool"], device["name"]), (0, 0))
+                devices.append({
+                    "pool": slice_["pool"], "shared": device["shared"],
+                    "free": max(0, device["memory"] - consumed), "holders": holders,
+                })  # fmt: skip
+    return devices
+
+
+def take_devices(devices: list[dict[str, Any]], want: DraWant) -> bool:
+    """Book one server of ``want`` on ``devices`` (a :func:`device_ledger`) if it fits; whether it did.
+
+    A memory slice takes the first shareable device with room, as the scheduler tries devices in
+    order; a MIG device or whole GPUs take devices no claim holds, all from one pool (one node).
+    """
+    if want.memory is not None:
+        for device in devices:
+            if device["shared"] and device["free"] >= want.memory:
+                device["free"] -= want.memory
+                device["holders"] += 1
+                return True
+    by_pool: dict[str, list[dict[str, Any]]] = {}
+    for device in devices:
+        if device["holders"] == 0 and not (want.memory is not None and device["shared"]):
+            by_pool.setdefault(device["pool"], []).append(device)
+    for untouched in by_pool.values():
+        if len(untouched) >= want.count:
+            for device in untouched[: want.count]:
+                device["holders"] = 1
+            return True
+    return False
+
+
+def free_servers(
+    slices: Iterable[Mapping[str, Any]],
+    claims: Iterable[Mapping[str, Any]],
+    want: DraWant,
+    nodes: Iterable[Mapping[str, Any]] | None = None,
+) -> int:
+    """How many more servers asking ``want`` the devices could take now (on ``nodes`` matching its selector)."""
+    devices = device_ledger(slices, claims, want, nodes)
+    free = 0
+    while take_devices(devices, want):
+        free += 1
+    return free
+
+
+class DraView:
+    """ResourceSlices and allocated ResourceClaims of the whole cluster, kept current by watches."""
+
+    def __init__(self, api_client: Any, log: logging.Logger | logging.LoggerAdapter = default_log) -> None:
+        from kubernetes_asyncio.client import ResourceV1Api  # noqa: PLC0415 - only hubs with dra choices
+
+        api = ResourceV1Api(api_client)
+        self.changed = asyncio.Event()  # either kind changed: the GPU queue waits on it
+        self.slices = Mirror("resourceslices", api.list_resource_slice, trim_slice, log=log, changed=self.changed)
+        self.claims = Mirror(
+            "resourceclaims", api.list_resource_claim_for_all_namespaces, trim_claim, log=log, changed=self.changed
+        )
+        self.loop = asyncio.get_running_loop()
+        self.tasks = [asyncio.ensure_future(mirror.run()) for mirror in (self.slices, self.claims)]
+
+    async def snapshot(self, wait: float = FIRST_LOAD_WAIT) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Slices and allocated claims now; empty while either cannot be read."""
+        mirrors = (self.slices, self.claims)
+        if not all(m.settled.is_set() for m in mirrors):
+            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*(m.settled.wait() for m in mirrors)), wait)
+        if not all(m.loaded.is_set() for m in mirrors):
+            return [], []
+        return self.slices.objects(), self.claims.objects()
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+_views: dict[int, DraView] = {}
+
+
+def shared_dra_view(api_client: Any, log: logging.Logger | logging.LoggerAdapter = default_log) -> DraView:
+    """The running event loop's view, started when a form first shows a dra choice."""
+    loop = asyncio.get_running_loop()
+    view = _views.get(id(loop))
+    if view is None or view.loop is not loop:
+        view = _views[id(loop)] = DraView(api_client, log)
+    return view
+
+
+async def stop_shared_dra_views() -> None:
+    """Stop the running loop's view (tests; a hub stops with its process)."""
+    view = _views.pop(id(asyncio.get_running_loop()), None)
+    if view is not None:
+        await view.stop()

@@ -1,0 +1,139 @@
+"""Right-sizing advice from a user's own past sessions (pure: literal inputs, no I/O).
+
+"Your last 6 sessions on 1/2 GPU peaked at 6.1 GiB (p95). 1/8 GPU (10 GiB) would have fit: it's free now."
+
+The advice looks at the user's most recent sessions on the choice they used last (or on a given
+one: the choice of the server that asks, for its advice for next time). With fewer than
+``min_sessions`` of them that have a known peak, there is no advice. If any of them hit the budget
+(out-of-memory events, or time at 95 % of it), the advice is the next size up. Otherwise it is the
+smallest offered choice whose memory covers the 95th-percentile peak plus ``headroom``; among MIG
+choices that is the smallest MIG profile that does. No advice when that is the choice already used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+from fracnb_spawner.common.units import format_bytes
+
+DEFAULT_HEADROOM = 0.20
+DEFAULT_MIN_SESSIONS = 3
+DEFAULT_WINDOW = 20
+
+
+@dataclass(frozen=True)
+class PastSession:
+    """One of the user's sessions, newest first in the lists given to :func:`advise`."""
+
+    choice: Hashable  # what identifies the choice on the form: (profile, option, choice) keys
+    budget_bytes: int | None
+    peak_bytes: int | None
+    oom_events: int = 0
+    seconds_above_95: float = 0.0
+
+    @property
+    def hit_budget(self) -> bool:
+        return self.oom_events > 0 or self.seconds_above_95 > 0
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A choice the form offers now."""
+
+    choice: Hashable
+    label: str  # as the form shows it: "1/8 GPU"
+    memory_bytes: int
+    mig: bool = False
+    free: bool | None = None  # None: availability unknown
+
+
+@dataclass(frozen=True)
+class Advice:
+    text: str
+    suggested: Hashable
+    larger: bool  # the suggestion is a step up (the budget was hit), not a smaller fit
+    sessions: int
+    p95_bytes: int
+
+
+def percentile(values: Sequence[int], share: float) -> int:
+    """Nearest-rank percentile: the smallest value with at least ``share`` of the values at or below it."""
+    ordered = sorted(values)
+    return ordered[max(math.ceil(share * len(ordered)) - 1, 0)]
+
+
+def _free_text(offer: Offer) -> str:
+    if offer.free is None:
+        return ""
+    return ": it's free now" if offer.free else " (none is free right now)"
+
+
+def _sessions_word(count: int) -> str:
+    return "session" if count == 1 else f"{count} sessions"
+
+
+def _next_size_up(current: Offer, offers: Sequence[Offer]) -> Offer | None:
+    bigger = [o for o in offers if o.memory_bytes > current.memory_bytes and (o.mig == current.mig or not current.mig)]
+    return min(bigger, key=lambda o: (o.mig != current.mig, o.memory_bytes), default=None)
+
+
+def _smallest_fit(current: Offer, offers: Sequence[Offer], needed: float) -> Offer | None:
+    fitting = [o for o in offers if o.memory_bytes >= needed]
+    if current.mig:  # among MIG choices: the smallest MIG profile that covers the need
+        fitting = [o for o in fitting if o.mig] or fitting
+    return min(fitting, key=lambda o: (o.memory_bytes, o.label), default=None)
+
+
+def sessions_on(history: Sequence[PastSession], choice: Hashable, window: int = DEFAULT_WINDOW) -> list[PastSession]:
+    """The sessions among the newest ``window`` that ran ``choice`` and have a known peak."""
+    return [s for s in history[:window] if s.choice == choice and s.peak_bytes is not None]
+
+
+def waiting_text(count: int, min_sessions: int = DEFAULT_MIN_SESSIONS) -> str | None:
+    """ "No advice yet: 3 sessions needed (1 so far)." while there are too few sessions; else None."""
+    if count >= min_sessions:
+        return None
+    return f"No advice yet: {min_sessions} sessions needed ({count} so far)."
+
+
+def advise(
+    history: Sequence[PastSession],
+    offers: Sequence[Offer],
+    *,
+    current: Hashable | None = None,
+    headroom: float = DEFAULT_HEADROOM,
+    min_sessions: int = DEFAULT_MIN_SESSIONS,
+    window: int = DEFAULT_WINDOW,
+) -> Advice | None:
+    """Advice for the next spawn from ``history`` (newest first), or None when there is none to give.
+
+    ``current``: the choice to advise on; None for the choice of the newest session.
+    """
+    by_choice = {offer.choice: offer for offer in offers}
+    if current is None:
+        current = history[0].choice if history else None
+    if current not in by_choice:
+        return None
+    current = by_choice[current]
+    recent = sessions_on(history, current.choice, window)
+    if len(recent) < min_sessions:
+        return None
+    p95 = percentile([s.peak_bytes for s in recent if s.peak_bytes is not None], 0.95)
+    opening = f"Your last {_sessions_word(len(recent))} on {current.label} peaked at {format_bytes(p95)} (p95)."
+    hits = sum(s.hit_budget for s in recent)
+    if hits:
+        bigger = _next_size_up(current, offers)
+        if bigger is None:
+            return None
+        text = (
+            f"{opening} {hits} of them reached the budget of {format_bytes(current.memory_bytes)}. "
+            f"{bigger.label} ({format_bytes(bigger.memory_bytes)}) gives more room{_free_text(bigger)}."
+        )
+        return Advice(text, bigger.choice, True, len(recent), p95)
+    smaller = _smallest_fit(current, offers, p95 * (1 + headroom))
+    if smaller is None or smaller.memory_bytes >= current.memory_bytes:
+        return None
+    text = f"{opening} {smaller.label} ({format_bytes(smaller.memory_bytes)}) would have fit{_free_text(smaller)}."
+    return Advice(text, smaller.choice, False, len(recent), p95)

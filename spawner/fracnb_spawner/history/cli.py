@@ -1,0 +1,72 @@
+"""``fracnb-report``: how sessions used the GPU share they were given, per profile and choice.
+
+fracnb-report --config /etc/jupyterhub/jupyterhub_config.py          # c.FracnbService.db_url
+fracnb-report --db-url sqlite:///fracnb-service.sqlite --format csv --since-days 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime, timedelta, timezone
+
+from traitlets.config import PyFileConfigLoader
+
+from fracnb_spawner.history import db
+from fracnb_spawner.history.report import DEFAULT_HEADROOM, as_csv, as_json, as_text, load_report
+
+DEFAULT_URL = "sqlite:///fracnb-service.sqlite"
+FORMATS = {"text": as_text, "json": as_json, "csv": as_csv}
+
+
+def url_from_config(path: str) -> str:
+    """``c.FracnbService.db_url`` of a config file, or the service's default."""
+    config = PyFileConfigLoader(path).load_config()
+    section = config.get("FracnbService", {})
+    return str(section["db_url"]) if "db_url" in section else DEFAULT_URL
+
+
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="fracnb-report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--db-url", help=f"SQLAlchemy URL of the service's database (default: {DEFAULT_URL})")
+    source.add_argument("--config", help="a config file setting c.FracnbService.db_url (the hub's)")
+    parser.add_argument("--format", choices=sorted(FORMATS), default="text", help="output format (default: text)")
+    parser.add_argument("--since-days", type=float, default=None, help="only sessions started in the last N days")
+    parser.add_argument(
+        "--headroom",
+        type=float,
+        default=DEFAULT_HEADROOM,
+        help=f"headroom over the peak when checking a smaller choice, as a share (default: {DEFAULT_HEADROOM})",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = parse_arguments(argv)
+    url = arguments.db_url or (url_from_config(arguments.config) if arguments.config else DEFAULT_URL)
+    if arguments.headroom < 0:
+        print("fracnb-report: --headroom must be 0 or more, such as 0.2", file=sys.stderr)
+        return 2
+    since = None
+    if arguments.since_days is not None:
+        since = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(days=arguments.since_days)
+    try:
+        history = db.open_database(url)
+    except db.HistoryDatabaseError as error:
+        print(f"fracnb-report: {error}", file=sys.stderr)
+        return 1
+    try:
+        report = load_report(history, since=since, headroom=arguments.headroom)
+    finally:
+        db.close(history)
+    sys.stdout.write(FORMATS[arguments.format](report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

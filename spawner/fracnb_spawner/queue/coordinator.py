@@ -1,0 +1,338 @@
+"""The hub-wide GPU queue: admits a spawn at once or queues it, and lifts gates in queue order.
+
+One coordinator per hub process, beside the hub-wide :mod:`.clusterview` whose watches it reads:
+every change of nodes or pods (a server stopped, a pod bound) wakes it, and it lifts the
+``fracnb.io/queue`` scheduling gate of as many queued pods, in :func:`.queueorder.queue_order`,
+as there are free slots of their kind. A new spawn goes straight to the scheduler only when
+nobody waits for its kind and a slot is free, so a freed slot goes to the head of the queue,
+not to whoever clicks next.
+
+The queue lives on the pods. This process only lifts the gates of spawns it is waiting on
+(tickets); after a hub restart, gated pods no spawn waits on keep their place until their
+user starts the same server again (the new spawn takes over the place), or until their maximum
+wait ends, when the coordinator deletes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from fractions import Fraction
+from typing import Any
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from fracnb_spawner.cluster.slots import Ask, Cluster, Ledger, servers_free
+from fracnb_spawner.cluster.view import ClusterView, object_key
+from fracnb_spawner.queue.order import (
+    QUEUE_GATE,
+    SLOT_KIND_LABEL,
+    Waiting,
+    pod_is_gated,
+    queue_order,
+    quota_share,
+    wait_deadline,
+    waiting_from_pod,
+)
+from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
+
+SWEEP_SECONDS = 30  # how often expired places of spawns nobody waits on are looked for
+ADMITTED_GRACE = 60.0  # seconds an admitted pod may take to show up in the watch
+
+default_log = logging.getLogger("fracnb.queue")
+
+
+@dataclass
+class Ticket:
+    """One spawn's claim on a slot kind, held by its spawner while the spawn waits."""
+
+    key: str  # "namespace/pod"
+    ask: Ask  # its slot kind, and what one server takes (:mod:`.slots`)
+    user: str
+    groups: Mapping[str, Iterable[str]]
+    priority: int
+    queued_at: datetime
+    max_wait: float
+    policy: QuotaPolicy = field(default_factory=QuotaPolicy)
+    gated: bool = False
+    position: int | None = None
+    waiting_for_kind: int = 0  # queued spawns of this kind, this one included
+    lifted: asyncio.Event = field(default_factory=asyncio.Event)
+    lifted_at: float = 0.0  # epoch seconds
+    on_change: Callable[[], None] = lambda: None
+
+    @property
+    def kind(self) -> str:
+        return self.ask.kind
+
+    @property
+    def waiting(self) -> bool:
+        return self.gated and not self.lifted.is_set()
+
+
+@dataclass(frozen=True)
+class KindCapacity:
+    """What the spawn form shows for a slot kind: free slots now, and how many wait."""
+
+    free: int
+    waiting: int
+
+
+class QueueCoordinator:
+    def __init__(self, view: ClusterView, api: Any, log: logging.Logger | logging.LoggerAdapter = default_log) -> None:
+        self.view, self.api, self.log = view, api, log
+        self.lock = asyncio.Lock()
+        self.tickets: dict[str, Ticket] = {}
+        self.admitted: dict[str, tuple[Ask, float]] = {}  # key -> ask, loop time admitted
+        self.devices_changed: asyncio.Task | None = None  # wakes the queue on ResourceSlice/claim changes
+        self.loop = asyncio.get_running_loop()
+        self.stopping = False
+        self.task = asyncio.ensure_future(self._run())
+        view.on_stop.append(self.stop)
+
+    # ---- spawns --------------------------------------------------------------------------------
+
+    async def admit(self, ticket: Ticket) -> bool:
+        """True: the spawn may go to the scheduler now. False: it queues (its pod is created gated)."""
+        async with self.lock:
+            cluster = await self._cluster(devices=ticket.ask.needs_devices, wait=True)
+            if cluster is None or not ticket.ask.could_ever_fit(cluster):
+                # The hub cannot see the cluster, or no node could ever take it: the scheduler decides,
+                # as without a queue (waiting for a slot that cannot exist helps nobody).
+                return True
+            adopted = self._adopt(ticket, cluster.pods)
+            others = [t for t in self.tickets.values() if t.kind == ticket.kind and t.waiting]
+            if not adopted and not others and self._ledger(ticket.ask, cluster).take(ticket.ask):
+                self.admitted[ticket.key] = (ticket.ask, self.loop.time())
+                return True
+            ticket.gated = True
+            self.tickets[ticket.key] = ticket
+        self.view.changed.set()  # place it (and perhaps start it) at once
+        return False
+
+    def _adopt(self, ticket: Ticket, pods: list[dict[str, Any]]) -> bool:
+        """A gated pod of the same name that no spawn waits on (a hub restart): take over its place."""
+        pod = next((p for p in pods if object_key(p) == ticket.key and pod_is_gated(p)), None)
+        waiting = waiting_from_pod(pod, Fraction(0)) if pod is not None else None
+        if waiting is None or ticket.key in self.tickets:
+            return False
+        ticket.queued_at, ticket.priority = waiting.queued_at, waiting.priority
+        return True
+
+    def forget(self, key: str, ticket: Ticket | None) -> None:
+        """The spawn of pod ``key`` ended (started, failed or was cancelled): it no longer holds a place,
+        and its pod, if any, now counts as what it is (bound, or gone)."""
+        self.admitted.pop(key, None)
+        if ticket is not None and self.tickets.get(ticket.key) is ticket:
+            del self.tickets[ticket.key]
+            self.view.changed.set()  # positions behind it move up
+
+    async def capacity(self, ask: Ask) -> KindCapacity | None:
+        """Servers of ``ask`` that fit now and spawns waiting for its kind; None while the cluster is unreadable."""
+        cluster = await self._cluster(devices=ask.needs_devices, wait=False)
+        if cluster is None:
+            return None
+        waiting = sum(1 for t in self.tickets.values() if t.kind == ask.kind and t.waiting)
+        return KindCapacity(servers_free(ask, cluster, self._in_flight(ask, cluster)), waiting)
+
+    # ---- capacity ------------------------------------------------------------------------------
+
+    async def _cluster(self, *, devices: bool, wait: bool) -> Cluster | None:
+        if devices and (self.devices_changed is None or self.devices_changed.done()):
+            from fracnb_spawner.cluster.devices import shared_dra_view  # noqa: PLC0415 - only hubs with dra choices
+
+            dra = shared_dra_view(self.api.api_client, self.log)
+            self.devices_changed = asyncio.ensure_future(_forward(dra.changed, self.view.changed))
+        return await read_cluster(self.view, self.api, self.log, devices=devices, wait=wait)
+
+    def _in_flight(self, ask: Ask, cluster: Cluster) -> list[Ask]:
+        """Servers of ``ask``'s kind given out but not yet placed: admitted, lifted or ungated pods the
+        scheduler has still to place (bound, for a device plugin; its claim allocated, for DRA)."""
+        kind = ask.kind
+        seen = {object_key(p): p for p in cluster.pods if _kind_of(p) == kind}
+        known = {key: admitted for key, (admitted, _at) in self.admitted.items()}
+        known.update({ticket.key: ticket.ask for ticket in self.tickets.values()})
+        asks = []
+        for key, pod in seen.items():
+            if not pod_is_gated(pod) and not ask.placed(pod, cluster):
+                asks.append(known.get(key) or ask.of_pod(pod))
+        now = self.loop.time()
+        for key, (admitted, at) in list(self.admitted.items()):
+            pod = seen.get(key)
+            if (pod is not None and ask.placed(pod, cluster)) or now - at > ADMITTED_GRACE:
+                del self.admitted[key]
+            elif admitted.kind == kind and (pod is None or pod_is_gated(pod)):
+                asks.append(admitted)
+        for ticket in self.tickets.values():
+            pod = seen.get(ticket.key)
+            if ticket.kind == kind and ticket.lifted.is_set() and (pod is None or pod_is_gated(pod)):
+                asks.append(ticket.ask)  # lifted, the watch not yet caught up
+        return asks
+
+    def _ledger(self, ask: Ask, cluster: Cluster) -> Ledger:
+        """The free capacity of ``ask``'s kind, less what is on its way to the scheduler."""
+        ledger = ask.ledger(cluster)
+        for other in self._in_flight(ask, cluster):
+            ledger.take(other)
+        return ledger
+
+    # ---- lifting gates -------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        next_sweep = self.loop.time() + SWEEP_SECONDS
+        while not self.stopping:
+            # asyncio.wait, not wait_for: wait_for may swallow a cancellation that races a set event.
+            waiter = asyncio.ensure_future(self.view.changed.wait())
+            try:
+                await asyncio.wait({waiter}, timeout=max(next_sweep - self.loop.time(), 0.1))
+            finally:
+                waiter.cancel()
+            self.view.changed.clear()
+            try:
+                await self.reconcile()
+                if self.loop.time() >= next_sweep:
+                    next_sweep = self.loop.time() + SWEEP_SECONDS
+                    await self.sweep()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the next change tries again; a spawn past its wait fails on its own
+                self.log.exception("fracnb: the GPU queue could not be updated")
+                await asyncio.sleep(1)
+
+    async def reconcile(self) -> None:
+        """Give free slots to the heads of the queues, and tell each waiting spawn its place."""
+        async with self.lock:
+            by_kind: dict[str, list[Ticket]] = {}
+            for ticket in self.tickets.values():
+                if ticket.waiting:
+                    by_kind.setdefault(ticket.kind, []).append(ticket)
+            clusters = {
+                devices: await self._cluster(devices=devices, wait=False)
+                for devices in {t.ask.needs_devices for tickets in by_kind.values() for t in tickets}
+            }
+            to_lift: list[Ticket] = []
+            for tickets in by_kind.values():
+                cluster = clusters[tickets[0].ask.needs_devices]
+                if cluster is None:
+                    continue  # unreadable now: the next change tries again
+                allocations = allocations_from_pods(p for p in cluster.pods if p["spec"].get("nodeName"))
+                order = _ordered(tickets, allocations)
+                ledger = self._ledger(order[0].ask, cluster)
+                # Strict order within a kind: nobody starts before a spawn ahead of them that does not fit.
+                starting = 0
+                for ticket in order:
+                    if not ledger.take(ticket.ask):
+                        break
+                    to_lift.append(ticket)
+                    starting += 1
+                for position, ticket in enumerate(order[starting:], start=1):
+                    _place(ticket, position, len(order) - starting)
+        for ticket in to_lift:
+            await self._lift(ticket)
+
+    async def _lift(self, ticket: Ticket) -> None:
+        namespace, name = ticket.key.split("/", 1)
+        patch = [{"op": "test", "path": "/spec/schedulingGates", "value": [{"name": QUEUE_GATE}]},
+                 {"op": "remove", "path": "/spec/schedulingGates"}]  # fmt: skip
+        ticket.lifted.set()
+        ticket.lifted_at = time.time()
+        try:
+            await self.api.patch_namespaced_pod(name, namespace, patch)
+        except ApiException as error:
+            if error.status == 404:
+                if self.tickets.get(ticket.key) is ticket:
+                    # Its spawn still waits: the pod is not created yet (a slot freed between the spawn
+                    # joining the queue and its pod's creation). The pod's arrival in the watch tries again.
+                    ticket.lifted.clear()
+                return  # else cancelled meanwhile
+            ticket.lifted.clear()  # try again on the next change
+            self.log.warning("fracnb: could not lift the queue gate of %s: %s", ticket.key, error.reason)
+            return
+        self.log.info("fracnb: %s's turn in the GPU queue (%s)", ticket.key, ticket.kind)
+        ticket.on_change()
+
+    async def sweep(self) -> None:
+        """Delete gated pods that no spawn waits on once their maximum wait is over (no orphan is left)."""
+        _nodes, pods = await self.view.snapshot(wait=0)
+        now = datetime.now(timezone.utc)
+        for pod in pods:
+            key = object_key(pod)
+            deadline = wait_deadline(pod)
+            if key in self.tickets or not pod_is_gated(pod) or deadline is None or deadline > now:
+                continue
+            namespace, name = key.split("/", 1)
+            self.log.info(
+                "fracnb: %s waited past its maximum in the GPU queue (%s) with no spawn; deleting it", key, deadline
+            )
+            with contextlib.suppress(ApiException):
+                await self.api.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+
+    async def stop(self) -> None:
+        self.stopping = True
+        tasks = [task for task in (self.task, self.devices_changed) if task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def read_cluster(
+    view: ClusterView, api: Any, log: logging.Logger | logging.LoggerAdapter, *, devices: bool, wait: bool
+) -> Cluster | None:
+    """Nodes and pods from the hub-wide view, and with ``devices`` ResourceSlices and allocated claims
+    (:mod:`.dra_availability`); None while they cannot be read. ``wait``: for the first LIST."""
+    nodes, pods = await (view.snapshot() if wait else view.snapshot(wait=0))
+    if not nodes:
+        return None
+    if not devices:
+        return Cluster(nodes, pods)
+    from fracnb_spawner.cluster.devices import shared_dra_view  # noqa: PLC0415 - only hubs with dra choices
+
+    dra = shared_dra_view(api.api_client, log)
+    slices, claims = await (dra.snapshot() if wait else dra.snapshot(wait=0))
+    return Cluster(nodes, pods, slices, claims) if slices else None
+
+
+async def _forward(source: asyncio.Event, target: asyncio.Event) -> None:
+    """Set ``target`` whenever ``source`` is set (ResourceSlice and claim changes wake the queue too)."""
+    while True:
+        await source.wait()
+        source.clear()
+        target.set()
+
+
+def _place(ticket: Ticket, position: int, waiting: int) -> None:
+    place = position or None
+    if (ticket.position, ticket.waiting_for_kind) != (place, waiting):
+        ticket.position, ticket.waiting_for_kind = place, waiting
+        ticket.on_change()
+
+
+def _ordered(tickets: list[Ticket], allocations: list) -> list[Ticket]:
+    by_key = {t.key: t for t in tickets}
+    waiting = [
+        Waiting(t.key, t.priority, quota_share(t.policy, allocations, user=t.user, groups=t.groups), t.queued_at)
+        for t in tickets
+    ]
+    return [by_key[w.key] for w in queue_order(waiting)]
+
+
+def _kind_of(pod: Mapping[str, Any]) -> str | None:
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(SLOT_KIND_LABEL)
+
+
+_coordinators: dict[int, QueueCoordinator] = {}
+
+
+def shared_queue(
+    view: ClusterView, api: Any, log: logging.Logger | logging.LoggerAdapter = default_log
+) -> QueueCoordinator:
+    """The queue of the running event loop's cluster view (one per hub process), started on first use."""
+    queue = _coordinators.get(id(view))
+    if queue is None or queue.view is not view:
+        queue = _coordinators[id(view)] = QueueCoordinator(view, api, log)
+    return queue

@@ -1,0 +1,83 @@
+"""What a researcher reads about the GPU queue: their place, an estimate, and why a wait ended. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from fracnb_spawner.common.clock import when_text
+from fracnb_spawner.culling import Reason
+from fracnb_spawner.form.progress import describe_plan
+from fracnb_spawner.gpu.resolve import GPUPlan
+from fracnb_spawner.queue.order import ordinal
+
+
+@dataclass(frozen=True)
+class Release:
+    """A server holding a slot of the kind, and when the culler is due to stop it."""
+
+    at: datetime
+    reason: Reason
+    fraction_text: str  # "0.25"
+
+
+def estimate(releases: Iterable[Release], position: int, now: datetime) -> Release | None:
+    """The release that frees the slot of the ``position``-th in line: the position-th earliest, if known."""
+    upcoming = sorted((r for r in releases if r.at > now), key=lambda r: r.at)
+    return upcoming[position - 1] if 0 < position <= len(upcoming) else None
+
+
+def _why(release: Release) -> str:
+    if release.reason is Reason.IDLE:
+        return f"an idle {release.fraction_text} server is due to be stopped then"
+    return f"a {release.fraction_text} server reaches its maximum age then"
+
+
+def queued_message(
+    plan: GPUPlan | None, position: int | None, release: Release | None, now: datetime, zone: ZoneInfo | None = None
+) -> str:
+    """ "Queued for a 0.25 GPU (time-slicing): 2nd in line. Estimated start about 14:05 CET, in 12 min: ..." """
+    share = describe_plan(plan) if plan is not None else "a GPU"
+    place = f"{ordinal(position)} in line" if position else "waiting for a place in line"
+    if release is None:
+        when = "No estimate yet: no server holding one is due to stop."
+    else:
+        when = f"Estimated start about {when_text(release.at, now, zone)}: {_why(release)}."
+    return f"Queued for a {share}: {place}. {when} Stop the server to leave the queue."
+
+
+def kept_place_message(plan: GPUPlan | None, until: datetime, now: datetime, zone: ZoneInfo | None = None) -> str:
+    """The form's notice after a hub restart: the queued pod kept its place; starting again rejoins it."""
+    queue = f"queue for a {describe_plan(plan)}" if plan is not None else "GPU queue"
+    return (
+        f"Your place in the {queue} is kept until {when_text(until, now, zone)}: "
+        "start the same choice again to rejoin it."
+    )
+
+
+def gave_up_message(plan: GPUPlan | None, waited_seconds: float) -> str:
+    """The failure when the maximum wait is over: said plainly, with what to do instead."""
+    share = describe_plan(plan) if plan is not None else "a GPU"
+    return (
+        f"No {share} became free within {_duration(waited_seconds)}, the longest this hub lets a server wait "
+        "in the queue. Choose a smaller share or a CPU-only profile, or try again later."
+    )
+
+
+def form_text(free: int, waiting: int, wait_minutes: float | None) -> str:
+    """The form's line per choice: "3 free now", "queue: 2 waiting, about 10 min"."""
+    if free > 0 and waiting == 0:
+        return f"{free} free now"
+    about = f"about {max(1, round(wait_minutes))} min" if wait_minutes is not None else "no estimate"
+    return f"queue: {waiting} waiting, {about}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        hours = int(seconds // 3600)
+        return f"{hours} hour" + ("s" if hours > 1 else "")
+    if seconds >= 60:
+        return f"{seconds / 60:.1f}".rstrip("0").rstrip(".") + " min"
+    return f"{seconds:g} s"

@@ -1,0 +1,311 @@
+"""GPU quotas: how many GPUs (exact fractions) a user and each of their groups may hold at once.
+
+The arithmetic here is pure: allocations come in as a list (recounted from pods, see
+:func:`allocations_from_pods`), decisions and reports go out as values. The spawner calls
+:func:`check_request` under a lock at spawn time; the fracnb service calls
+:func:`usage_report` for ``GET api/me``. Fractions add exactly (``1/8 + 1/8 == 1/4``), so
+eight eighths always fit a quota of one GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from traitlets import Any as AnyTrait
+from traitlets import Dict, TraitError, validate
+from traitlets.config import Configurable
+
+from fracnb_spawner.common.logsafe import escape_controls
+from fracnb_spawner.common.units import QuantityError, format_decimal, format_fraction, parse_fraction
+
+FRACTION_ANNOTATION = "fracnb.io/gpu-fraction"
+PROFILE_LABEL = "fracnb.io/profile"  # the label holds a label-safe form; the annotation the slug
+USERNAME_ANNOTATION = "hub.jupyter.org/username"
+SERVERNAME_ANNOTATION = "hub.jupyter.org/servername"
+TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class NegativeAmountError(QuantityError):
+    """A quota or annotated amount below zero."""
+
+
+def parse_gpus(value: object) -> Fraction:
+    """Read a non-negative amount of GPUs: ``2``, ``0.5``, ``"0.5"``, ``"3/4"`` or a Fraction.
+
+    The quantity rules are ``units.parse_fraction``'s; this adds only that an amount can't be
+    negative. Raises ``QuantityError``.
+    """
+    amount = value if isinstance(value, Fraction) else parse_fraction(value)
+    if amount < 0:
+        raise NegativeAmountError(f"{value!r} is negative")
+    return amount
+
+
+def format_gpus(amount: Fraction) -> str:
+    """Human form of an amount: ``0.125``, ``5.75``, ``2``; thirds show as ``0.333``."""
+    return format_decimal(amount, places=3)
+
+
+@dataclass(frozen=True)
+class QuotaPolicy:
+    """Quotas in GPUs; ``None`` means unlimited."""
+
+    default_user: Fraction | None = None
+    users: Mapping[str, Fraction | None] = field(default_factory=dict)
+    groups: Mapping[str, Fraction] = field(default_factory=dict)
+
+    def user_limit(self, user: str) -> Fraction | None:
+        return self.users.get(user, self.default_user)
+
+    @property
+    def has_limits(self) -> bool:
+        return self.default_user is not None or bool(self.groups) or any(v is not None for v in self.users.values())
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """GPUs held by one server (running, starting or still being deleted)."""
+
+    user: str
+    server: str
+    fraction: Fraction
+    profile: str = ""
+
+
+@dataclass(frozen=True)
+class GroupUse:
+    name: str
+    used: Fraction
+    limit: Fraction
+
+
+@dataclass(frozen=True)
+class QuotaDecision:
+    """Whether a server may start with ``requested`` GPUs, and why not if it may not."""
+
+    allowed: bool
+    message: str
+    requested: Fraction
+    user_used: Fraction
+    user_limit: Fraction | None
+    groups: tuple[GroupUse, ...] = ()
+
+
+def _pod_fraction(annotations: Mapping[str, str]) -> Fraction | None:
+    raw = annotations.get(FRACTION_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        return parse_gpus(raw)
+    except QuantityError:
+        # A hand-edited annotation must not hide a running server from the count; we
+        # cannot know its size, so it is skipped rather than guessed.
+        return None
+
+
+def pod_profile(metadata: Mapping[str, Any]) -> str:
+    """The profile slug of a pod: its annotation, or (pods of older versions) its label."""
+    annotations = metadata.get("annotations") or {}
+    return annotations.get(PROFILE_LABEL) or (metadata.get("labels") or {}).get(PROFILE_LABEL, "")
+
+
+def allocations_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Allocation]:
+    """Recount allocations from singleuser pods as the Kubernetes API returns them (dicts).
+
+    Pods without the fracnb fraction annotation are not ours and are skipped; pods that
+    terminated (phase Succeeded/Failed) hold nothing; pods being deleted still hold their
+    GPUs until they are gone, so they count.
+    """
+    allocations = []
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        fraction = _pod_fraction(annotations)
+        if fraction is None or (pod.get("status") or {}).get("phase") in TERMINATED_PHASES:
+            continue
+        user = annotations.get(USERNAME_ANNOTATION)
+        if not user:
+            continue
+        allocations.append(
+            Allocation(
+                user=user,
+                server=annotations.get(SERVERNAME_ANNOTATION, ""),
+                fraction=fraction,
+                profile=pod_profile(metadata),
+            )
+        )
+    return allocations
+
+
+def used_by(allocations: Iterable[Allocation], users: Iterable[str]) -> Fraction:
+    """GPUs held together by ``users``."""
+    members = set(users)
+    return sum((a.fraction for a in allocations if a.user in members), Fraction(0))
+
+
+def check_request(
+    policy: QuotaPolicy,
+    allocations: Iterable[Allocation],
+    *,
+    user: str,
+    groups: Mapping[str, Iterable[str]],
+    server: str,
+    fraction: Fraction,
+) -> QuotaDecision:
+    """Decide whether ``user`` may (re)start ``server`` holding ``fraction`` GPUs.
+
+    ``groups`` maps each JupyterHub group of the user to the group's member names, since a
+    group quota caps what all its members hold together. The server being (re)started does
+    not count against itself. Every limit (the user's, each quota-carrying group's) must fit.
+    """
+    others = [a for a in allocations if not (a.user == user and a.server == server)]
+    user_used = used_by(others, [user])
+    user_limit = policy.user_limit(user)
+    group_uses = tuple(
+        GroupUse(name, used_by(others, members), policy.groups[name])
+        for name, members in sorted(groups.items())
+        if name in policy.groups
+    )
+    needs = format_gpus(fraction)
+    if fraction > 0 and user_limit is not None and user_used + fraction > user_limit:
+        message = f"you use {format_gpus(user_used)} of your {format_gpus(user_limit)} GPUs; this choice needs {needs}"
+        return QuotaDecision(False, message, fraction, user_used, user_limit, group_uses)
+    for use in group_uses:
+        if fraction > 0 and use.used + fraction > use.limit:
+            group = escape_controls(use.name)  # a hub group's name, shown on the form and in the hub log
+            used, limit = format_gpus(use.used), format_gpus(use.limit)
+            message = f"{group} uses {used} of {limit} GPUs; this choice needs {needs}"
+            return QuotaDecision(False, message, fraction, user_used, user_limit, group_uses)
+    return QuotaDecision(True, "within quota", fraction, user_used, user_limit, group_uses)
+
+
+def _amount(amount: Fraction) -> dict[str, Any]:
+    return {"gpus": float(amount), "exact": format_fraction(amount)}
+
+
+def _limit(amount: Fraction | None, *, unlimited: bool = False) -> dict[str, Any]:
+    """A limit in one of the states of schemas/service-me.schema.json: limited, unlimited or none."""
+    if amount is not None:
+        return {"state": "limited", **_amount(amount)}
+    return {"state": "unlimited" if unlimited else "none"}
+
+
+def usage_report(
+    policy: QuotaPolicy,
+    allocations: Iterable[Allocation],
+    *,
+    user: str,
+    groups: Mapping[str, Iterable[str]],
+) -> dict[str, Any]:
+    """What ``user`` and their groups hold and may hold, JSON-ready.
+
+    The shape is schemas/service-me.schema.json. Amounts are ``{"gpus": <float for
+    display>, "exact": "<ratio>"}``; limits add a ``state``: ``limited`` (with the amount),
+    ``unlimited`` (the user is mapped to None in ``user_quotas``) or ``none`` (no quota
+    configured). ``available`` is what one more server could still take, the tightest of
+    the user's and the groups' headroom (``unlimited`` when nothing limits it).
+    """
+    allocations = list(allocations)
+    mine = [a for a in allocations if a.user == user]
+    user_used = used_by(mine, [user])
+    user_limit = policy.user_limit(user)
+    headrooms = [] if user_limit is None else [max(user_limit - user_used, Fraction(0))]
+    group_reports = []
+    for name, members in sorted(groups.items()):
+        limit = policy.groups.get(name)
+        used = used_by(allocations, members)
+        if limit is not None:
+            headrooms.append(max(limit - used, Fraction(0)))
+        group_reports.append({"name": name, "used": _amount(used), "quota": _limit(limit)})
+    return {
+        "user": user,
+        "servers": [
+            {"server": a.server, "profile": a.profile, "fraction": _amount(a.fraction)}
+            for a in sorted(mine, key=lambda a: a.server)
+        ],
+        "used": _amount(user_used),
+        "quota": _limit(user_limit, unlimited=user in policy.users),
+        "groups": group_reports,
+        "available": _limit(min(headrooms) if headrooms else None, unlimited=True),
+    }
+
+
+_EXAMPLES = 'use e.g. 6, 0.5 or "3/4"'
+
+
+def _checked_amount(where: str, value: object, *, unlimited_ok: bool) -> Fraction:
+    try:
+        return parse_gpus(value)
+    except QuantityError as error:
+        reason = "is negative" if isinstance(error, NegativeAmountError) else "is not a number of GPUs"
+        hint = f"{_EXAMPLES}{' or None for unlimited' if unlimited_ok else ''}"
+        raise TraitError(f"FracnbQuotas.{where}: {value!r} {reason}; {hint}") from error
+
+
+def _checked_limit(where: str, value: object) -> Fraction | None:
+    return None if value is None else _checked_amount(where, value, unlimited_ok=True)
+
+
+class FracnbQuotas(Configurable):
+    """GPU quotas enforced when a server starts (in the hub) and reported by the fracnb service."""
+
+    default_user_quota = AnyTrait(
+        None,
+        allow_none=True,
+        help="""
+        GPUs each user may hold at once across all their servers, unless `user_quotas`
+        names them. A number of GPUs (0.5, 2) or an exact ratio string ("3/4"); None
+        means unlimited. Default: None.
+
+        Example: c.FracnbQuotas.default_user_quota = 1
+        """,
+    ).tag(config=True)
+
+    user_quotas = Dict(
+        help="""
+        Per-user GPU quotas overriding `default_user_quota`: username -> GPUs, where
+        None means unlimited for that user. Default: {}.
+
+        Example: c.FracnbQuotas.user_quotas = {"alice": 2, "bob": "1/2", "admin": None}
+        """,
+    ).tag(config=True)
+
+    group_quotas = Dict(
+        help="""
+        GPUs all members of a JupyterHub group may hold together: group name -> GPUs.
+        A user in several such groups must fit in every one of them. Default: {}.
+
+        Example: c.FracnbQuotas.group_quotas = {"team-a": 6}
+        """,
+    ).tag(config=True)
+
+    @validate("default_user_quota")
+    def _valid_default(self, proposal: dict[str, Any]) -> Any:
+        _checked_limit("default_user_quota", proposal["value"])
+        return proposal["value"]
+
+    @validate("user_quotas")
+    def _valid_users(self, proposal: dict[str, Any]) -> Any:
+        for name, value in proposal["value"].items():
+            _checked_limit(f"user_quotas[{name!r}]", value)
+        return proposal["value"]
+
+    @validate("group_quotas")
+    def _valid_groups(self, proposal: dict[str, Any]) -> Any:
+        for name, value in proposal["value"].items():
+            _checked_amount(f"group_quotas[{name!r}]", value, unlimited_ok=False)
+        return proposal["value"]
+
+    def policy(self) -> QuotaPolicy:
+        """The configured quotas as exact fractions."""
+        return QuotaPolicy(
+            default_user=_checked_limit("default_user_quota", self.default_user_quota),
+            users={name: _checked_limit(f"user_quotas[{name!r}]", value) for name, value in self.user_quotas.items()},
+            groups={
+                name: _checked_amount(f"group_quotas[{name!r}]", value, unlimited_ok=False)
+                for name, value in self.group_quotas.items()
+            },
+        )
