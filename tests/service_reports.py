@@ -32,15 +32,18 @@ from urllib.parse import parse_qs, urlsplit
 from traitlets.config import Config
 
 from fracnb_meter.schema import SESSION_REPORT, problems
-from fracnb_spawner.culling import (
+from fracnb_spawner.common.podkeys import (
+    FRACTION_ANNOTATION,
     IDLE_TIMEOUT_ANNOTATION,
     IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION,
     MAX_AGE_ANNOTATION,
-    CullPolicy,
-    isoformat,
+    PROFILE_LABEL,
+    QUEUE_GATE,
+    QUEUED_AT_ANNOTATION,
+    SLOT_KIND_LABEL,
 )
-from fracnb_spawner.queue.order import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
-from fracnb_spawner.quota.policy import FRACTION_ANNOTATION, PROFILE_LABEL, FracnbQuotas
+from fracnb_spawner.culling import CullPolicy, isoformat
+from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.service.core import CullSettings, user_report
 from fracnb_spawner.service.nextadvice import advice_document, menu_from_config
 

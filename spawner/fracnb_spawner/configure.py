@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 
 from traitlets import TraitError
-from traitlets.config import Config, Configurable
+from traitlets.config import Config
 
 from fracnb_spawner.common.units import parse_duration
 from fracnb_spawner.config.overrides import OverrideError, check_spawner_traits
@@ -22,15 +22,12 @@ from fracnb_spawner.config.profiles import (
     profile_name,
     validate_profiles,
 )
-from fracnb_spawner.config.traits import FractionalTraits
+from fracnb_spawner.config.traits import FractionalTraits, configured_traits, spawner_section
 from fracnb_spawner.culling import CullTimingError, check_timing
 from fracnb_spawner.gpu.backends import is_gpu_resource
 from fracnb_spawner.queue.config import FracnbQueue
-from fracnb_spawner.quota.policy import FracnbQuotas
-
-# FractionalSpawner's own traits, validated as the spawner validates them but without a
-# cluster; named so, traitlets' messages name the class the admin configures.
-_SpawnerSettings = type("FractionalSpawner", (FractionalTraits, Configurable), {})
+from fracnb_spawner.quota.config import FracnbQuotas
+from fracnb_spawner.service.app import FracnbService
 
 SERVICE_SCOPES = [
     "list:users",
@@ -80,18 +77,6 @@ def setup(c: Any, *, config_file: str | None = None, service: bool = True, servi
     c.JupyterHub.load_roles = roles
 
 
-def spawner_section(c: Config) -> dict[str, Any]:
-    """The settings FractionalSpawner gets from a hub config: ``c.KubeSpawner``, overridden by its own."""
-    return {**c.KubeSpawner, **c.FractionalSpawner}
-
-
-def configured_traits(c: Config) -> FractionalTraits:
-    """fracnb's spawner traits as the hub will see them; a value a trait refuses raises its ``TraitError``."""
-    names = set(FractionalTraits.class_trait_names())
-    mine = {name: value for name, value in spawner_section(c).items() if name in names}
-    return _SpawnerSettings(config=Config({"FractionalSpawner": mine}))
-
-
 def check_config(c: Config) -> None:
     """Refuse what FractionalSpawner would refuse, offline: ``TraitError``, ``ProfileConfigError``,
     ``OverrideError``, ``CullTimingError``.
@@ -135,8 +120,6 @@ def idle_timeouts(settings: FractionalTraits, profiles: list[dict]) -> list[tupl
 
 def check_cull_timing(c: Config, settings: FractionalTraits, profiles: list[dict]) -> None:
     """Refuse idle timeouts and a warning lead that would warn or stop servers in use (``CullTimingError``)."""
-    from fracnb_spawner.service.app import FracnbService  # noqa: PLC0415 - the service's module is only needed here
-
     service = FracnbService(config=c)
     timeouts = [
         *idle_timeouts(settings, profiles),

@@ -19,9 +19,11 @@ from typing import Any
 
 from traitlets import TraitError
 
-IDLE_TIMEOUT_ANNOTATION = "fracnb.io/idle-timeout"
-MAX_AGE_ANNOTATION = "fracnb.io/max-age"
-IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION = "fracnb.io/idle-timeout-under-demand"
+from fracnb_spawner.common.podkeys import (
+    IDLE_TIMEOUT_ANNOTATION,
+    IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION,
+    MAX_AGE_ANNOTATION,
+)
 
 
 class Action(str, Enum):

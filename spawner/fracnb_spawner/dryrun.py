@@ -24,19 +24,21 @@ import yaml
 from traitlets import TraitError
 from traitlets.config import Config, PyFileConfigLoader
 
-from fracnb_spawner.config.overrides import OverrideError
-from fracnb_spawner.config.profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
-from fracnb_spawner.configure import check_config, configured_traits
-from fracnb_spawner.culling import (
+from fracnb_spawner.common.podkeys import (
     IDLE_TIMEOUT_ANNOTATION,
     IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION,
     MAX_AGE_ANNOTATION,
-    CullPolicy,
 )
-from fracnb_spawner.form.progress import plan_summary
+from fracnb_spawner.config.overrides import OverrideError
+from fracnb_spawner.config.profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
+from fracnb_spawner.config.traits import configured_traits
+from fracnb_spawner.configure import check_config
+from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.gpu.backends import KAI_FRACTION_ANNOTATION
-from fracnb_spawner.quota.policy import FracnbQuotas, QuotaPolicy
-from fracnb_spawner.service.page import duration_text, share_text
+from fracnb_spawner.gpu.words import plan_summary
+from fracnb_spawner.quota.config import FracnbQuotas
+from fracnb_spawner.quota.policy import QuotaPolicy, share_text
+from fracnb_spawner.service.page import duration_text
 
 OFFLINE_KUBECONFIG = """apiVersion: v1
 kind: Config

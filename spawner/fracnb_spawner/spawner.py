@@ -23,9 +23,10 @@ from traitlets import TraitError, default, validate
 
 from fracnb_spawner.cluster.kube import list_pods_in, pod_namespaces, singleuser_selector
 from fracnb_spawner.cluster.nodes import free_units, largest_allocatable
-from fracnb_spawner.cluster.slots import Ask, Cluster, ResourceAsk, servers_free
+from fracnb_spawner.cluster.slots import Ask, Cluster, ResourceAsk, servers_free, slot_kind
 from fracnb_spawner.cluster.view import shared_view
 from fracnb_spawner.common.errors import HubConfigError, InvalidRequestError, RefusedSpawnError
+from fracnb_spawner.common.podkeys import SLOT_KIND_LABEL
 from fracnb_spawner.common.units import format_fraction, parse_duration, parse_fraction
 from fracnb_spawner.config.overrides import (
     GPU_CARRYING_TRAITS,
@@ -45,35 +46,30 @@ from fracnb_spawner.config.profiles import (
     selection_overrides,
     validate_profiles,
 )
+from fracnb_spawner.config.queuekey import queue_max_wait
 from fracnb_spawner.config.traits import FractionalTraits
 from fracnb_spawner.form import rows as form
 from fracnb_spawner.form.advice import AdviceTraits
-from fracnb_spawner.form.progress import no_node_reason, scheduler_saw_slots, unschedulable_message, waiting_message
+from fracnb_spawner.form.progress import scheduler_saw_slots, unschedulable_message, waiting_message
 from fracnb_spawner.gpu import companions
 from fracnb_spawner.gpu.backends import (
     GPU_VISIBILITY_VARIABLES,
     RESERVED_ENV_PREFIX,
     BackendSettings,
     PodFields,
-    contract_fields,
     is_gpu_resource,
 )
+from fracnb_spawner.gpu.contract import contract_fields
 from fracnb_spawner.gpu.dra import named_for_pod
-from fracnb_spawner.gpu.resolve import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
+from fracnb_spawner.gpu.plan import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan
+from fracnb_spawner.gpu.resolve import plan_gpu
 from fracnb_spawner.gpu.table import backend_fields, backend_named
-from fracnb_spawner.queue.config import queue_max_wait
+from fracnb_spawner.gpu.words import no_node_reason
 from fracnb_spawner.queue.coordinator import read_cluster
-from fracnb_spawner.queue.order import SLOT_KIND_LABEL, slot_kind
 from fracnb_spawner.queue.spawning import QueueingSpawner, QueuePlan, QueueTimeoutError, merge
+from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.ledger import LEDGER
-from fracnb_spawner.quota.policy import (
-    Allocation,
-    FracnbQuotas,
-    QuotaDecision,
-    QuotaPolicy,
-    allocations_from_pods,
-    check_request,
-)
+from fracnb_spawner.quota.policy import Allocation, QuotaDecision, QuotaPolicy, allocations_from_pods, check_request
 
 
 def _is_reserved_env(name: str) -> bool:

@@ -16,7 +16,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from playwright.sync_api import Page, expect
 
-from fracnb_spawner.queue.order import QUEUED_AT_ANNOTATION, pod_is_gated
+from fracnb_spawner.common.podkeys import QUEUED_AT_ANNOTATION
+from fracnb_spawner.queue.order import pod_is_gated
 from fracnb_testbed.clusters import RUNNER_LABEL
 from fracnb_testbed.demo import (
     RunningDemo,

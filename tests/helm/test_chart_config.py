@@ -21,7 +21,7 @@ from traitlets.config import Config, PyFileConfigLoader
 
 from fracnb_spawner import dryrun
 from fracnb_spawner.config.profiles import UNLISTED, initialize_profiles, iter_combinations
-from fracnb_spawner.quota.policy import FracnbQuotas
+from fracnb_spawner.quota.config import FracnbQuotas
 
 from .conftest import CHART_DIR, merged, values_of
 from .test_values import EXPECTED, SCENARIOS

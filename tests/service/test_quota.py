@@ -7,9 +7,9 @@ from traitlets import TraitError
 from traitlets.config import Config
 
 from fracnb_meter.schema import SERVICE_REPORT, problems
+from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.policy import (
     Allocation,
-    FracnbQuotas,
     QuotaPolicy,
     allocations_from_pods,
     check_request,

@@ -239,7 +239,7 @@ async def test_recent_culls_reach_the_admin_view(hub, new_user, make_pod, pod_so
     from jupyterhub.services.auth import HubAuth
 
     from fracnb_spawner.culling import CullPolicy
-    from fracnb_spawner.quota.policy import FracnbQuotas
+    from fracnb_spawner.quota.config import FracnbQuotas
     from fracnb_spawner.service.app import ServiceState
     from fracnb_spawner.service.core import CullSettings, utcnow
     from fracnb_spawner.service.hub import HubAPI

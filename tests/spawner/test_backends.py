@@ -11,8 +11,10 @@ from fracnb_spawner.common.units import QuantityError, format_bytes, parse_bytes
 from fracnb_spawner.config.traits import FractionalTraits
 from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.gpu import mig
-from fracnb_spawner.gpu.backends import GPU_REQUEST_ANNOTATIONS, BackendSettings, contract_fields, is_gpu_resource
-from fracnb_spawner.gpu.resolve import GPUDefaults, parse_gpu_spec, plan_gpu
+from fracnb_spawner.gpu.backends import GPU_REQUEST_ANNOTATIONS, BackendSettings, is_gpu_resource
+from fracnb_spawner.gpu.contract import contract_fields
+from fracnb_spawner.gpu.plan import GPUDefaults
+from fracnb_spawner.gpu.resolve import parse_gpu_spec, plan_gpu
 from fracnb_spawner.gpu.table import backend_fields
 
 DEFAULTS = GPUDefaults(backend="time-slicing", gpu_memory=80 * 2**30, mig_model="A100-80GB")

@@ -8,11 +8,13 @@ import pytest
 from traitlets import TraitError
 
 from fracnb_spawner.config.traits import FractionalTraits
-from fracnb_spawner.form.progress import plan_summary, scheduler_saw_slots
+from fracnb_spawner.form.progress import scheduler_saw_slots
 from fracnb_spawner.gpu.backends import BackendSettings, PodFields
 from fracnb_spawner.gpu.dra import companion_names, memory_quantity, named_for_pod
-from fracnb_spawner.gpu.resolve import GPUConfigError, GPUDefaults, parse_gpu_spec, plan_gpu
+from fracnb_spawner.gpu.plan import GPUConfigError, GPUDefaults
+from fracnb_spawner.gpu.resolve import parse_gpu_spec, plan_gpu
 from fracnb_spawner.gpu.table import backend_fields
+from fracnb_spawner.gpu.words import plan_summary
 
 GIB = 2**30
 SETTINGS = BackendSettings("nvidia.com/gpu.shared", "nvidia.com/gpu.shared", "hami", "kai", "q", "default", 0.95)

@@ -6,7 +6,8 @@ from fractions import Fraction
 
 from fracnb_spawner.cluster.devices import DraWant, free_servers, trim_claim, trim_slice, want_for
 from fracnb_spawner.gpu.backends import BackendSettings
-from fracnb_spawner.gpu.resolve import GPUDefaults, parse_gpu_spec, plan_gpu
+from fracnb_spawner.gpu.plan import GPUDefaults
+from fracnb_spawner.gpu.resolve import parse_gpu_spec, plan_gpu
 
 GIB = 2**30
 DRIVER = "gpu.nvidia.com"

@@ -14,8 +14,9 @@ from traitlets.config import Config
 from fracnb_spawner.cluster.nodes import largest_allocatable
 from fracnb_spawner.common.errors import HubConfigError, InvalidRequestError, RefusedSpawnError
 from fracnb_spawner.form import rows as form
-from fracnb_spawner.form.progress import no_node_reason, scheduler_saw_slots, unschedulable_message, waiting_message
-from fracnb_spawner.gpu.resolve import CPU_ONLY, GPUPlan
+from fracnb_spawner.form.progress import scheduler_saw_slots, unschedulable_message, waiting_message
+from fracnb_spawner.gpu.plan import CPU_ONLY, GPUPlan
+from fracnb_spawner.gpu.words import no_node_reason
 from fracnb_spawner.quota.policy import GroupUse, QuotaDecision
 
 SCHEDULER_FULL = (

@@ -13,9 +13,10 @@ from traitlets.config import Config
 from fracnb_spawner.cluster.view import trim_pod
 from fracnb_spawner.common.clock import clock_text, relative_text, when_text, zone_named
 from fracnb_spawner.config.profiles import ProfileConfigError, initialize_profiles, validate_profiles
+from fracnb_spawner.config.queuekey import QueueConfigError, queue_max_wait
 from fracnb_spawner.culling import Reason
-from fracnb_spawner.gpu.resolve import GPUPlan
-from fracnb_spawner.queue.config import FracnbQueue, QueueConfigError, queue_max_wait
+from fracnb_spawner.gpu.plan import GPUPlan
+from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.order import (
     Waiting,
     ordinal,
@@ -147,7 +148,7 @@ def test_profile_queue_entry_is_checked_at_start() -> None:
         queue_max_wait({"maxwait": 5})
     profiles = initialize_profiles([{"display_name": "Q", "slug": "q", "queue": {"max_wait": "soon"}}])
     from fracnb_spawner.gpu.backends import BackendSettings
-    from fracnb_spawner.gpu.resolve import GPUDefaults
+    from fracnb_spawner.gpu.plan import GPUDefaults
 
     settings = BackendSettings("nvidia.com/gpu.shared", "nvidia.com/gpu.shared", "h", "k", "l", "q", 0.95)
     with pytest.raises(ProfileConfigError, match=r"profile 'q' \('Q'\): queue.max_wait"):

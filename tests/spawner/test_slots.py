@@ -6,7 +6,8 @@ from __future__ import annotations
 from fracnb_spawner.cluster.devices import DraWant, trim_claim, trim_slice
 from fracnb_spawner.cluster.slots import Cluster, DraAsk, ResourceAsk, dra_slot_kind, servers_free
 from fracnb_spawner.gpu.backends import BackendSettings
-from fracnb_spawner.gpu.resolve import GPUDefaults, parse_gpu_spec, plan_gpu
+from fracnb_spawner.gpu.plan import GPUDefaults
+from fracnb_spawner.gpu.resolve import parse_gpu_spec, plan_gpu
 from fracnb_spawner.gpu.table import (
     COUNT_DRA,
     COUNT_EXTENDED_RESOURCE,

@@ -10,7 +10,7 @@ from traitlets import HasTraits
 
 from fracnb_spawner.config.traits import FractionalTraits
 from fracnb_spawner.form.advice import AdviceTraits
-from fracnb_spawner.quota.policy import FracnbQuotas
+from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.service.app import FracnbService
 
 # Defaults computed at run time; their help says where they come from instead of a value.

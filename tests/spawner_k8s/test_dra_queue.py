@@ -11,9 +11,10 @@ import pytest
 from traitlets.config import Config
 
 from fracnb_spawner.cluster.view import shared_view
+from fracnb_spawner.common.podkeys import QUEUE_GATE, SLOT_KIND_LABEL
 from fracnb_spawner.form import rows as form
 from fracnb_spawner.queue.coordinator import shared_queue
-from fracnb_spawner.queue.order import QUEUE_GATE, SLOT_KIND_LABEL, wait_deadline
+from fracnb_spawner.queue.order import wait_deadline
 
 from .test_dra_on_cluster import A100, allocation_of, claims_in, templates_in, wait_until
 

@@ -12,8 +12,8 @@ from tornado import web
 from traitlets.config import Config
 
 from fracnb_spawner.cluster.view import shared_view, stop_shared_views
+from fracnb_spawner.common.podkeys import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
 from fracnb_spawner.queue.coordinator import shared_queue
-from fracnb_spawner.queue.order import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
 
 pytestmark = pytest.mark.k8s
 

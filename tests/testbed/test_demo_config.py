@@ -12,7 +12,7 @@ from kubespawner import clients
 from traitlets.config import PyFileConfigLoader
 
 from fracnb_spawner import dryrun
-from fracnb_spawner.quota.policy import FracnbQuotas
+from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_testbed.demo import DemoSettings, hub_config
 
 

@@ -8,26 +8,23 @@ profile; other CEL in a cluster's own DeviceClasses is not evaluated. A memory s
 a device's ``memory`` capacity less the ``consumedCapacity`` of the claims allocated on it holds
 the request; a MIG device or a whole GPU is free when no claim holds it.
 
-The pure functions read ResourceSlices and ResourceClaims as the API returns them (dicts);
-:class:`DraView` keeps both current with one watch each per hub, like :mod:`.clusterview`.
+The functions here are pure; they read ResourceSlices and ResourceClaims as the API returns them
+(dicts). :mod:`.draview` keeps both current with one watch each per hub.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fracnb_spawner.cluster.view import FIRST_LOAD_WAIT, Mirror
 from fracnb_spawner.common.units import QuantityError, parse_bytes
 from fracnb_spawner.gpu.dra import MEBIBYTE
 
 if TYPE_CHECKING:
     from fracnb_spawner.gpu.backends import BackendSettings
-    from fracnb_spawner.gpu.resolve import GPUPlan
+    from fracnb_spawner.gpu.plan import GPUPlan
 
 default_log = logging.getLogger("fracnb.dra")
 DeviceKey = tuple[str, str, str]  # driver, pool, device
@@ -205,53 +202,3 @@ def free_servers(
     while take_devices(devices, want):
         free += 1
     return free
-
-
-class DraView:
-    """ResourceSlices and allocated ResourceClaims of the whole cluster, kept current by watches."""
-
-    def __init__(self, api_client: Any, log: logging.Logger | logging.LoggerAdapter = default_log) -> None:
-        from kubernetes_asyncio.client import ResourceV1Api  # noqa: PLC0415 - only hubs with dra choices
-
-        api = ResourceV1Api(api_client)
-        self.changed = asyncio.Event()  # either kind changed: the GPU queue waits on it
-        self.slices = Mirror("resourceslices", api.list_resource_slice, trim_slice, log=log, changed=self.changed)
-        self.claims = Mirror(
-            "resourceclaims", api.list_resource_claim_for_all_namespaces, trim_claim, log=log, changed=self.changed
-        )
-        self.loop = asyncio.get_running_loop()
-        self.tasks = [asyncio.ensure_future(mirror.run()) for mirror in (self.slices, self.claims)]
-
-    async def snapshot(self, wait: float = FIRST_LOAD_WAIT) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Slices and allocated claims now; empty while either cannot be read."""
-        mirrors = (self.slices, self.claims)
-        if not all(m.settled.is_set() for m in mirrors):
-            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*(m.settled.wait() for m in mirrors)), wait)
-        if not all(m.loaded.is_set() for m in mirrors):
-            return [], []
-        return self.slices.objects(), self.claims.objects()
-
-    async def stop(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
-
-
-_views: dict[int, DraView] = {}
-
-
-def shared_dra_view(api_client: Any, log: logging.Logger | logging.LoggerAdapter = default_log) -> DraView:
-    """The running event loop's view, started when a form first shows a dra choice."""
-    loop = asyncio.get_running_loop()
-    view = _views.get(id(loop))
-    if view is None or view.loop is not loop:
-        view = _views[id(loop)] = DraView(api_client, log)
-    return view
-
-
-async def stop_shared_dra_views() -> None:
-    """Stop the running loop's view (tests; a hub stops with its process)."""
-    view = _views.pop(id(asyncio.get_running_loop()), None)
-    if view is not None:
-        await view.stop()

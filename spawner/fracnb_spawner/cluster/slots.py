@@ -2,7 +2,8 @@
 
 A GPU spawn that may queue carries an *ask*: its slot kind (the ``fracnb.io/slot-kind`` label; pods
 with the same kind compete for the same GPUs) and what one server takes. The backend table's record
-says which kind of ask a backend's plans make (``Counting.ask``); the queue only calls the ask's
+says how a backend's plans are counted (its ``counted_by`` tag, mapped to an ask by :func:`ask_for`); the
+queue only calls the ask's
 methods, whatever the backend:
 
 - :class:`ResourceAsk`, for device-plugin backends: ``units`` of an extended resource on nodes
@@ -27,12 +28,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from fracnb_spawner.cluster.devices import DraWant, device_ledger, free_servers, take_devices, want_for
 from fracnb_spawner.cluster.nodes import free_by_node, largest_allocatable
 from fracnb_spawner.common.labels import label_value
-from fracnb_spawner.gpu.backends import GPU_MEMORY_ANNOTATION
-from fracnb_spawner.queue.order import slot_kind
+from fracnb_spawner.common.podkeys import GPU_MEMORY_ANNOTATION
+from fracnb_spawner.gpu.table import backend_named
 
 if TYPE_CHECKING:
     from fracnb_spawner.gpu.backends import BackendSettings, PodFields
-    from fracnb_spawner.gpu.resolve import GPUPlan
+    from fracnb_spawner.gpu.plan import GPUPlan
 
 MEBIBYTE = 2**20
 COUNT_LIMIT = 10_000  # the most servers a ledger counts for the spawn form ("N free now")
@@ -65,6 +66,19 @@ class Ask(Protocol):
 
 
 # ---- device plugins: an extended resource ---------------------------------------------------------
+
+
+def slot_kind(resource: str, node_selector: Mapping[str, str]) -> str:
+    """The label value naming the slots a pod competes for: its GPU resource and its node selector's values.
+
+    ``nvidia.com/gpu.shared`` on time-sliced nodes with 4 replicas ->
+    ``nvidia.com-gpu.shared.4.time-slicing`` (values in the order of their keys); a product, or an
+    admin's own selector such as a node pool, adds its value, since pods that differ in any of
+    them can land on different nodes. Too long or odd text gets :func:`labels.label_value`'s
+    hashed form.
+    """
+    parts = [resource.replace("/", "-")] + [str(node_selector[key]) for key in sorted(node_selector)]
+    return label_value(".".join(parts))
 
 
 @dataclass
@@ -205,6 +219,16 @@ def dra_ask(
 
 
 AskFor = Callable[["GPUPlan", "PodFields", "BackendSettings", "Mapping[str, str] | None"], "Ask | None"]
+ASK_FOR: dict[str, AskFor] = {"extended-resource": resource_ask, "dra": dra_ask}
+
+
+def ask_for(
+    plan: GPUPlan, fields: PodFields, settings: BackendSettings, node_selector: Mapping[str, str] | None
+) -> Ask | None:
+    """What one server of ``plan`` competes for, as its backend counts capacity; None when the hub does
+    not count it (another scheduler places it) or its node selector cannot be known before the spawn."""
+    make = ASK_FOR.get(backend_named(plan.scheduler_backend or plan.backend).counted_by)
+    return None if make is None else make(plan, fields, settings, node_selector)
 
 
 # ---- counting ------------------------------------------------------------------------------------

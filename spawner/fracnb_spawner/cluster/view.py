@@ -25,10 +25,18 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from fracnb_spawner.culling import IDLE_TIMEOUT_ANNOTATION, MAX_AGE_ANNOTATION
-from fracnb_spawner.gpu.backends import GPU_MEMORY_ANNOTATION
-from fracnb_spawner.queue.order import MAX_WAIT_ANNOTATION, PRIORITY_ANNOTATION, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
-from fracnb_spawner.quota.policy import FRACTION_ANNOTATION, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
+from fracnb_spawner.common.podkeys import (
+    FRACTION_ANNOTATION,
+    GPU_MEMORY_ANNOTATION,
+    IDLE_TIMEOUT_ANNOTATION,
+    MAX_AGE_ANNOTATION,
+    MAX_WAIT_ANNOTATION,
+    PRIORITY_ANNOTATION,
+    QUEUED_AT_ANNOTATION,
+    SERVERNAME_ANNOTATION,
+    SLOT_KIND_LABEL,
+    USERNAME_ANNOTATION,
+)
 
 Trim = Callable[[Mapping[str, Any]], "dict[str, Any] | None"]
 
@@ -230,9 +238,7 @@ class ClusterView:
         self.changed = asyncio.Event()  # either kind changed
         self.nodes = Mirror("nodes", api.list_node, trim_node, log=log, changed=self.changed)
         self.pods = Mirror("pods", api.list_pod_for_all_namespaces, trim_pod, LIVE_PODS, log=log, changed=self.changed)
-        self.loop = asyncio.get_running_loop()
         self.tasks = [asyncio.ensure_future(mirror.run()) for mirror in (self.nodes, self.pods)]
-        self.on_stop: list[Callable[[], Awaitable[None]]] = []  # what depends on the view (the queue) stops first
         self.api = api
 
     async def snapshot(self, wait: float = FIRST_LOAD_WAIT) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -246,27 +252,6 @@ class ClusterView:
         return self.nodes.objects(), self.pods.objects()
 
     async def stop(self) -> None:
-        for hook in self.on_stop:
-            await hook()
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
-
-
-_views: dict[int, ClusterView] = {}
-
-
-def shared_view(api: Any, log: logging.Logger | logging.LoggerAdapter = default_log) -> ClusterView:
-    """The view of the running event loop (one hub process has one), started on first use."""
-    loop = asyncio.get_running_loop()
-    view = _views.get(id(loop))
-    if view is None or view.loop is not loop:
-        view = _views[id(loop)] = ClusterView(api, log)
-    return view
-
-
-async def stop_shared_views() -> None:
-    """Stop the running loop's view (tests; a hub stops with its process)."""
-    view = _views.pop(id(asyncio.get_running_loop()), None)
-    if view is not None:
-        await view.stop()

@@ -18,11 +18,12 @@ from slugify import slugify
 
 from fracnb_spawner.common.units import QuantityError, parse_duration
 from fracnb_spawner.config.overrides import OverrideError, check_override, fill_unlisted, gpu_requests
+from fracnb_spawner.config.queuekey import QueueConfigError, queue_max_wait
 from fracnb_spawner.config.shapes import ShapeError, check_profile_shape
 from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.gpu.backends import BackendSettings, is_gpu_resource
-from fracnb_spawner.gpu.resolve import GPUConfigError, GPUDefaults, GPUSpec, parse_gpu_spec, plan_gpu
-from fracnb_spawner.queue.config import QueueConfigError, queue_max_wait
+from fracnb_spawner.gpu.plan import GPUConfigError, GPUDefaults, GPUSpec
+from fracnb_spawner.gpu.resolve import parse_gpu_spec, plan_gpu
 
 UNLISTED = "unlisted-choice"
 UNLISTED_SUFFIX = "--unlisted-choice"

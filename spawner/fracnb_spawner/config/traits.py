@@ -5,15 +5,17 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from typing import Any
 
 from traitlets import Bool, Dict, Float, HasTraits, Int, TraitError, Unicode, Union, validate
+from traitlets.config import Config, Configurable
 
 from fracnb_spawner.common.labels import key_problem, value_problem
 from fracnb_spawner.common.units import QuantityError, format_bytes, parse_bytes, parse_duration
 from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.gpu import mig
 from fracnb_spawner.gpu.backends import BackendSettings
-from fracnb_spawner.gpu.resolve import GPUDefaults
+from fracnb_spawner.gpu.plan import GPUDefaults
 from fracnb_spawner.gpu.table import BACKENDS
 
 MIN_GPU_MEMORY = 2**30  # no GPU fracnb can share has less
@@ -354,3 +356,20 @@ class FractionalTraits(HasTraits):
         Example: ``c.FractionalSpawner.fracnb_service_url = "http://hub:10101/services/fracnb/"``
         """,
     ).tag(config=True)
+
+
+# FractionalSpawner's own traits, validated as the spawner validates them but without a
+# cluster; named so, traitlets' messages name the class the admin configures.
+_SpawnerSettings = type("FractionalSpawner", (FractionalTraits, Configurable), {})
+
+
+def spawner_section(c: Config) -> dict[str, Any]:
+    """The settings FractionalSpawner gets from a hub config: ``c.KubeSpawner``, overridden by its own."""
+    return {**c.KubeSpawner, **c.FractionalSpawner}
+
+
+def configured_traits(c: Config) -> FractionalTraits:
+    """fracnb's spawner traits as the hub will see them; a value a trait refuses raises its ``TraitError``."""
+    names = set(FractionalTraits.class_trait_names())
+    mine = {name: value for name, value in spawner_section(c).items() if name in names}
+    return _SpawnerSettings(config=Config({"FractionalSpawner": mine}))

@@ -13,23 +13,17 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from markupsafe import escape
-from sqlalchemy.engine import make_url
-from sqlalchemy.orm import Session, sessionmaker
 from traitlets import Bool, Float, HasTraits, Int, Unicode, default
 
 from fracnb_spawner.form.rows import ChoiceRow, RowKey
 from fracnb_spawner.history.advice import Advice, Offer, PastSession, advise
-from fracnb_spawner.history.db import make_engine
-from fracnb_spawner.history.store import sessions_of
+from fracnb_spawner.history.db import DEFAULT_DB_URL
+from fracnb_spawner.history.reading import HistoryReader
 
 log = logging.getLogger("fracnb.advice")
-
-DEFAULT_DB_URL = "sqlite:///fracnb-service.sqlite"
-HISTORY_LIMIT = 50
 
 
 def _display_name(profiles: Sequence[Mapping[str, Any]], key: RowKey) -> str:
@@ -98,23 +92,6 @@ class FormAdvice:
     preselect: Mapping[str, str] | None = None
 
 
-_databases: dict[str, sessionmaker[Session]] = {}
-
-
-def _history(url: str) -> sessionmaker[Session]:
-    if url not in _databases:
-        _databases[url] = sessionmaker(make_engine(url), expire_on_commit=False)
-    return _databases[url]
-
-
-def read_history(url: str, user: str) -> list[dict[str, Any]]:
-    """The user's newest sessions; [] while an SQLite history does not exist (reading must not create it)."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite" and not (parsed.database and Path(parsed.database).is_file()):
-        return []
-    return sessions_of(_history(url), user, limit=HISTORY_LIMIT)
-
-
 class AdviceTraits(HasTraits):
     """Mixed into ``FractionalSpawner``: the spawn form's right-sizing advice."""
 
@@ -162,12 +139,16 @@ class AdviceTraits(HasTraits):
         return str(section.get("db_url", DEFAULT_DB_URL))
 
     async def form_advice(
-        self, user: str, profiles: Sequence[Mapping[str, Any]], rows: Mapping[RowKey, ChoiceRow]
+        self,
+        user: str,
+        profiles: Sequence[Mapping[str, Any]],
+        rows: Mapping[RowKey, ChoiceRow],
+        history: HistoryReader,
     ) -> FormAdvice:
         if not self.right_sizing_advice:
             return FormAdvice()
         try:
-            records = await asyncio.to_thread(read_history, self.right_sizing_db_url, user)
+            records = await asyncio.to_thread(history.sessions, self.right_sizing_db_url, user)
         except Exception as error:  # no database or table yet, a server down: no advice
             log.warning("fracnb: no right-sizing advice for the form, the session history is unreadable: %s", error)
             return FormAdvice()

@@ -4,40 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fracnb_spawner.common.units import format_bytes, format_decimal
-from fracnb_spawner.gpu.resolve import GPUPlan
+from fracnb_spawner.gpu.plan import GPUPlan
 from fracnb_spawner.gpu.table import backend_named
-
-
-def describe_plan(plan: GPUPlan) -> str:
-    """ "0.25 GPU (time-slicing)", "1g.10gb MIG slice", "2 GPUs", "no GPU"."""
-    if plan.backend == "none":
-        return "no GPU"
-    if plan.mig_slice is not None:  # the mig backend's, or a MIG device claimed through dra
-        return f"{plan.mig_slice.profile} MIG slice"
-    if plan.backend == "whole":
-        count = plan.fraction.numerator
-        return f"{count} GPU" + ("s" if count > 1 else "")
-    return f"{format_decimal(plan.fraction, 4)} GPU ({plan.backend})"
-
-
-def plan_summary(plan: GPUPlan) -> str:
-    """One line for forms and the dry run: share, memory budget and who enforces it."""
-    if plan.backend == "none":
-        return "CPU only, no GPU visible"
-    return f"{describe_plan(plan)}, {format_bytes(plan.memory_bytes)} GPU memory, {plan.isolation_words}"
-
-
-def _where(plan: GPUPlan) -> str:
-    return f" on a {plan.product}" if plan.product else ""
-
-
-def no_node_reason(plan: GPUPlan) -> str:
-    """Why a choice can never start: no node of the cluster offers it (shown on the form and as the refusal)."""
-    return (
-        f"no node in this cluster offers {describe_plan(plan)}{_where(plan)}, so it cannot start; "
-        "choose another option, or ask your hub admin"
-    )
+from fracnb_spawner.gpu.words import describe_plan, where
 
 
 def _waits_for_a_slot(scheduler_text: str, plan: GPUPlan | None) -> bool:
@@ -61,12 +30,12 @@ def waiting_message(plan: GPUPlan | None, raw_event: Mapping) -> str | None:
     share = describe_plan(plan)
     if not _waits_for_a_slot(str(raw_event.get("message") or ""), plan):
         return (
-            f"No node in this cluster offers {share}{_where(plan)} right now: "
+            f"No node in this cluster offers {share}{where(plan)} right now: "
             "your server starts only if one is added (see the event log)."
         )
     slot = f"a free {share} slot" if plan.backend not in ("whole",) else f"{share} to be free"
     return (
-        f"Waiting for {slot}{_where(plan)}: every matching GPU is in use right now. "
+        f"Waiting for {slot}{where(plan)}: every matching GPU is in use right now. "
         "Your server starts as soon as one is released."
     )
 
@@ -80,8 +49,8 @@ def unschedulable_message(plan: GPUPlan | None, waited_seconds: float, *, slots_
     headline = f"No node could take {share} within {waited_seconds:g} s"
     if slots_exist:
         return f"{headline}: every matching GPU stayed in use. Try again later, or choose a smaller share."
-    where = _where(plan) if plan else ""
-    return f"{headline}: no node in this cluster offers it{where}. Choose another option, or ask your hub admin."
+    place = where(plan) if plan else ""
+    return f"{headline}: no node in this cluster offers it{place}. Choose another option, or ask your hub admin."
 
 
 def scheduler_saw_slots(scheduler_text: str, plan: GPUPlan | None = None) -> bool:

@@ -17,8 +17,9 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from fracnb_spawner.common.logsafe import escape_controls
 from fracnb_spawner.config.profiles import UNLISTED, UNLISTED_LABEL, iter_combinations
 from fracnb_spawner.form.jspattern import html_pattern
-from fracnb_spawner.form.progress import plan_summary
-from fracnb_spawner.gpu.resolve import GPUConfigError, GPUDefaults, GPUPlan, plan_gpu
+from fracnb_spawner.gpu.plan import GPUConfigError, GPUDefaults, GPUPlan
+from fracnb_spawner.gpu.resolve import plan_gpu
+from fracnb_spawner.gpu.words import plan_summary
 from fracnb_spawner.quota.policy import QuotaDecision, format_gpus
 
 RowKey = tuple[str, str | None, str | None]  # (profile slug, option, choice); option None = the profile

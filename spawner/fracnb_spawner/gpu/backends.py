@@ -1,9 +1,9 @@
 """Pod fields per GPU-sharing mechanism: pure functions from a ``GPUPlan`` to manifest parts.
 
 Each function returns the extended resources, node selector, scheduler, labels,
-annotations and environment one mechanism needs; ``contract_fields`` adds the
-``FRACNB_*`` contract (docs/contract.md) every pod carries. Which function serves which
-backend is said once, in :mod:`.backend_table`.
+annotations and environment one mechanism needs; :mod:`.contract` adds the ``FRACNB_*``
+contract (docs/contract.md) every pod carries. Which function serves which backend is
+said once, in :mod:`.table`.
 """
 
 from __future__ import annotations
@@ -12,16 +12,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from fracnb_spawner.common.labels import label_value
-from fracnb_spawner.common.units import format_decimal, format_fraction
+from fracnb_spawner.common.units import format_decimal
 from fracnb_spawner.gpu.mig import MIG_RESOURCE_PREFIX
 
 if TYPE_CHECKING:
-    from fracnb_spawner.culling import CullPolicy
-    from fracnb_spawner.gpu.resolve import GPUPlan
+    from fracnb_spawner.gpu.plan import GPUPlan
 
-LABEL_PREFIX = "fracnb.io/"
-GPU_MEMORY_ANNOTATION = LABEL_PREFIX + "gpu-memory-limit"  # bytes of GPU memory the plan gives
 GPU_VISIBILITY_VARIABLES = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "CUDA_DISABLE_CONTROL")
 RESERVED_ENV_PREFIX = "FRACNB_"
 
@@ -36,19 +32,6 @@ GPU_RESOURCE_PREFIXES = (WHOLE_GPU_RESOURCE, MIG_RESOURCE_PREFIX)
 KAI_FRACTION_ANNOTATION = "gpu-fraction"
 # KAI also gives a GPU share for these (docs/spawner.md); fracnb writes only the fraction.
 GPU_REQUEST_ANNOTATIONS = (KAI_FRACTION_ANNOTATION, "gpu-memory", "gpu-fraction-num-devices")
-
-
-@dataclass(frozen=True)
-class Isolation:
-    """Who enforces the memory budget: the contract's level and the form's words for it."""
-
-    level: str  # one of the schema's isolation enum: hard, enforced, per-process, none
-    words: str
-
-
-NOT_ENFORCED = Isolation("none", "not enforced (shared, soft caps only)")
-HARD = Isolation("hard", "hard limit (hardware partition)")
-WHOLE = Isolation("hard", "whole GPU: not shared, the whole device's memory")
 
 
 @dataclass(frozen=True)
@@ -196,49 +179,3 @@ def soft_caps(plan: GPUPlan, ratio: float) -> dict[str, str]:
         "CUPY_GPU_MEMORY_LIMIT": str(cap_bytes),
         "TF_FORCE_GPU_ALLOW_GROWTH": "true",
     }
-
-
-def contract_fields(
-    plan: GPUPlan,
-    *,
-    profile: str,
-    choice: str,
-    cull: CullPolicy,
-    model: str | None,
-    display_name: str | None = None,
-) -> PodFields:
-    """The ``FRACNB_*`` environment and ``fracnb.io/*`` labels and annotations (docs/contract.md).
-
-    ``display_name`` is the profile's name on the form, which the notebook shows instead of the slug.
-    """
-    backend = plan.backend
-    environment = {
-        "FRACNB_PROFILE": profile,
-        "FRACNB_CHOICE": choice,
-        "FRACNB_GPU_FRACTION": format_decimal(plan.fraction),
-        "FRACNB_GPU_MEMORY_LIMIT": str(plan.memory_bytes),
-        "FRACNB_GPU_BACKEND": backend,
-        "FRACNB_ISOLATION": plan.isolation,
-    }
-    if model:
-        environment["FRACNB_GPU_MODEL"] = model
-    if display_name and display_name.strip():
-        environment["FRACNB_PROFILE_DISPLAY_NAME"] = display_name.strip()
-    labels = {
-        # A label value has a strict syntax; the annotation keeps the slug as configured.
-        LABEL_PREFIX + "profile": label_value(profile),
-        LABEL_PREFIX + "gpu-backend": backend,
-        LABEL_PREFIX + "gpu-fraction": format_decimal(plan.fraction),
-    }
-    annotations = {
-        LABEL_PREFIX + "profile": profile,
-        LABEL_PREFIX + "gpu-fraction": format_fraction(plan.fraction),
-        GPU_MEMORY_ANNOTATION: str(plan.memory_bytes),
-        LABEL_PREFIX + "choice": choice,
-        LABEL_PREFIX + "isolation": plan.isolation,
-        LABEL_PREFIX + "idle-timeout": str(cull.idle_timeout),
-        LABEL_PREFIX + "max-age": str(cull.max_age),
-    }
-    if plan.fraction > 0 and cull.demand_timeout:
-        annotations[LABEL_PREFIX + "idle-timeout-under-demand"] = str(cull.demand_timeout)
-    return PodFields(labels=labels, annotations=annotations, environment=environment)

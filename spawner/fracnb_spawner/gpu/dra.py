@@ -26,10 +26,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from fracnb_spawner.gpu.backends import HARD, NOT_ENFORCED, BackendSettings, Isolation, PodFields
+from fracnb_spawner.gpu.backends import BackendSettings, PodFields
+from fracnb_spawner.gpu.plan import HARD, NOT_ENFORCED, Isolation
 
 if TYPE_CHECKING:
-    from fracnb_spawner.gpu.resolve import GPUPlan
+    from fracnb_spawner.gpu.plan import GPUPlan
 
 RESOURCE_API = "resource.k8s.io/v1"
 GPU_CONFIG_API = "resource.nvidia.com/v1beta1"

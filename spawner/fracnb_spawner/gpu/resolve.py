@@ -6,99 +6,21 @@ Everything here is pure: values in, values (or a ``GPUConfigError``) out.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from fractions import Fraction
 
 from fracnb_spawner.common.labels import value_problem
 from fracnb_spawner.common.units import QuantityError, format_bytes, format_fraction, parse_bytes, parse_fraction
 from fracnb_spawner.gpu import mig
+from fracnb_spawner.gpu.plan import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan, GPUSpec
 from fracnb_spawner.gpu.table import BACKENDS, backend_named
 
 GPU_KEYS = ("fraction", "count", "backend", "mig_profile", "memory", "product", "sharing")
-AMOUNT_KEYS = ("fraction", "count", "mig_profile")  # each says how much GPU; one per entry
 # A GPU shared by more than 64 notebooks leaves each too little to run anything; time-slicing
 # and MPS need 1/fraction replicas per GPU, and KAI's annotation keeps 4 decimals.
 MIN_FRACTION = Fraction(1, 64)
 MAX_COUNT = 64  # more GPUs than any node has: such a pod could never be scheduled
 MIN_MEMORY = 256 * 2**20  # less than a CUDA context needs
-
-
-class GPUConfigError(ValueError):
-    """A ``gpu`` entry that cannot work; the message names the problem and the fix."""
-
-
-@dataclass(frozen=True)
-class GPUSpec:
-    """A ``gpu`` entry as written by the admin, validated key by key."""
-
-    fraction: Fraction | None = None
-    count: int | None = None
-    backend: str | None = None
-    mig_profile: str | None = None
-    memory: int | None = None
-    product: str | None = None
-    sharing: str | None = None
-
-    def merged(self, override: GPUSpec) -> GPUSpec:
-        """This spec with every key that ``override`` sets replaced.
-
-        The amount keys exclude each other, so an override that sets a different one than
-        this spec (``count`` here, ``fraction`` there) is a conflict, not a silent choice.
-        """
-        mine, theirs = self.amount_keys, override.amount_keys
-        if mine and theirs and mine != theirs:
-            raise GPUConfigError(
-                f"its gpu {' and '.join(map(repr, theirs))} conflicts with the profile's gpu "
-                f"{' and '.join(map(repr, mine))}; keep the amount in one place (the profile or each choice)"
-            )
-        changes = {f.name: getattr(override, f.name) for f in fields(override)}
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
-
-    @property
-    def amount_keys(self) -> tuple[str, ...]:
-        return tuple(key for key in AMOUNT_KEYS if getattr(self, key) is not None)
-
-    @property
-    def requests_gpu(self) -> bool:
-        return any(v is not None for v in (self.fraction, self.count, self.mig_profile))
-
-
-@dataclass(frozen=True)
-class GPUDefaults:
-    """Spawner-wide settings that a spec falls back on (``FractionalTraits.gpu_defaults``)."""
-
-    backend: str
-    gpu_memory: int
-    mig_model: str
-    memory_by_product: Mapping[str, int] | None = None
-
-
-@dataclass(frozen=True)
-class GPUPlan:
-    """What one pod gets: resolved backend, GPUs held, memory budget and placement details."""
-
-    backend: str
-    fraction: Fraction
-    memory_bytes: int
-    device_memory: int = 0
-    replicas: int | None = None
-    mig_slice: mig.MigSlice | None = None
-    product: str | None = None
-    scheduler_backend: str | None = None
-    sharing: str | None = None  # the backend's sharing mode (dra: time-slicing, mps or mig)
-
-    @property
-    def isolation(self) -> str:
-        """Who enforces the memory budget (the contract's ``FRACNB_ISOLATION``)."""
-        return backend_named(self.backend).isolation_of(self).level
-
-    @property
-    def isolation_words(self) -> str:
-        """The same in words, for the form and the dry run."""
-        return backend_named(self.backend).isolation_of(self).words
-
-
-CPU_ONLY = GPUPlan(backend="none", fraction=Fraction(0), memory_bytes=0)
 
 
 def parse_gpu_spec(raw: object) -> GPUSpec:
@@ -132,6 +54,17 @@ def parse_gpu_spec(raw: object) -> GPUSpec:
 
 def plan_gpu(spec: GPUSpec | None, defaults: GPUDefaults) -> GPUPlan:
     """Resolve a (merged) spec into the plan for one pod, or explain why it cannot work."""
+    plan = _plan(spec, defaults)
+    return with_enforcement(plan)
+
+
+def with_enforcement(plan: GPUPlan) -> GPUPlan:
+    """``plan`` with its isolation as its backend's record says (a plan read back from a hub's state)."""
+    enforcement = backend_named(plan.backend).isolation_of(plan)
+    return plan if plan.enforcement == enforcement else replace(plan, enforcement=enforcement)
+
+
+def _plan(spec: GPUSpec | None, defaults: GPUDefaults) -> GPUPlan:
     if spec is None or not spec.requests_gpu:
         if spec is not None and (spec.backend or spec.memory or spec.product or spec.sharing):
             raise GPUConfigError("a gpu entry needs 'fraction', 'count' or 'mig_profile'")

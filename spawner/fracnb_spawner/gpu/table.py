@@ -6,7 +6,8 @@ A record says what the rest of fracnb needs to know about a mechanism:
 - who enforces the memory budget (``FRACNB_ISOLATION``, and the words the form and the dry run use);
 - how a fraction is planned (equal 1/N slots; a full GPU as a whole one; MIG profiles);
 - the pod fields it needs (a pure function of the plan, in :mod:`.backends` or its own module);
-- how the spawn form and the GPU queue count its free capacity, and what slot kind its pods compete for;
+- how the spawn form and the GPU queue count its free capacity (a ``Counting`` tag, which
+  :mod:`fracnb_spawner.cluster.slots` maps to what its pods compete for);
 - how the scheduler's refusals read when every matching GPU is taken, rather than none offered.
 
 The notebook side (``fracnb_meter``) never imports this module: the names and isolation levels
@@ -18,36 +19,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Literal
 
-from fracnb_spawner.cluster import slots
-from fracnb_spawner.cluster.slots import AskFor
 from fracnb_spawner.gpu import backends, dra
-from fracnb_spawner.gpu.backends import HARD, NOT_ENFORCED, WHOLE, BackendSettings, Isolation, PodFields, soft_caps
+from fracnb_spawner.gpu.backends import BackendSettings, PodFields, soft_caps
+from fracnb_spawner.gpu.plan import HARD, NO_GPU, NOT_ENFORCED, WHOLE, GPUPlan, Isolation
 
-if TYPE_CHECKING:
-    from fracnb_spawner.gpu.resolve import GPUPlan
+Build = Callable[[GPUPlan, BackendSettings], PodFields]
 
-Build = Callable[["GPUPlan", BackendSettings], PodFields]
-
-
-@dataclass(frozen=True)
-class Counting:
-    """How a backend's free capacity is counted, for the spawn form and the GPU queue.
-
-    ``ask`` gives what one server of a plan competes for (:mod:`.slots`: its slot kind, and how its
-    fit is decided); None: the hub does not count it and never queues it.
-    """
-
-    name: str
-    ask: AskFor | None
-
-
-# node allocatable minus pods' requests of the pod's extended resource
-COUNT_EXTENDED_RESOURCE = Counting("extended-resource", slots.resource_ask)
-# ResourceSlices minus allocated claims' consumed capacity (:mod:`.dra_availability`)
-COUNT_DRA = Counting("dra", slots.dra_ask)
-COUNT_NOTHING = Counting("not-counted", None)  # another scheduler places the pod by its own books
+# How the spawn form and the GPU queue count a backend's free capacity (fracnb_spawner.cluster.slots
+# maps each to an ask): node allocatable minus pods' requests of the pod's extended resource; or
+# ResourceSlices minus allocated claims' consumed capacity; or not at all (another scheduler places
+# the pod by its own books, and the hub never queues it).
+Counting = Literal["extended-resource", "dra", "not-counted"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +46,7 @@ class Backend:
     full_gpu_is_whole: bool = False  # fraction 1 is planned as one whole GPU of the device plugin
     own_scheduler: bool = False  # its whole GPUs (``count``) also go through its scheduler
     mig_profiles: bool = False  # accepts ``mig_profile``
-    counted_by: Counting = COUNT_EXTENDED_RESOURCE
+    counted_by: Counting = "extended-resource"
     # Text in a FailedScheduling event meaning a matching GPU exists and is taken (not: none offered).
     full_markers: tuple[str, ...] = ("Insufficient",)
     isolation_for: Callable[[GPUPlan], Isolation] | None = None  # when the plan decides (dra)
@@ -84,20 +68,20 @@ TABLE: tuple[Backend, ...] = (
     Backend("mig", HARD, backends.mig_fields, mig_profiles=True),
     Backend(
         "hami", Isolation("enforced", "enforced by HAMi"), backends.hami_fields,
-        own_scheduler=True, counted_by=COUNT_NOTHING, build_whole=backends.hami_whole_fields,
+        own_scheduler=True, counted_by="not-counted", build_whole=backends.hami_whole_fields,
     ),
     Backend(
         "kai", NOT_ENFORCED, backends.kai_fields, full_gpu_is_whole=True, own_scheduler=True,
-        counted_by=COUNT_NOTHING, build_whole=backends.kai_whole_fields,
+        counted_by="not-counted", build_whole=backends.kai_whole_fields,
     ),
     Backend(
-        "dra", NOT_ENFORCED, dra.dra_fields, own_scheduler=True, mig_profiles=True, counted_by=COUNT_DRA,
+        "dra", NOT_ENFORCED, dra.dra_fields, own_scheduler=True, mig_profiles=True, counted_by="dra",
         full_markers=dra.FULL_MARKERS, isolation_for=dra.isolation_of, build_whole=dra.dra_whole_fields,
         sharing_modes=dra.SHARING_VALUES,
     ),
     # Not selectable: what a plan becomes for ``count`` whole GPUs, and for a CPU-only profile.
     Backend("whole", WHOLE, backends.whole_fields, selectable=False),
-    Backend("none", Isolation("none", "CPU only, no GPU visible"), backends.cpu_only_fields, selectable=False),
+    Backend("none", NO_GPU, backends.cpu_only_fields, selectable=False),
 )  # fmt: skip
 
 BACKENDS = tuple(backend.name for backend in TABLE if backend.selectable)

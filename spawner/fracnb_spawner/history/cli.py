@@ -15,7 +15,6 @@ from traitlets.config import PyFileConfigLoader
 from fracnb_spawner.history import db
 from fracnb_spawner.history.report import DEFAULT_HEADROOM, as_csv, as_json, as_text, load_report
 
-DEFAULT_URL = "sqlite:///fracnb-service.sqlite"
 FORMATS = {"text": as_text, "json": as_json, "csv": as_csv}
 
 
@@ -23,7 +22,7 @@ def url_from_config(path: str) -> str:
     """``c.FracnbService.db_url`` of a config file, or the service's default."""
     config = PyFileConfigLoader(path).load_config()
     section = config.get("FracnbService", {})
-    return str(section["db_url"]) if "db_url" in section else DEFAULT_URL
+    return str(section["db_url"]) if "db_url" in section else db.DEFAULT_DB_URL
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -33,7 +32,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--db-url", help=f"SQLAlchemy URL of the service's database (default: {DEFAULT_URL})")
+    source.add_argument("--db-url", help=f"SQLAlchemy URL of the service's database (default: {db.DEFAULT_DB_URL})")
     source.add_argument("--config", help="a config file setting c.FracnbService.db_url (the hub's)")
     parser.add_argument("--format", choices=sorted(FORMATS), default="text", help="output format (default: text)")
     parser.add_argument("--since-days", type=float, default=None, help="only sessions started in the last N days")
@@ -48,7 +47,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     arguments = parse_arguments(argv)
-    url = arguments.db_url or (url_from_config(arguments.config) if arguments.config else DEFAULT_URL)
+    url = arguments.db_url or (url_from_config(arguments.config) if arguments.config else db.DEFAULT_DB_URL)
     if arguments.headroom < 0:
         print("fracnb-report: --headroom must be 0 or more, such as 0.2", file=sys.stderr)
         return 2

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+# The service's default (c.FracnbService.db_url); the hub's advice and fracnb-report read it too.
+DEFAULT_DB_URL = "sqlite:///fracnb-service.sqlite"
 
 
 class HistoryDatabaseError(RuntimeError):

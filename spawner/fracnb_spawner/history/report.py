@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from fracnb_spawner.common.units import format_bytes
 from fracnb_spawner.history.models import SessionDay, SessionRecord
 from fracnb_spawner.history.rollup import UNKNOWN_PEAK
-from fracnb_spawner.service.page import share_text
+from fracnb_spawner.quota.policy import share_text
 
 PER_MILLE = 1000
 DEFAULT_HEADROOM = 0.20

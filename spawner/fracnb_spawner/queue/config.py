@@ -1,9 +1,9 @@
-"""The queue's configuration: priorities per user and per JupyterHub group (``c.FracnbQueue``),
-and the per-profile ``queue`` entry (``queue: {max_wait: "1h"}``)."""
+"""The queue's configuration: priorities per user and per JupyterHub group (``c.FracnbQueue``).
+A profile's own ``queue`` entry is read by :mod:`fracnb_spawner.config.queuekey`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -11,29 +11,9 @@ from traitlets import Dict, Int, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 from fracnb_spawner.common.clock import zone_named
-from fracnb_spawner.common.units import QuantityError, parse_duration
-from fracnb_spawner.queue.order import DEFAULT_MAX_WAIT, user_priority
+from fracnb_spawner.queue.order import user_priority
 
-QUEUE_KEYS = ("max_wait",)
 MAX_PRIORITY = 1000  # beyond any sensible number of tiers; keeps the annotation short
-
-
-class QueueConfigError(ValueError):
-    """A profile's ``queue`` entry that cannot work; the message names the key and the fix."""
-
-
-def queue_max_wait(entry: Mapping[str, Any] | None) -> float:
-    """Seconds a spawn of this profile may wait in the queue (0: it never queues), from its ``queue`` entry."""
-    entry = entry or {}
-    unknown = sorted(str(key) for key in entry if key not in QUEUE_KEYS)
-    if unknown:
-        raise QueueConfigError(f"unknown queue key(s) {unknown}; valid keys: {', '.join(QUEUE_KEYS)}")
-    if "max_wait" not in entry:
-        return DEFAULT_MAX_WAIT
-    try:
-        return parse_duration(entry["max_wait"])
-    except QuantityError as error:
-        raise QueueConfigError(f"queue.max_wait: {error}; use seconds or e.g. '30m', 0 never to queue") from None
 
 
 def _checked_priority(where: str, value: object) -> int:

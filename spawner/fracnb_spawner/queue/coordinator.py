@@ -1,11 +1,11 @@
 """The hub-wide GPU queue: admits a spawn at once or queues it, and lifts gates in queue order.
 
-One coordinator per hub process, beside the hub-wide :mod:`.clusterview` whose watches it reads:
-every change of nodes or pods (a server stopped, a pod bound) wakes it, and it lifts the
-``fracnb.io/queue`` scheduling gate of as many queued pods, in :func:`.queueorder.queue_order`,
-as there are free slots of their kind. A new spawn goes straight to the scheduler only when
-nobody waits for its kind and a slot is free, so a freed slot goes to the head of the queue,
-not to whoever clicks next.
+One coordinator per hub process (:class:`fracnb_spawner.hubstate.HubState`), beside the hub-wide
+watches it reads (:mod:`fracnb_spawner.cluster.watches`): every change of nodes or pods (a server
+stopped, a pod bound) wakes it, and it lifts the ``fracnb.io/queue`` scheduling gate of as many
+queued pods, in :func:`.order.queue_order`, as there are free slots of their kind. A new spawn
+goes straight to the scheduler only when nobody waits for its kind and a slot is free, so a
+freed slot goes to the head of the queue, not to whoever clicks next.
 
 The queue lives on the pods. This process only lifts the gates of spawns it is waiting on
 (tickets); after a hub restart, gated pods no spawn waits on keep their place until their
@@ -28,17 +28,10 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from fracnb_spawner.cluster.slots import Ask, Cluster, Ledger, servers_free
-from fracnb_spawner.cluster.view import ClusterView, object_key
-from fracnb_spawner.queue.order import (
-    QUEUE_GATE,
-    SLOT_KIND_LABEL,
-    Waiting,
-    pod_is_gated,
-    queue_order,
-    quota_share,
-    wait_deadline,
-    waiting_from_pod,
-)
+from fracnb_spawner.cluster.view import object_key
+from fracnb_spawner.cluster.watches import ClusterWatches
+from fracnb_spawner.common.podkeys import QUEUE_GATE, SLOT_KIND_LABEL
+from fracnb_spawner.queue.order import Waiting, pod_is_gated, queue_order, quota_share, wait_deadline, waiting_from_pod
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
 
 SWEEP_SECONDS = 30  # how often expired places of spawns nobody waits on are looked for
@@ -84,8 +77,10 @@ class KindCapacity:
 
 
 class QueueCoordinator:
-    def __init__(self, view: ClusterView, api: Any, log: logging.Logger | logging.LoggerAdapter = default_log) -> None:
-        self.view, self.api, self.log = view, api, log
+    def __init__(
+        self, watches: ClusterWatches, api: Any, log: logging.Logger | logging.LoggerAdapter = default_log
+    ) -> None:
+        self.watches, self.view, self.api, self.log = watches, watches.view, api, log
         self.lock = asyncio.Lock()
         self.tickets: dict[str, Ticket] = {}
         self.admitted: dict[str, tuple[Ask, float]] = {}  # key -> ask, loop time admitted
@@ -93,7 +88,6 @@ class QueueCoordinator:
         self.loop = asyncio.get_running_loop()
         self.stopping = False
         self.task = asyncio.ensure_future(self._run())
-        view.on_stop.append(self.stop)
 
     # ---- spawns --------------------------------------------------------------------------------
 
@@ -144,11 +138,9 @@ class QueueCoordinator:
 
     async def _cluster(self, *, devices: bool, wait: bool) -> Cluster | None:
         if devices and (self.devices_changed is None or self.devices_changed.done()):
-            from fracnb_spawner.cluster.devices import shared_dra_view  # noqa: PLC0415 - only hubs with dra choices
-
-            dra = shared_dra_view(self.api.api_client, self.log)
+            dra = self.watches.device_view()
             self.devices_changed = asyncio.ensure_future(_forward(dra.changed, self.view.changed))
-        return await read_cluster(self.view, self.api, self.log, devices=devices, wait=wait)
+        return await self.watches.read(devices=devices, wait=wait)
 
     def _in_flight(self, ask: Ask, cluster: Cluster) -> list[Ask]:
         """Servers of ``ask``'s kind given out but not yet placed: admitted, lifted or ungated pods the
@@ -280,23 +272,6 @@ class QueueCoordinator:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def read_cluster(
-    view: ClusterView, api: Any, log: logging.Logger | logging.LoggerAdapter, *, devices: bool, wait: bool
-) -> Cluster | None:
-    """Nodes and pods from the hub-wide view, and with ``devices`` ResourceSlices and allocated claims
-    (:mod:`.dra_availability`); None while they cannot be read. ``wait``: for the first LIST."""
-    nodes, pods = await (view.snapshot() if wait else view.snapshot(wait=0))
-    if not nodes:
-        return None
-    if not devices:
-        return Cluster(nodes, pods)
-    from fracnb_spawner.cluster.devices import shared_dra_view  # noqa: PLC0415 - only hubs with dra choices
-
-    dra = shared_dra_view(api.api_client, log)
-    slices, claims = await (dra.snapshot() if wait else dra.snapshot(wait=0))
-    return Cluster(nodes, pods, slices, claims) if slices else None
-
-
 async def _forward(source: asyncio.Event, target: asyncio.Event) -> None:
     """Set ``target`` whenever ``source`` is set (ResourceSlice and claim changes wake the queue too)."""
     while True:
@@ -323,16 +298,3 @@ def _ordered(tickets: list[Ticket], allocations: list) -> list[Ticket]:
 
 def _kind_of(pod: Mapping[str, Any]) -> str | None:
     return ((pod.get("metadata") or {}).get("labels") or {}).get(SLOT_KIND_LABEL)
-
-
-_coordinators: dict[int, QueueCoordinator] = {}
-
-
-def shared_queue(
-    view: ClusterView, api: Any, log: logging.Logger | logging.LoggerAdapter = default_log
-) -> QueueCoordinator:
-    """The queue of the running event loop's cluster view (one per hub process), started on first use."""
-    queue = _coordinators.get(id(view))
-    if queue is None or queue.view is not view:
-        queue = _coordinators[id(view)] = QueueCoordinator(view, api, log)
-    return queue

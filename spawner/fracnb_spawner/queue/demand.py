@@ -16,10 +16,17 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any
 
+from fracnb_spawner.common.podkeys import (
+    PRIORITY_ANNOTATION,
+    QUEUED_AT_ANNOTATION,
+    SERVERNAME_ANNOTATION,
+    SLOT_KIND_LABEL,
+    USERNAME_ANNOTATION,
+)
 from fracnb_spawner.culling import isoformat, parse_timestamp
-from fracnb_spawner.queue.order import PRIORITY_ANNOTATION, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL, Waiting, queue_order
+from fracnb_spawner.queue.order import Waiting, queue_order
 from fracnb_spawner.queue.order import pod_is_gated as is_queued
-from fracnb_spawner.quota.policy import SERVERNAME_ANNOTATION, USERNAME_ANNOTATION, pod_profile
+from fracnb_spawner.quota.policy import pod_profile
 
 Pod = Mapping[str, Any]
 

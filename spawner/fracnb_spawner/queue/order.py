@@ -13,28 +13,8 @@ from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from typing import Any
 
-from fracnb_spawner.common.labels import label_value
+from fracnb_spawner.common.podkeys import MAX_WAIT_ANNOTATION, PRIORITY_ANNOTATION, QUEUE_GATE, QUEUED_AT_ANNOTATION
 from fracnb_spawner.quota.policy import Allocation, QuotaPolicy, used_by
-
-QUEUE_GATE = "fracnb.io/queue"
-SLOT_KIND_LABEL = "fracnb.io/slot-kind"
-QUEUED_AT_ANNOTATION = "fracnb.io/queued-at"
-PRIORITY_ANNOTATION = "fracnb.io/queue-priority"
-MAX_WAIT_ANNOTATION = "fracnb.io/max-wait"
-DEFAULT_MAX_WAIT = 3600
-
-
-def slot_kind(resource: str, node_selector: Mapping[str, str]) -> str:
-    """The label value naming the slots a pod competes for: its GPU resource and its node selector's values.
-
-    ``nvidia.com/gpu.shared`` on time-sliced nodes with 4 replicas ->
-    ``nvidia.com-gpu.shared.4.time-slicing`` (values in the order of their keys); a product, or an
-    admin's own selector such as a node pool, adds its value, since pods that differ in any of
-    them can land on different nodes. Too long or odd text gets :func:`labels.label_value`'s
-    hashed form.
-    """
-    parts = [resource.replace("/", "-")] + [str(node_selector[key]) for key in sorted(node_selector)]
-    return label_value(".".join(parts))
 
 
 def pod_is_gated(pod: Mapping[str, Any]) -> bool:

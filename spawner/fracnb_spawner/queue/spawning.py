@@ -18,14 +18,21 @@ from typing import Any
 from kubernetes_asyncio.client.models import V1PodSchedulingGate
 
 from fracnb_spawner.cluster.slots import Ask
+from fracnb_spawner.common.podkeys import (
+    FRACTION_ANNOTATION,
+    QUEUE_GATE,
+    SERVERNAME_ANNOTATION,
+    SLOT_KIND_LABEL,
+    USERNAME_ANNOTATION,
+)
 from fracnb_spawner.common.units import format_decimal, parse_fraction
+from fracnb_spawner.config.queuekey import queue_max_wait
 from fracnb_spawner.culling import CullPolicy, ServerActivity, decide, policy_from_annotations
-from fracnb_spawner.queue.config import FracnbQueue, queue_max_wait
+from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.coordinator import Ticket, shared_queue
 from fracnb_spawner.queue.metrics import GAVE_UP, WAIT_SECONDS
-from fracnb_spawner.queue.order import QUEUE_GATE, SLOT_KIND_LABEL, pod_is_gated, queue_annotations, wait_deadline
+from fracnb_spawner.queue.order import pod_is_gated, queue_annotations, wait_deadline
 from fracnb_spawner.queue.text import Release, estimate, form_text, gave_up_message, kept_place_message, queued_message
-from fracnb_spawner.quota.policy import SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
 
 PROGRESS_POLL_SECONDS = 1.0
 _queue_settings: dict[int, tuple[Any, FracnbQueue]] = {}
@@ -241,7 +248,7 @@ class QueueingSpawner:
             policy = policy_from_annotations(annotations, CullPolicy())
             decision = decide(activity, policy, now=datetime.now(timezone.utc), warning_lead=0)
             if decision.cull_at is not None and decision.reason is not None:
-                fraction = format_decimal(parse_fraction(annotations.get("fracnb.io/gpu-fraction", "0")), 4)
+                fraction = format_decimal(parse_fraction(annotations.get(FRACTION_ANNOTATION, "0")), 4)
                 releases.append(Release(decision.cull_at, decision.reason, fraction))
         return releases
 

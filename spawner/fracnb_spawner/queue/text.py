@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 
 from fracnb_spawner.common.clock import when_text
 from fracnb_spawner.culling import Reason
-from fracnb_spawner.form.progress import describe_plan
-from fracnb_spawner.gpu.resolve import GPUPlan
+from fracnb_spawner.gpu.plan import GPUPlan
+from fracnb_spawner.gpu.words import describe_plan
 from fracnb_spawner.queue.order import ordinal
 
 

@@ -13,15 +13,14 @@ from fracnb_spawner.quota.policy import Allocation
 
 
 class QuotaLedger:
+    """One hub process's reservations and the lock its admissions take (:class:`fracnb_spawner.hubstate.HubState`)."""
+
     def __init__(self) -> None:
         self._reserved: dict[tuple[str, str], Allocation] = {}
-        self._locks: dict[int, asyncio.Lock] = {}
+        self.lock = asyncio.Lock()
 
-    @property
-    def lock(self) -> asyncio.Lock:
-        # One lock per event loop: tests run several loops in one process.
-        loop = asyncio.get_running_loop()
-        return self._locks.setdefault(id(loop), asyncio.Lock())
+    def reserved(self, user: str, server: str) -> Allocation | None:
+        return self._reserved.get((user, server))
 
     def allocations(self, from_pods: Iterable[Allocation]) -> list[Allocation]:
         """Pods win over reservations for the same server; reservations cover pods not created yet."""
@@ -34,6 +33,3 @@ class QuotaLedger:
 
     def release(self, user: str, server: str) -> None:
         self._reserved.pop((user, server), None)
-
-
-LEDGER = QuotaLedger()

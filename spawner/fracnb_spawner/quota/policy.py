@@ -14,17 +14,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from traitlets import Any as AnyTrait
-from traitlets import Dict, TraitError, validate
-from traitlets.config import Configurable
-
 from fracnb_spawner.common.logsafe import escape_controls
+from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, PROFILE_LABEL, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
 from fracnb_spawner.common.units import QuantityError, format_decimal, format_fraction, parse_fraction
 
-FRACTION_ANNOTATION = "fracnb.io/gpu-fraction"
-PROFILE_LABEL = "fracnb.io/profile"  # the label holds a label-safe form; the annotation the slug
-USERNAME_ANNOTATION = "hub.jupyter.org/username"
-SERVERNAME_ANNOTATION = "hub.jupyter.org/servername"
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
 
 
@@ -47,6 +40,15 @@ def parse_gpus(value: object) -> Fraction:
 def format_gpus(amount: Fraction) -> str:
     """Human form of an amount: ``0.125``, ``5.75``, ``2``; thirds show as ``0.333``."""
     return format_decimal(amount, places=3)
+
+
+def share_text(amount: Fraction | None) -> str:
+    """ "0.25 GPU", "1 GPU", "1.5 GPUs", "none" (the share style of the form and the meter); ``None`` is "no limit"."""
+    if amount is None:
+        return "no limit"
+    if amount == 0:
+        return "none"
+    return f"{format_gpus(amount)} GPU" + ("s" if amount > 1 else "")
 
 
 @dataclass(frozen=True)
@@ -231,81 +233,3 @@ def usage_report(
         "groups": group_reports,
         "available": _limit(min(headrooms) if headrooms else None, unlimited=True),
     }
-
-
-_EXAMPLES = 'use e.g. 6, 0.5 or "3/4"'
-
-
-def _checked_amount(where: str, value: object, *, unlimited_ok: bool) -> Fraction:
-    try:
-        return parse_gpus(value)
-    except QuantityError as error:
-        reason = "is negative" if isinstance(error, NegativeAmountError) else "is not a number of GPUs"
-        hint = f"{_EXAMPLES}{' or None for unlimited' if unlimited_ok else ''}"
-        raise TraitError(f"FracnbQuotas.{where}: {value!r} {reason}; {hint}") from error
-
-
-def _checked_limit(where: str, value: object) -> Fraction | None:
-    return None if value is None else _checked_amount(where, value, unlimited_ok=True)
-
-
-class FracnbQuotas(Configurable):
-    """GPU quotas enforced when a server starts (in the hub) and reported by the fracnb service."""
-
-    default_user_quota = AnyTrait(
-        None,
-        allow_none=True,
-        help="""
-        GPUs each user may hold at once across all their servers, unless `user_quotas`
-        names them. A number of GPUs (0.5, 2) or an exact ratio string ("3/4"); None
-        means unlimited. Default: None.
-
-        Example: c.FracnbQuotas.default_user_quota = 1
-        """,
-    ).tag(config=True)
-
-    user_quotas = Dict(
-        help="""
-        Per-user GPU quotas overriding `default_user_quota`: username -> GPUs, where
-        None means unlimited for that user. Default: {}.
-
-        Example: c.FracnbQuotas.user_quotas = {"alice": 2, "bob": "1/2", "admin": None}
-        """,
-    ).tag(config=True)
-
-    group_quotas = Dict(
-        help="""
-        GPUs all members of a JupyterHub group may hold together: group name -> GPUs.
-        A user in several such groups must fit in every one of them. Default: {}.
-
-        Example: c.FracnbQuotas.group_quotas = {"team-a": 6}
-        """,
-    ).tag(config=True)
-
-    @validate("default_user_quota")
-    def _valid_default(self, proposal: dict[str, Any]) -> Any:
-        _checked_limit("default_user_quota", proposal["value"])
-        return proposal["value"]
-
-    @validate("user_quotas")
-    def _valid_users(self, proposal: dict[str, Any]) -> Any:
-        for name, value in proposal["value"].items():
-            _checked_limit(f"user_quotas[{name!r}]", value)
-        return proposal["value"]
-
-    @validate("group_quotas")
-    def _valid_groups(self, proposal: dict[str, Any]) -> Any:
-        for name, value in proposal["value"].items():
-            _checked_amount(f"group_quotas[{name!r}]", value, unlimited_ok=False)
-        return proposal["value"]
-
-    def policy(self) -> QuotaPolicy:
-        """The configured quotas as exact fractions."""
-        return QuotaPolicy(
-            default_user=_checked_limit("default_user_quota", self.default_user_quota),
-            users={name: _checked_limit(f"user_quotas[{name!r}]", value) for name, value in self.user_quotas.items()},
-            groups={
-                name: _checked_amount(f"group_quotas[{name!r}]", value, unlimited_ok=False)
-                for name, value in self.group_quotas.items()
-            },
-        )

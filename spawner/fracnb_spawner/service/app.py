@@ -16,13 +16,13 @@ from traitlets.config import Application, Config
 
 from fracnb_spawner.cluster.kube import DEFAULT_COMPONENT, singleuser_selector
 from fracnb_spawner.common.logsafe import EscapeControlCharacters
-from fracnb_spawner.configure import configured_traits
+from fracnb_spawner.config.traits import configured_traits
 from fracnb_spawner.culling import CullPolicy, CullTiming, CullTimingError, check_timing
 from fracnb_spawner.gpu.backends import is_gpu_resource
-from fracnb_spawner.history.db import HistoryDatabaseError, open_database
+from fracnb_spawner.history.db import DEFAULT_DB_URL, HistoryDatabaseError, open_database
 from fracnb_spawner.history.metrics import HistoryMetrics
 from fracnb_spawner.history.store import purge
-from fracnb_spawner.quota.policy import FracnbQuotas
+from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.service import core
 from fracnb_spawner.service.handlers import make_app
 from fracnb_spawner.service.hub import HubAPI
@@ -239,7 +239,7 @@ class FracnbService(Application):
     ).tag(config=True)
 
     db_url = Unicode(
-        "sqlite:///fracnb-service.sqlite",
+        DEFAULT_DB_URL,
         help="""
         SQLAlchemy URL of the database that keeps the GPU statistics notebooks report for each
         server session (peaks, time near the budget, out-of-memory events). Its schema is

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any
 
+from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
 from fracnb_spawner.culling import (
     Action,
     CullDecision,
@@ -25,16 +26,7 @@ from fracnb_spawner.culling import (
     server_status,
 )
 from fracnb_spawner.queue.demand import demand_since, is_queued, slot_kind
-from fracnb_spawner.quota.policy import (
-    FRACTION_ANNOTATION,
-    SERVERNAME_ANNOTATION,
-    USERNAME_ANNOTATION,
-    QuotaPolicy,
-    allocations_from_pods,
-    parse_gpus,
-    pod_profile,
-    usage_report,
-)
+from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods, parse_gpus, pod_profile, usage_report
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.pods import PodSource

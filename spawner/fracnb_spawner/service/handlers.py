@@ -6,39 +6,15 @@ import json
 import secrets
 from typing import Any
 
-from jupyterhub.services.auth import HubAuthenticated
 from tornado import web
 
 from fracnb_spawner.common.logsafe import shown
 from fracnb_spawner.queue.demand import queue_entries
+from fracnb_spawner.service.base import ServiceHandler
 from fracnb_spawner.service.metrics import CONTENT_TYPE
+from fracnb_spawner.service.nextadvice import AdviceHandler
+from fracnb_spawner.service.sessions import ReportHandler, ReportPageHandler, SessionsHandler
 from fracnb_spawner.service.web import TEMPLATES, PageSources, page_routes
-
-
-class ServiceHandler(HubAuthenticated, web.RequestHandler):
-    """Token auth only (``Authorization: token ...``): no login redirect, a 403 instead."""
-
-    def initialize(self, state: Any) -> None:
-        self.state = state
-        self.hub_auth = state.hub_auth
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        error = kwargs.get("exc_info", (None, None))[1]
-        message = self._reason
-        if isinstance(error, web.HTTPError) and error.log_message:
-            message = error.log_message % error.args  # without args, tornado has doubled each "%"
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps({"status": status_code, "message": message}))
-
-    def _request_summary(self) -> str:
-        # Tornado's access and error log lines start with this; the method and URI are the client's text.
-        return f"{shown(self.request.method)} {shown(self.request.uri, 500)} ({self.request.remote_ip})"
-
-    def caller(self) -> str:
-        model = self.current_user
-        if model.get("kind", "user") != "user":
-            raise web.HTTPError(403, "only users have GPU quotas and servers")
-        return model["name"]
 
 
 class UserStatusHandler(ServiceHandler):
@@ -85,10 +61,6 @@ class NotFoundHandler(ServiceHandler):
 
 
 def history_routes(prefix: str, state: Any, pages: PageSources | None) -> list[Any]:
-    # Imported here: the sessions handler builds on ServiceHandler, defined above.
-    from fracnb_spawner.service.nextadvice import AdviceHandler  # noqa: PLC0415
-    from fracnb_spawner.service.sessions import ReportHandler, ReportPageHandler, SessionsHandler  # noqa: PLC0415
-
     routes: list[Any] = [
         (rf"{prefix}api/sessions", SessionsHandler, {"state": state}),
         (rf"{prefix}api/users/([^/]+)/sessions", SessionsHandler, {"state": state}),

@@ -21,12 +21,13 @@ from tornado import web
 from traitlets.config import Config, Configurable
 
 from fracnb_spawner.config.profiles import initialize_profiles
-from fracnb_spawner.configure import configured_traits, spawner_section
+from fracnb_spawner.config.traits import configured_traits, spawner_section
 from fracnb_spawner.form import rows as form
-from fracnb_spawner.form.advice import HISTORY_LIMIT, AdviceTraits, offers_from_rows, past_sessions, row_key
+from fracnb_spawner.form.advice import AdviceTraits, offers_from_rows, past_sessions, row_key
 from fracnb_spawner.history.advice import advise, sessions_on, waiting_text
+from fracnb_spawner.history.reading import HISTORY_LIMIT
 from fracnb_spawner.history.store import sessions_of
-from fracnb_spawner.service.handlers import ServiceHandler
+from fracnb_spawner.service.base import ServiceHandler
 from fracnb_spawner.service.sessions import history_of
 
 NO_ADVICE: dict[str, Any] = {"state": "none"}

@@ -16,22 +16,13 @@ from typing import Any
 
 from fracnb_spawner.cluster.nodes import requested_by_node
 from fracnb_spawner.common.clock import clock_text, duration_text
+from fracnb_spawner.common.podkeys import GPU_MEMORY_ANNOTATION
 from fracnb_spawner.common.units import format_bytes
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy
 from fracnb_spawner.queue.demand import QueueEntry
-from fracnb_spawner.quota.policy import Allocation, QuotaPolicy, format_gpus, used_by
+from fracnb_spawner.quota.policy import Allocation, QuotaPolicy, share_text, used_by
 
-MEMORY_ANNOTATION = "fracnb.io/gpu-memory-limit"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
-
-
-def share_text(amount: Fraction | None) -> str:
-    """ "0.25 GPU", "1 GPU", "1.5 GPUs", "none" (the share style of the form and the meter); ``None`` is "no limit"."""
-    if amount is None:
-        return "no limit"
-    if amount == 0:
-        return "none"
-    return f"{format_gpus(amount)} GPU" + ("s" if amount > 1 else "")
 
 
 @dataclass(frozen=True)
@@ -146,7 +137,7 @@ class AdminView:
 
 
 def _pod_budget(annotations: Mapping[str, str]) -> int | None:
-    raw = annotations.get(MEMORY_ANNOTATION, "")
+    raw = annotations.get(GPU_MEMORY_ANNOTATION, "")
     return int(raw) if raw.isdigit() else None
 
 

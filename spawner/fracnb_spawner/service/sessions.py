@@ -23,7 +23,7 @@ from tornado import web
 from fracnb_spawner.common.logsafe import shown
 from fracnb_spawner.history.report import as_csv, as_json, as_text, load_report
 from fracnb_spawner.history.store import ReportConflictError, sessions_of, store_report
-from fracnb_spawner.service.handlers import ServiceHandler
+from fracnb_spawner.service.base import ServiceHandler
 from fracnb_spawner.service.web import PageHandler
 
 MAX_LISTED = 500

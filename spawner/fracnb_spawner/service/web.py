@@ -23,7 +23,7 @@ from tornado.escape import xhtml_escape
 
 from fracnb_spawner.common.logsafe import shown
 from fracnb_spawner.queue.demand import queue_entries
-from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
+from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods, share_text
 from fracnb_spawner.service import page
 from fracnb_spawner.service.core import index_pods, judge_for
 
@@ -136,7 +136,7 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
             now=now,
             hub_home=self.hub_auth.hub_host + self.hub_auth.hub_prefix + "home",
             settings=state.settings,
-            share_text=page.share_text,
+            share_text=share_text,
             duration_text=page.duration_text,
             waiting_text=page.waiting_text,
         )

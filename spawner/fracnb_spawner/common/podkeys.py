@@ -1,0 +1,33 @@
+"""Every ``fracnb.io/*`` key a pod carries, and the hub's own pod annotations fracnb reads, in one place.
+
+docs/contract.md says what each means. Keys that are both a label and an annotation hold a
+label-safe form in the label and the value as configured in the annotation.
+"""
+
+PREFIX = "fracnb.io/"
+
+# Labels (selectable with kubectl -l)
+PROFILE_LABEL = PREFIX + "profile"  # label-safe slug; the annotation of the same key keeps it as configured
+BACKEND_LABEL = PREFIX + "gpu-backend"
+FRACTION_LABEL = PREFIX + "gpu-fraction"  # decimal, e.g. "0.25"
+SLOT_KIND_LABEL = PREFIX + "slot-kind"  # pods of one kind compete for the same GPUs (the queue)
+
+# Annotations
+PROFILE_ANNOTATION = PREFIX + "profile"
+FRACTION_ANNOTATION = PREFIX + "gpu-fraction"  # exact, e.g. "1/4"
+GPU_MEMORY_ANNOTATION = PREFIX + "gpu-memory-limit"  # bytes of GPU memory the plan gives
+CHOICE_ANNOTATION = PREFIX + "choice"
+ISOLATION_ANNOTATION = PREFIX + "isolation"
+IDLE_TIMEOUT_ANNOTATION = PREFIX + "idle-timeout"
+MAX_AGE_ANNOTATION = PREFIX + "max-age"
+IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION = PREFIX + "idle-timeout-under-demand"
+QUEUED_AT_ANNOTATION = PREFIX + "queued-at"
+PRIORITY_ANNOTATION = PREFIX + "queue-priority"
+MAX_WAIT_ANNOTATION = PREFIX + "max-wait"
+
+# The scheduling gate of a pod waiting in the GPU queue
+QUEUE_GATE = PREFIX + "queue"
+
+# JupyterHub's own annotations on KubeSpawner's pods: whose server a pod is
+USERNAME_ANNOTATION = "hub.jupyter.org/username"
+SERVERNAME_ANNOTATION = "hub.jupyter.org/servername"

@@ -1,0 +1,34 @@
+"""What the hub reads of the session history: one user's newest sessions, read-only.
+
+The database is the fracnb service's (it writes and migrates it); the hub's spawn form reads
+through this one class, which keeps one engine per database URL for the hub process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from fracnb_spawner.history.db import make_engine
+from fracnb_spawner.history.store import sessions_of
+
+HISTORY_LIMIT = 50  # the newest sessions of a user the advice looks at
+
+
+class HistoryReader:
+    """Read-only access to the session history, one engine per database URL."""
+
+    def __init__(self) -> None:
+        self._databases: dict[str, sessionmaker[Session]] = {}
+
+    def sessions(self, url: str, user: str, limit: int = HISTORY_LIMIT) -> list[dict[str, Any]]:
+        """The user's newest sessions; [] while an SQLite history does not exist (reading must not create it)."""
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and not (parsed.database and Path(parsed.database).is_file()):
+            return []
+        if url not in self._databases:
+            self._databases[url] = sessionmaker(make_engine(url), expire_on_commit=False)
+        return sessions_of(self._databases[url], user, limit=limit)
