@@ -79,7 +79,7 @@ async def bound(testbed: Testbed, namespace: str, name: str) -> float:
 async def queued(waiting: Any) -> None:
     """Until the spawn holds a place in line (polled: the place is a plain attribute)."""
     while True:
-        ticket = waiting._queue_ticket
+        ticket = waiting.queue.ticket
         if ticket is not None and ticket.position is not None:
             return
         await asyncio.sleep(0.01)

@@ -13,11 +13,11 @@ __all__ = ["FractionalSpawner", "setup"]
 
 def __getattr__(name: str) -> Any:
     if name == "FractionalSpawner":
-        from fracnb_spawner.__init__.spawner import FractionalSpawner  # noqa: PLC0415
+        from fracnb_spawner.spawner import FractionalSpawner  # noqa: PLC0415
 
         return FractionalSpawner
     if name == "setup":
-        from fracnb_spawner.__init__.configure import setup  # noqa: PLC0415
+        from fracnb_spawner.configure import setup  # noqa: PLC0415
 
         return setup
     raise AttributeError(name)

@@ -98,7 +98,7 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
             await spawner.load_user_options()
             pod = await spawner.get_pod_manifest()
             container = pod.spec.containers[0]
-            plan = spawner.fracnb_plan
+            plan = spawner.spawn_plan.gpu if spawner.spawn_plan else None
             annotations = pod.metadata.annotations or {}
             entry: dict[str, Any] = {
                 "profile": slug,
@@ -111,7 +111,7 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
                 "summary": plan_summary(plan) if plan else "",
                 "kai_fraction": annotations.get(KAI_FRACTION_ANNOTATION),
                 # Objects created beside the pod, as the spawner creates them (a DRA claim template).
-                "companions": spawner._pod_parts.companions,
+                "companions": spawner.spawn_plan.pod.companions if spawner.spawn_plan else [],
                 "idle_timeout_seconds": int(annotations.get(IDLE_TIMEOUT_ANNOTATION, 0)),
                 "max_age_seconds": int(annotations.get(MAX_AGE_ANNOTATION, 0)),
                 "idle_timeout_under_demand_seconds": int(annotations.get(IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION, 0)),

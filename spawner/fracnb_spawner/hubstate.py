@@ -23,7 +23,7 @@ Log = logging.Logger | logging.LoggerAdapter
 
 
 class HubState:
-    _by_loop: ClassVar[dict[asyncio.AbstractEventLoop, HubState]] = {}
+    _by_loop: ClassVar[dict[asyncio.AbstractEventLoop | None, HubState]] = {}
 
     def __init__(self) -> None:
         self.ledger = QuotaLedger()
@@ -31,24 +31,22 @@ class HubState:
         self.watches: ClusterWatches | None = None
         self.queue: QueueCoordinator | None = None
         self._settings: dict[str, tuple[Any, Any]] = {}
+        self.checked_profiles: tuple[Any, Any, Any] | None = None  # (config, profile list, settings) validated
 
     @classmethod
     def current(cls) -> HubState:
-        """The running loop's state, made on first use."""
-        loop = asyncio.get_running_loop()
+        """The running loop's state, made on first use (outside a loop: one for synchronous callers)."""
+        loop = _running_loop()
         state = cls._by_loop.get(loop)
         if state is None:
-            cls._by_loop = {known: s for known, s in cls._by_loop.items() if not known.is_closed()}
+            cls._by_loop = {known: s for known, s in cls._by_loop.items() if known is None or not known.is_closed()}
             state = cls._by_loop[loop] = HubState()
         return state
 
     @classmethod
     def running(cls) -> HubState | None:
-        """The running loop's state if it exists (no loop, or none made yet: None)."""
-        try:
-            return cls._by_loop.get(asyncio.get_running_loop())
-        except RuntimeError:
-            return None
+        """The running loop's state if it exists (none made yet: None)."""
+        return cls._by_loop.get(_running_loop())
 
     def cluster(self, api: Any, log: Log) -> ClusterWatches:
         """The hub-wide watches, started on first use."""
@@ -83,3 +81,10 @@ class HubState:
         state = cls._by_loop.pop(asyncio.get_running_loop(), None)
         if state is not None:
             await state.stop()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

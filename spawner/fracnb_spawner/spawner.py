@@ -1,112 +1,75 @@
-"""``FractionalSpawner``: KubeSpawner with GPU-fraction profiles.
-
-The spawner gathers traits and user choices, hands them to the pure functions in
-``profiles``, ``gpu`` and ``backends``, and writes their results onto itself before
-KubeSpawner builds the pod.
-"""
+"""``FractionalSpawner``: KubeSpawner with GPU-fraction profiles."""
 
 from __future__ import annotations
 
 import asyncio
-import html
 import json
-from fractions import Fraction
 from typing import Any
 
-import aiohttp
 from jupyterhub.utils import maybe_future
 from kubernetes_asyncio.client.exceptions import ApiException
-from kubernetes_asyncio.client.models import V1EnvVar
 from kubespawner import KubeSpawner
 from tornado import web
 from traitlets import TraitError, default, validate
 
-from fracnb_spawner.cluster.kube import list_pods_in, pod_namespaces, singleuser_selector
-from fracnb_spawner.cluster.nodes import free_units, largest_allocatable
-from fracnb_spawner.cluster.slots import Ask, Cluster, ResourceAsk, servers_free, slot_kind
-from fracnb_spawner.cluster.view import shared_view
+from fracnb_spawner.cluster.kube import pod_namespaces, singleuser_selector
+from fracnb_spawner.cluster.slots import Ask, Cluster
 from fracnb_spawner.common.errors import HubConfigError, InvalidRequestError, RefusedSpawnError
-from fracnb_spawner.common.podkeys import SLOT_KIND_LABEL
-from fracnb_spawner.common.units import format_fraction, parse_duration, parse_fraction
-from fracnb_spawner.config.overrides import (
-    GPU_CARRYING_TRAITS,
-    FilledText,
-    OverrideError,
-    check_spawner_traits,
-    label_problems,
-)
+from fracnb_spawner.common.units import parse_duration
+from fracnb_spawner.config.applied import SpawnValues, apply_overrides, copy_plain
+from fracnb_spawner.config.overrides import GPU_CARRYING_TRAITS, FilledText, OverrideError, check_spawner_traits
 from fracnb_spawner.config.profiles import (
-    UNLISTED_SUFFIX,
     InvalidUserOptionsError,
     ProfileConfigError,
-    Selection,
-    cull_policy,
     initialize_profiles,
     select,
-    selection_overrides,
     validate_profiles,
 )
 from fracnb_spawner.config.queuekey import queue_max_wait
 from fracnb_spawner.config.traits import FractionalTraits
-from fracnb_spawner.form import rows as form
-from fracnb_spawner.form.advice import AdviceTraits
+from fracnb_spawner.form import spawnform
+from fracnb_spawner.form.advice import AdviceTraits, FormAdvice
 from fracnb_spawner.form.progress import scheduler_saw_slots, unschedulable_message, waiting_message
-from fracnb_spawner.gpu import companions
-from fracnb_spawner.gpu.backends import (
-    GPU_VISIBILITY_VARIABLES,
-    RESERVED_ENV_PREFIX,
-    BackendSettings,
-    PodFields,
-    is_gpu_resource,
-)
-from fracnb_spawner.gpu.contract import contract_fields
-from fracnb_spawner.gpu.dra import named_for_pod
-from fracnb_spawner.gpu.plan import CPU_ONLY, GPUConfigError, GPUDefaults, GPUPlan
+from fracnb_spawner.form.rows import ChoiceRow
+from fracnb_spawner.gpu.backends import PodFields, is_gpu_resource
+from fracnb_spawner.gpu.companions import CompanionError, Companions
+from fracnb_spawner.gpu.plan import GPUConfigError
 from fracnb_spawner.gpu.resolve import plan_gpu
-from fracnb_spawner.gpu.table import backend_fields, backend_named
 from fracnb_spawner.gpu.words import no_node_reason
-from fracnb_spawner.queue.coordinator import read_cluster
-from fracnb_spawner.queue.spawning import QueueingSpawner, QueuePlan, QueueTimeoutError, merge
+from fracnb_spawner.hubstate import HubState
+from fracnb_spawner.queue.config import FracnbQueue
+from fracnb_spawner.queue.spawning import QueueTimeoutError, SpawnQueue, hub_server_activity, merge
+from fracnb_spawner.quota import admission
 from fracnb_spawner.quota.config import FracnbQuotas
-from fracnb_spawner.quota.ledger import LEDGER
-from fracnb_spawner.quota.policy import Allocation, QuotaDecision, QuotaPolicy, allocations_from_pods, check_request
-
-
-def _is_reserved_env(name: str) -> bool:
-    return name in GPU_VISIBILITY_VARIABLES or name.startswith(RESERVED_ENV_PREFIX)
-
-
-def _env_name(variable: Any) -> str:
-    # KubeSpawner builds V1EnvVar objects; extra_container_config may add plain dicts.
-    return variable["name"] if isinstance(variable, dict) else variable.name
-
+from fracnb_spawner.quota.policy import Allocation, QuotaDecision, QuotaPolicy, allocations_from_pods
+from fracnb_spawner.spawnplan import SpawnContext, SpawnPlan, plan_from_state, plan_spawn, pod_with_plan
 
 _INVALID_OBJECT_STATUSES = (400, 422)  # the apiserver's BadRequest and Invalid
-_PLAN_TRAITS = ("extra_resource_limits", "extra_resource_guarantees", "node_selector", "scheduler_name")
-_validated: dict[int, tuple[Any, Any, tuple[GPUDefaults, BackendSettings]]] = {}
-_quota_policies: dict[int, tuple[Any, QuotaPolicy]] = {}
 
 
-# The notice above the form (outside its own stylesheet): the look of its quota line, in amber.
-KEPT_PLACE_STYLE = 'style="background: #fff8c5; border-left: 4px solid #9a6700; padding: 6px 10px"'
+class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
+    """KubeSpawner whose profiles may carry a ``gpu`` key; see docs/spawner.md and docs/architecture.md.
 
+    ``load_user_options`` resolves the user's choice once into a frozen :class:`~.spawnplan.SpawnPlan`
+    (``spawn_plan``): the GPU plan, fracnb's pod fields, the overrides, the quota request and the
+    queue's slot kind. ``get_pod_manifest`` merges the plan into KubeSpawner's pod; nothing of the
+    plan is written onto KubeSpawner's traits. A choice's ``kubespawner_override`` keeps KubeSpawner's
+    semantics: applied once per spawn, and undone before the next one.
 
-class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTraits):
-    """KubeSpawner whose profiles may carry a ``gpu`` key; see docs/spawner.md."""
+    KubeSpawner internals this class overrides: ``_start`` (queue and plain refusals),
+    ``_make_create_pod_request`` (objects beside the pod, the queue's gate), ``_apply_overrides``
+    (undone between spawns) and ``_expand_user_properties`` (a user's free text stays literal); it
+    calls ``_start_watching_pods`` (the pod reflector, for the form's quota line).
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fracnb_plan: GPUPlan | None = None
-        self.fracnb_selection: dict[str, str] = {}
-        self._fracnb_env: dict[str, str] = {}
-        self._fracnb_labels: dict[str, str] = {}
-        self._fracnb_annotations: dict[str, str] = {}
-        self._pristine: dict[str, Any] = {}
+        self.spawn_plan: SpawnPlan | None = None  # this spawn's, or the running server's (from the state)
+        self.queue = SpawnQueue(self, self._running_queue)
+        self.companions = Companions()
+        self.values = SpawnValues()  # trait values a kubespawner_override changed, and start_timeout
         self._form_choice: dict = {}  # the last choice submitted on the form, shown again after a refusal
-        self._spawn_ask: Ask | None = None  # what this spawn's pod competes for (its slot kind and size)
-        self._pod_parts = PodFields()  # claims and objects beside the pod (backend_table: dra)
-        self._companion_refs: list[dict[str, str]] = []  # those objects once created, kept in the state
-        self._companions_pending = False  # this spawn's objects are still to be created
+        self._longest_queue_wait: float = 0  # of the profile list last read: start_timeout's extension
         try:
             check_spawner_traits({name: getattr(self, name) for name in GPU_CARRYING_TRAITS}, self.is_gpu_resource)
         except OverrideError as error:
@@ -124,8 +87,21 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
                 raise TraitError(f"FractionalSpawner.profile_list: {error}") from None
         return value
 
+    @property
+    def hub_state(self) -> HubState:
+        """What this hub process shares between spawners (watches, queue, ledger, settings)."""
+        return HubState.current()
+
     def is_gpu_resource(self, name: str) -> bool:
         return is_gpu_resource(name, self.backend_settings())
+
+    def quota_policy(self) -> QuotaPolicy:
+        """``c.FracnbQuotas`` as a policy, read once per hub configuration."""
+        return self.hub_state.setting(self.config, "quotas", lambda: FracnbQuotas(parent=self).policy())
+
+    def queue_settings(self) -> FracnbQueue:
+        """``c.FracnbQueue``, read once per hub configuration."""
+        return self.hub_state.setting(self.config, "queue", lambda: FracnbQueue(parent=self))
 
     async def resolve_profiles(self) -> list[dict]:
         """The initialized, validated profile list (a callable one is called now)."""
@@ -149,14 +125,16 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         # Each spawner holds its own copy of the configured list: validate a given content once per
         # hub configuration (comparing copies is cheap; validating is not).
         settings = (self.gpu_defaults(), self.backend_settings(), self.cull_defaults())
-        if callable(self.profile_list):
+        checked = self.hub_state.checked_profiles
+        if (
+            callable(self.profile_list)
+            or checked is None
+            or checked[0] is not self.config
+            or checked[1:] != (raw, settings)
+        ):
             validate_profiles(profiles, *settings)
-            return
-        cached = _validated.get(id(self.config))
-        if cached is not None and cached[0] is self.config and cached[1] == raw and cached[2] == settings:
-            return
-        validate_profiles(profiles, *settings)
-        _validated[id(self.config)] = (self.config, _copy_plain(raw), settings)
+            if not callable(self.profile_list):
+                self.hub_state.checked_profiles = (self.config, copy_plain(raw), settings)
 
     @default("server_token_scopes")
     def _default_server_token_scopes(self) -> list[str]:
@@ -171,43 +149,49 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         # hook JupyterHub logs "Received unhandled user_options" for every spawn.
         return _applied_by_load_user_options
 
-    # ---- the spawn form --------------------------------------------------------------------------------
+    # ---- the spawn form (form/spawnform.py reads these) -------------------------------------------------
 
     @default("options_form")
     def _options_form_default(self) -> Any:
         return self.render_options_form
 
     async def render_options_form(self, spawner: FractionalSpawner | None = None) -> str:
-        profiles = await self.resolve_profiles()
-        if not profiles:
-            return ""
-        rows = form.describe(profiles, self.gpu_defaults())
-        annotate = getattr(self, "annotate_form_rows", None)
-        if annotate is not None:
-            rows = await annotate(rows)
-        quota = await self.form_quota_line()
-        advice = await self.form_advice(self.user.name, profiles, rows)
-        shown = self._form_choice or self.user_options or advice.preselect or {}
-        kept = self.kept_place_text()
-        notice = f"<p {KEPT_PLACE_STYLE} data-fracnb-queue-place>{html.escape(kept)}</p>" if kept else ""
-        return advice.html + notice + form.render(profiles, rows, shown, quota)
+        return await spawnform.render_form(self)
 
-    async def form_quota_line(self) -> str | None:
-        """The form's line with the user's quota and their teams' use (None without quotas)."""
-        policy = self.quota_policy()
-        if not policy.has_limits:
-            return None
-        return form.quota_line(await self._quota_decision(Fraction(0), fresh=False))
+    async def quota_decision_now(self, row: ChoiceRow | None) -> QuotaDecision:
+        """The quota decision for a row's share (None: for what is in use), from the pod reflector."""
+        held = await self._reflected_allocations()
+        fraction = row.plan.fraction if row is not None else 0
+        return admission.decision(self.quota_policy(), self.hub_state.ledger, held, self._applicant(), fraction)
 
-    async def _quota_decision(self, fraction: Fraction, *, fresh: bool) -> QuotaDecision:
-        allocations = await self._allocations_in_cluster(fresh=fresh)
-        return check_request(
-            self.quota_policy(), LEDGER.allocations(allocations), user=self.user.name,
-            groups=self._group_members(), server=self.name, fraction=fraction,
-        )  # fmt: skip
+    async def form_advice_for(self, profiles: list[dict], rows: Any) -> FormAdvice:
+        return await self.form_advice(self.user.name, profiles, rows, self.hub_state.history)
 
-    # options_from_form is KubeSpawner's (synchronous, returns user_options). The checks that need
-    # I/O (a callable profile_list, the quota) run in the two hooks JupyterHub awaits before a spawn.
+    def choice_ask(self, selection: Any, row: ChoiceRow) -> tuple[Ask | None, float]:
+        """What a server of a form row competes for, and how long it may queue."""
+        try:
+            plan = self.plan_spawn(selection, row.plan)
+        except InvalidUserOptionsError:
+            return None, 0
+        return plan.ask, plan.max_wait
+
+    async def read_cluster(self, ask: Ask | None, *, wait: bool) -> Cluster | None:
+        """What the hub-wide watches show of the cluster, as ``ask`` reads it; None while unreadable."""
+        devices = ask is not None and ask.needs_devices
+        return await self.hub_state.cluster(self.api, self.log).read(devices=devices, wait=wait)
+
+    async def queue_text(self, ask: Ask | None, max_wait: float) -> str | None:
+        return await self.queue.form_text(ask, max_wait, self._activity)
+
+    def kept_place_text(self) -> str | None:
+        return self.queue.kept_place_text()
+
+    def shown_choice(self) -> dict:
+        return self._form_choice or self.user_options or {}
+
+    # ---- choosing ---------------------------------------------------------------------------------------
+    # options_from_form is KubeSpawner's (synchronous). The checks that need I/O (a callable profile_list,
+    # the quota) run in the two hooks JupyterHub awaits before a spawn starts.
 
     async def run_options_from_form(self, form_data: dict) -> dict:
         """The spawn form's user_options, refused on the form itself (no spawn starts) when invalid."""
@@ -227,382 +211,184 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
         without applying anything."""
         profiles = await self.resolve_profiles()
         if profiles:
-            selection = self.select_options(profiles, options)
-            plan = self.plan_for(selection)
-            await self.check_placeable(selection, plan)
-            await self.check_quota(selection, plan, reserve=False)
+            plan = self.plan_for(profiles, options)
+            await self.check_placeable(plan)
+            await self.check_quota(plan, reserve=False)
 
-    # ---- applying a choice -----------------------------------------------------------------------------
-
-    async def load_user_options(self) -> None:
-        """Validate the (possibly forged) user_options, then apply the profile and the GPU plan.
-
-        Refusals are ``InvalidRequestError`` (4xx) or ``HubConfigError`` (500), both ``ValueError``s
-        as KubeSpawner's refusals are.
-        """
-        self._restore_config()
-        profiles = await self.resolve_profiles()
-        if not profiles:
-            return await super().load_user_options()
-        selection = self.select_options(profiles, self.user_options)
-        plan = self.plan_for(selection)
-        await self.check_placeable(selection, plan)
-        await self.check_quota(selection, plan, reserve=True)
-        self.user_options = selection.user_options
-        try:
-            self._load_profile(selection.slug, profiles)
-        except Exception as error:
-            LEDGER.release(self.user.name, self.name)
-            if isinstance(error, web.HTTPError):
-                raise
-            # Applying overrides may expand the user's free text: a 400, so that input cannot count
-            # toward the hub's consecutive failure limit; the traceback goes to the hub log.
-            self.log.exception("fracnb: could not apply profile %r for %s", selection.slug, self._log_name)
-            raise InvalidRequestError(
-                400, f"Invalid server options: the hub could not apply them to profile {selection.slug!r}; "
-                "see the hub log", reason="invalid-options",
-            ) from error  # fmt: skip
-        self.apply_plan(selection, plan)
-        return None
-
-    def select_options(self, profiles: list[dict], options: object) -> Selection:
-        """The validated choice for ``options``, or an ``InvalidRequestError`` (400) saying what is wrong."""
+    def plan_for(self, profiles: list[dict], options: object) -> SpawnPlan:
+        """The plan of ``options``; ``InvalidRequestError`` (400) saying what is wrong, or ``HubConfigError``."""
         try:
             selection = select(profiles, options)
-            selection_overrides(selection, self.is_gpu_resource)  # free text asking for GPUs: refused here too
+            gpu = plan_gpu(selection.gpu, self.gpu_defaults())
+            return self.plan_spawn(selection, gpu)
         except InvalidUserOptionsError as error:
             raise InvalidRequestError(400, f"Invalid server options: {error}", reason="invalid-options") from None
+        except GPUConfigError as error:
+            raise HubConfigError(f"The hub's profile configuration is invalid: {error}") from None
         except Exception as error:  # hostile input gets a 400, never a traceback
             self.log.exception("fracnb: could not validate user_options for %s", self._log_name)
             raise InvalidRequestError(
                 400, "Invalid server options: they could not be read; choose again on the spawn form",
                 reason="invalid-options",
             ) from error  # fmt: skip
-        return selection
 
-    def plan_for(self, selection: Selection) -> GPUPlan:
-        try:
-            return plan_gpu(selection.gpu, self.gpu_defaults())
-        except GPUConfigError as error:
-            raise HubConfigError(f"The hub's profile configuration is invalid: {error}") from None
+    def plan_spawn(self, selection: Any, gpu: Any) -> SpawnPlan:
+        gpu_cull, cpu_cull = self.cull_defaults()
+        context = SpawnContext(
+            self.backend_settings(), gpu_cull, cpu_cull, self.values.configured(self, "node_selector"),
+            self.pod_name, self.fracnb_service_url, parse_duration(self.gpu_kernel_cull_idle_timeout),
+        )  # fmt: skip
+        return plan_spawn(selection, gpu, context, self.is_gpu_resource)
 
-    async def check_quota(self, selection: Selection, plan: GPUPlan, *, reserve: bool) -> None:
-        """Refuse the spawn with a 4xx when over quota; with ``reserve``, hold the fraction.
-
-        The check and the reservation happen under the hub-wide ledger lock, against the
-        cluster's pods (listed fresh, so a hub restart neither forgets nor double-counts)
-        plus admitted spawns whose pods don't exist yet.
-        """
-        policy = self.quota_policy()
-        if plan.fraction == 0 or not policy.has_limits:
-            return
-        async with LEDGER.lock:
-            decision = check_request(
-                policy, LEDGER.allocations(await self._allocations_in_cluster()),
-                user=self.user.name, groups=self._group_members(), server=self.name, fraction=plan.fraction,
-            )  # fmt: skip
-            if not decision.allowed:
-                raise InvalidRequestError(403, form.quota_refusal(decision), reason="quota")
-            if reserve:
-                LEDGER.reserve(Allocation(self.user.name, self.name, plan.fraction, selection.slug))
-
-    def quota_policy(self) -> QuotaPolicy:
-        """``c.FracnbQuotas`` as a policy, read once per hub configuration object."""
-        cached = _quota_policies.get(id(self.config))
-        if cached is None or cached[0] is not self.config:
-            cached = (self.config, FracnbQuotas(parent=self).policy())
-            _quota_policies[id(self.config)] = cached
-        return cached[1]
-
-    def _group_members(self) -> dict[str, list[str]]:
-        return {group.name: [member.name for member in group.users] for group in self.user.groups}
-
-    async def _allocations_in_cluster(self, *, fresh: bool = True) -> list[Allocation]:
-        """GPUs held by singleuser pods in every namespace they may live in (:func:`.kube.pod_namespaces`).
-
-        ``fresh``: one LIST now, for the admission check, which must be exact. Otherwise KubeSpawner's
-        own shared pod reflector (same pods, same scope, no request), for the spawn form's advice.
-        """
-        if not fresh:
-            try:
-                reflector = await self._start_watching_pods()
-                return allocations_from_pods(list(reflector.pods.values()))
-            except Exception as error:  # the form then shows no refusals; the spawn still counts exactly
-                self.log.warning("fracnb: no pod reflector for the spawn form's quota check: %r", error)
-                return []
-        configured = self._pristine.get("namespace", self.namespace)  # before any profile's override
-        namespaces = pod_namespaces(
-            await self.resolve_profiles(), configured, user_namespaces=self.enable_user_namespaces
-        )
-        try:
-            pods = await list_pods_in(self.api, namespaces, singleuser_selector(self.component_label))
-        except (ApiException, aiohttp.ClientError, OSError, asyncio.TimeoutError) as error:
-            self.log.error("fracnb: cannot list singleuser pods to count GPU quotas: %r", error)
-            message = "GPU quotas cannot be checked now: the hub could not read the cluster's pods; try again later"
-            raise RefusedSpawnError(503, message, reason="cluster-unreadable") from None
-        return allocations_from_pods(pods)
-
-    async def stop(self, now: bool = False) -> None:
-        try:
-            await super().stop(now=now)
-            await companions.delete(self.api.api_client, self._companion_refs, self.log)
-            self._companion_refs = []
-            # KubeSpawner also stops a leftover pod in the middle of a start, then creates the pod
-            # again: its objects must be made again too.
-            self._companions_pending = bool(self._pod_parts.companions)
-        finally:
-            LEDGER.release(self.user.name, self.name)
-
-    async def annotate_form_rows(self, rows: dict) -> dict:
-        """Add free capacity (cluster-wide) and quota refusals to the spawn form's rows.
-
-        Both come from shared watches, not from requests per form load: free capacity from the
-        hub-wide :mod:`.clusterview`, GPUs held from KubeSpawner's pod reflector. The spawn itself
-        recounts exactly (:meth:`check_quota`).
-        """
-        policy = self.quota_policy()
-        nodes, pods = await self._cluster_view() if self.show_availability else ([], [])
-        allocations = await self._allocations_in_cluster(fresh=False) if policy.has_limits else []
-        annotated = {}
-        profiles = await self.resolve_profiles()
-        for key, original in rows.items():
-            row = original
-            selection = self._row_selection(profiles, key)
-            ask = self._slot_ask(selection, row.plan) if selection else None
-            placement = _placement_of(ask)
-            if nodes and placement:
-                resource, selector, units = placement
-                row = row.with_availability(
-                    free_units(nodes, pods, resource, selector), await self.form_queue_text(profiles, key, ask)
-                )
-                if self.refuse_unplaceable_choices and largest_allocatable(nodes, resource, selector) < units:
-                    row = row.refused(no_node_reason(row.plan))
-            elif self.show_availability:
-                row = await self._with_dra_availability(row, ask, await self.form_queue_text(profiles, key, ask))
-            if row.allowed and policy.has_limits and row.plan.fraction > 0:
-                decision = check_request(
-                    policy, LEDGER.allocations(allocations), user=self.user.name,
-                    groups=self._group_members(), server=self.name, fraction=row.plan.fraction,
-                )  # fmt: skip
-                if not decision.allowed:
-                    row = row.refused(decision.message)
-            annotated[key] = row
-        return annotated
-
-    async def _with_dra_availability(
-        self, row: form.ChoiceRow, ask: Ask | None, queue_text: str | None
-    ) -> form.ChoiceRow:
-        """A dra choice's free count, from the hub-wide views of nodes, ResourceSlices and claims."""
-        cluster = await self._cluster_for(ask) if ask is not None and ask.needs_devices else None
-        if cluster is None or ask is None:
-            return row
-        row = row.with_availability(servers_free(ask, cluster), queue_text)
-        if self.refuse_unplaceable_choices and not ask.could_ever_fit(cluster):
-            row = row.refused(no_node_reason(row.plan))
-        return row
-
-    async def _cluster_for(self, ask: Ask) -> Cluster | None:
-        """What the hub-wide watches show of the cluster, as ``ask`` reads it; None while unreadable."""
-        return await read_cluster(
-            shared_view(self.api, self.log), self.api, self.log, devices=ask.needs_devices, wait=True
-        )
-
-    def _placement(self, selection: Selection, plan: GPUPlan) -> tuple[str, dict[str, str], int] | None:
-        """The extended resource, node selector and units a pod of this choice asks the default scheduler for.
-
-        None when no extended resource is asked for, another scheduler (HAMi, KAI) places the pod,
-        or the profile's overrides make the node selector unknowable before the spawn (a callable).
-        """
-        return _placement_of(self._slot_ask(selection, plan))
-
-    def _selection_node_selector(self, selection: Selection) -> dict[str, str] | None:
-        """The configured node selector with the choice's overrides merged as KubeSpawner merges them."""
-        selector = dict(self._pristine.get("node_selector", self.node_selector))
-        try:
-            overrides = selection_overrides(selection, self.is_gpu_resource)
-        except InvalidUserOptionsError:
-            return None
-        for override in overrides:
-            value = override.get("node_selector")
-            if value is None:
-                continue
-            if not isinstance(value, dict):
-                return None
-            for key, item in value.items():
-                if item is None:
-                    selector.pop(key, None)
-                else:
-                    selector[key] = str(item)
-        return selector
-
-    async def check_placeable(self, selection: Selection, plan: GPUPlan) -> None:
+    async def check_placeable(self, plan: SpawnPlan) -> None:
         """Refuse at once (503) a choice no node of the cluster offers, rather than wait for a timeout.
 
         Only with ``refuse_unplaceable_choices`` and ``show_availability`` and while the hub-wide
-        view of nodes is readable; otherwise the scheduler decides.
+        view is readable; otherwise the scheduler decides.
         """
-        ask = self._slot_ask(selection, plan)
-        if not self.refuse_unplaceable_choices or await self._slots_exist(ask) is not False:
-            return
-        message = no_node_reason(plan)
-        raise RefusedSpawnError(503, message[0].upper() + message[1:], reason="unschedulable")
+        if self.refuse_unplaceable_choices and await self._slots_exist(plan.ask) is False:
+            message = no_node_reason(plan.gpu)
+            raise RefusedSpawnError(503, message[0].upper() + message[1:], reason="unschedulable")
 
     async def _slots_exist(self, ask: Ask | None) -> bool | None:
-        """Whether some node or DRA device could hold a server of ``ask`` (used or not); None when the
-        hub cannot tell (no ask, ``show_availability`` off, the cluster unreadable)."""
+        """Whether some node or DRA device could hold a server of ``ask`` (used or not); None when the hub
+        cannot tell (no ask, ``show_availability`` off, the cluster unreadable)."""
         if ask is None or not self.show_availability:
             return None
-        cluster = await self._cluster_for(ask)
+        cluster = await self.read_cluster(ask, wait=True)
         return None if cluster is None else ask.could_ever_fit(cluster)
 
-    def _row_selection(self, profiles: list[dict], key: form.RowKey) -> Selection | None:
-        slug, option, choice = key
-        try:
-            return select(profiles, {"profile": slug} if option is None else {"profile": slug, option: choice})
-        except InvalidUserOptionsError:
-            return None
-
-    def _slot_ask(self, selection: Selection, plan: GPUPlan) -> Ask | None:
-        """What a server of this choice competes for (its slot kind and size), as its backend counts it;
-        None when the hub does not count it (another scheduler places it, or its node selector is unknown)."""
-        ask_for = backend_named(plan.scheduler_backend or plan.backend).counted_by.ask
-        if ask_for is None:
-            return None
-        fields = backend_fields(plan, self.backend_settings())
-        return ask_for(plan, fields, self.backend_settings(), self._selection_node_selector(selection))
-
-    async def _cluster_view(self) -> tuple[list[dict], list[dict]]:
-        """Nodes and GPU-holding pods cluster-wide, from the hub-wide watch (no request per form load).
-
-        Empty while they cannot be read (RBAC): the form then says nothing about free capacity.
-        """
-        return await shared_view(self.api, self.log).snapshot()
-
-    def apply_plan(self, selection: Selection, plan: GPUPlan) -> None:
-        """Write the plan's pod fields onto this spawner's traits."""
-        self._remember(*_PLAN_TRAITS)
-        gpu_cull, cpu_cull = self.cull_defaults()
-        cull = cull_policy(selection.gpu, selection.cull, gpu_cull, cpu_cull)
-        fields = backend_fields(plan, self.backend_settings())
-        display_name = selection.profile.get("display_name")
-        contract = contract_fields(
-            plan,
-            profile=selection.slug,
-            choice=selection.choice_text,
-            cull=cull,
-            model=plan.product,
-            display_name=display_name if isinstance(display_name, str) else None,
-        )
-        self.extra_resource_limits = {**self.extra_resource_limits, **fields.resources}
-        self.extra_resource_guarantees = {**self.extra_resource_guarantees, **fields.resources}
-        self.node_selector = {**self.node_selector, **fields.node_selector}
-        if fields.scheduler_name:
-            self.scheduler_name = fields.scheduler_name
-        self._fracnb_labels = {**fields.labels, **contract.labels}
-        self._fracnb_annotations = {**fields.annotations, **contract.annotations}
-        self._fracnb_env = {**fields.environment, **contract.environment}
-        if self.fracnb_service_url:
-            self._fracnb_env["FRACNB_SERVICE_URL"] = self.fracnb_service_url
-        kernel_timeout = parse_duration(self.gpu_kernel_cull_idle_timeout)
-        if plan is not CPU_ONLY and kernel_timeout:
-            # Read by the notebook side's server extension: args would be dropped when the image's
-            # own command is used, environment variables never are.
-            self._fracnb_env["FRACNB_KERNEL_CULL_IDLE_TIMEOUT"] = str(kernel_timeout)
-        self._pod_parts = named_for_pod(fields, self.pod_name) if fields.companions else fields
-        self._companions_pending = bool(fields.companions)
-        self.fracnb_plan = plan
-        self.fracnb_selection = {"profile": selection.slug, "choice": selection.choice_text}
-        self._spawn_ask = self._slot_ask(selection, plan)
-        self._apply_queue_plan(selection, plan, fields)
-
-    def _apply_queue_plan(self, selection: Selection, plan: GPUPlan, fields: Any) -> None:
-        """The slot-kind label of a GPU pod, and what its spawn queues for (None: it never queues)."""
-        ask = self._spawn_ask
-        if ask is not None:
-            kind = ask.kind
-            max_wait = queue_max_wait(selection.profile.get("queue"))
-            self._queue_plan = QueuePlan(ask, max_wait) if max_wait > 0 else None
-        elif fields.resources or fields.scheduler_name:
-            kind = slot_kind(next(iter(fields.resources), fields.scheduler_name or ""), fields.node_selector)
-        else:
+    async def check_quota(self, plan: SpawnPlan, *, reserve: bool) -> None:
+        """Refuse the spawn (403) when over quota; with ``reserve``, hold its share until the pod exists."""
+        if plan.fraction == 0 or not self.quota_policy().has_limits:
             return
-        self._fracnb_labels[SLOT_KIND_LABEL] = kind
+        request = Allocation(self.user.name, self.name, plan.fraction, plan.profile)
+        held = self._listed_allocations
+        await admission.admit(
+            self.quota_policy(), self.hub_state.ledger, held, self._applicant(), request, reserve=reserve
+        )
 
-    def get_env(self) -> dict[str, str]:
-        """The environment, with GPU-visibility and FRACNB_* variables only as fracnb sets them."""
-        env = {k: v for k, v in super().get_env().items() if not _is_reserved_env(k)}
-        env.update(self._fracnb_env)
-        return env
+    def _applicant(self) -> admission.Applicant:
+        groups = {group.name: [member.name for member in group.users] for group in self.user.groups}
+        return admission.Applicant(self.user.name, self.name, groups)
+
+    async def _listed_allocations(self) -> list[Allocation]:
+        """GPUs held by singleuser pods in every namespace they may live in, from one LIST now."""
+        configured = self.values.configured(self, "namespace")
+        namespaces = pod_namespaces(
+            await self.resolve_profiles(), configured, user_namespaces=self.enable_user_namespaces
+        )
+        return await admission.listed_allocations(
+            self.api, namespaces, singleuser_selector(self.component_label), self.log
+        )
+
+    async def _reflected_allocations(self) -> list[Allocation]:
+        """The same from KubeSpawner's shared pod reflector (no request), for the form."""
+        try:
+            reflector = await self._start_watching_pods()
+            return allocations_from_pods(list(reflector.pods.values()))
+        except Exception as error:  # the form then shows no refusals; the spawn still counts exactly
+            self.log.warning("fracnb: no pod reflector for the spawn form's quota check: %r", error)
+            return []
+
+    # ---- applying a choice ---------------------------------------------------------------------------
+
+    async def load_user_options(self) -> None:
+        """Validate the (possibly forged) user_options, then resolve them once into ``spawn_plan``.
+
+        Refusals are ``InvalidRequestError`` (4xx) or ``HubConfigError`` (500), both ``ValueError``s
+        as KubeSpawner's refusals are.
+        """
+        self.values.restore(self)
+        self.spawn_plan = None
+        self.queue.reset()
+        profiles = await self.resolve_profiles()
+        if not profiles:
+            return await super().load_user_options()
+        plan = self.plan_for(profiles, self.user_options)
+        await self.check_placeable(plan)
+        await self.check_quota(plan, reserve=True)
+        self.user_options = plan.selection.user_options if plan.selection else self.user_options
+        try:
+            apply_overrides(self, plan.overrides, plan.selection)
+        except Exception as error:
+            self.hub_state.ledger.release(self.user.name, self.name)
+            if isinstance(error, web.HTTPError):
+                raise
+            # Applying overrides may expand the user's free text: a 400, so that input cannot count
+            # toward the hub's consecutive failure limit; the traceback goes to the hub log.
+            self.log.exception("fracnb: could not apply profile %r for %s", plan.profile, self._log_name)
+            raise InvalidRequestError(
+                400, f"Invalid server options: the hub could not apply them to profile {plan.profile!r}; "
+                "see the hub log", reason="invalid-options",
+            ) from error  # fmt: skip
+        self.spawn_plan = plan
+        self.queue.reset(plan.ask, plan.max_wait, plan.gpu)
+        self.companions.plan(plan.pod.companions)
+        return None
+
+    def _apply_overrides(self, spawner_override: dict) -> None:
+        self.values.remember(self, spawner_override)
+        super()._apply_overrides(spawner_override)
+
+    def _expand_user_properties(self, template: str, slug_scheme: str | None = None) -> str:
+        """KubeSpawner's template expansion, leaving a user's free text (in a ``FilledText``) literal."""
+        if isinstance(template, FilledText):
+            template = template.template
+        return super()._expand_user_properties(template, slug_scheme)
 
     async def get_pod_manifest(self) -> Any:
-        """KubeSpawner's pod plus fracnb's labels and annotations (added literally, not format-expanded)."""
+        """KubeSpawner's pod with the plan merged in (:func:`~.spawnplan.pod_with_plan`)."""
         pod = await super().get_pod_manifest()
-        pod.metadata.labels = {**(pod.metadata.labels or {}), **self._fracnb_labels}
-        pod.metadata.annotations = {**(pod.metadata.annotations or {}), **self._fracnb_annotations}
-        companions.attach_claims(pod, self._pod_parts)
-        if self.extra_container_config.get("env"):
-            # get_env() already controls the reserved names; a raw env list in extra_container_config doesn't.
-            container = pod.spec.containers[0]
-            kept = [var for var in container.env or [] if not _is_reserved_env(_env_name(var))]
-            container.env = kept + [V1EnvVar(name=k, value=v) for k, v in self._fracnb_env.items()]
-        return pod
+        return pod_with_plan(pod, self.spawn_plan.pod if self.spawn_plan else PodFields())
 
     # ---- state across hub restarts ---------------------------------------------------------------------
 
     def get_state(self) -> dict:
         state = super().get_state()
-        if self.fracnb_plan is not None:
-            state["fracnb"] = {
-                **self.fracnb_selection,
-                "backend": self.fracnb_plan.backend,
-                "fraction": format_fraction(self.fracnb_plan.fraction),
-                "memory_bytes": self.fracnb_plan.memory_bytes,
-            }
-            if self._companion_refs:
-                state["fracnb"]["companions"] = self._companion_refs
+        if self.spawn_plan is not None:
+            state["fracnb"] = self.spawn_plan.state()
+            if self.companions.refs:
+                state["fracnb"]["companions"] = self.companions.refs
         return state
 
     def load_state(self, state: dict) -> None:
         super().load_state(state)
         saved = state.get("fracnb")
         if saved:
-            self.fracnb_selection = {"profile": saved.get("profile", ""), "choice": saved.get("choice", "")}
-            backend = saved.get("backend", "none")
-            self.fracnb_plan = GPUPlan(
-                backend, parse_fraction(saved.get("fraction", "0")), saved.get("memory_bytes", 0)
-            )
-            self._companion_refs = [ref for ref in saved.get("companions", []) if isinstance(ref, dict)]
+            self.spawn_plan = plan_from_state(saved)
+            self.companions.refs = [ref for ref in saved.get("companions", []) if isinstance(ref, dict)]
 
     def clear_state(self) -> None:
         super().clear_state()
-        self.fracnb_plan = None
-        self.fracnb_selection = {}
+        self.spawn_plan = None
+
+    # ---- starting and stopping -------------------------------------------------------------------------
+
+    def start(self) -> Any:
+        future = super().start()
+        # The hub waits start_timeout for start() (read right after this returns): a queued spawn may wait
+        # longer for its turn. The spawn's end (_start) puts the configured value back.
+        self.values.extend_start_timeout(self, self._longest_queue_wait)
+        return future
 
     async def _start(self) -> Any:
         """KubeSpawner's start, queued when no slot is free, failing with a plain reason before the hub's timeout."""
         inner = asyncio.ensure_future(super()._start())
         cancelled = True
         try:
-            result = await self._await_started(inner)
+            result = await self.queue.await_started(inner)
             cancelled = False
             return result
         except QueueTimeoutError:
             cancelled = False
-            inner.cancel()  # KubeSpawner's own wait for the pod, before the pod goes
-            await asyncio.gather(inner, return_exceptions=True)
-            message = await self._give_up_waiting()
+            await _cancelled(inner)  # KubeSpawner's own wait for the pod, before the pod goes
+            message = self.queue.gave_up()
+            await self._stop_quietly()
             raise RefusedSpawnError(503, message, reason="queue-timeout") from None
         except (asyncio.TimeoutError, TimeoutError):
             cancelled = False
-            reason = self._scheduling_failure()
-            if reason is None:
-                raise
-            # The scheduler's text is in the spawn's event log and here in the hub log, not in the headline.
-            self.log.warning("fracnb: no node took %s in %s s: %s", self._log_name, self.start_timeout, reason)
-            slots = await self._slots_exist(self._spawn_ask)
-            slots = scheduler_saw_slots(reason, self.fracnb_plan) if slots is None else slots
-            message = unschedulable_message(self.fracnb_plan, self.start_timeout, slots_exist=slots)
-            raise RefusedSpawnError(503, message, reason="unschedulable") from None
+            raise await self._no_node_in_time() from None
         except ApiException as error:
             cancelled = False
             if error.status not in _INVALID_OBJECT_STATUSES:
@@ -615,150 +401,109 @@ class FractionalSpawner(QueueingSpawner, KubeSpawner, FractionalTraits, AdviceTr
             cancelled = False
             raise
         finally:
-            if not inner.done():
-                inner.cancel()
-                await asyncio.gather(inner, return_exceptions=True)
-            self._leave_queue(cancelled=cancelled)
+            await _cancelled(inner)
+            self.queue.leave(cancelled=cancelled)
+            self.values.restore_start_timeout(self)
+
+    async def _no_node_in_time(self) -> Exception:
+        """The refusal when no node took the pod before the hub's timeout (or the timeout itself)."""
+        events = [e for e in self.events or [] if e.get("reason") == "FailedScheduling"]
+        if not events:
+            return asyncio.TimeoutError()
+        reason = str(events[-1].get("message"))
+        # The scheduler's text is in the spawn's event log and here in the hub log, not in the headline.
+        self.log.warning("fracnb: no node took %s in %s s: %s", self._log_name, self.start_timeout, reason)
+        plan = self.spawn_plan
+        gpu = plan.gpu if plan else None
+        slots = await self._slots_exist(plan.ask if plan else None)
+        slots = scheduler_saw_slots(reason, gpu) if slots is None else slots
+        message = unschedulable_message(gpu, self.start_timeout, slots_exist=slots)
+        return RefusedSpawnError(503, message, reason="unschedulable")
 
     async def _make_create_pod_request(self, pod: Any, request_timeout: float) -> Any:
-        """Create the plan's objects beside the pod (once per spawn), then the pod, then make the pod
-        their owner (so that the garbage collector removes them with it, even a queued pod's).
+        """Create the plan's objects beside the pod, queue (or not), create the pod, then make it the objects'
+        owner (so that the garbage collector removes them with it, even a queued pod's).
 
         Here rather than in ``_start``: KubeSpawner applies the user's choice (``load_user_options``)
         inside ``_start``, and retries this request after deleting a leftover pod of the same name.
         """
-        if self._companions_pending:
-            await companions.delete(self.api.api_client, self._companion_refs, self.log)  # an earlier spawn's
-            try:
-                await companions.create(self.api.api_client, self.namespace, self._pod_parts.companions, self.log)
-            except companions.CompanionError as error:
-                raise HubConfigError(f"This server could not start: {error}") from None
-            self._companion_refs = companions.references(self._pod_parts.companions, self.namespace)
-            self._companions_pending = False
+        try:
+            await self.companions.create(self.api.api_client, self.namespace, self.log)
+        except CompanionError as error:
+            raise HubConfigError(f"This server could not start: {error}") from None
+        if self.queue.ask is not None:
+            await self.queue.join(self.hub_state.gpu_queue(self.api, self.log), pod)
         created = await super()._make_create_pod_request(pod, request_timeout)
-        if created and self._companion_refs:
-            await self._adopt_companions()
+        if created:
+            await self.companions.adopt(self.api, self.pod_name, self.namespace, self.log)
         return created
 
-    async def _adopt_companions(self) -> None:
-        """Make the pod just created the owner of its companions; a failure only leaves them to the stop."""
+    async def stop(self, now: bool = False) -> None:
         try:
-            # Read now, not from the reflector: a pod replaced during the start has a new uid.
-            made = await self.api.read_namespaced_pod(self.pod_name, self.namespace)
-        except ApiException as error:
-            self.log.warning("fracnb: could not read %s to own its companions: %s", self.pod_name, error.reason)
-            return
-        owner = companions.owner_reference(self.api.api_client.sanitize_for_serialization(made))
-        await companions.adopt(self.api.api_client, self._companion_refs, owner, self.log)
+            await super().stop(now=now)
+            await self.companions.remove(self.api.api_client, self.log)
+        finally:
+            self.hub_state.ledger.release(self.user.name, self.name)
 
-    def _scheduling_failure(self) -> str | None:
-        events = getattr(self, "events", None) or []
-        for event in reversed(events):
-            if event.get("reason") == "FailedScheduling":
-                return str(event.get("message"))
-        return None
+    async def _stop_quietly(self) -> None:
+        try:
+            await self.stop(now=True)
+        except Exception as error:  # the refusal says why the spawn ended; the hub's next poll sees the rest
+            self.log.warning("fracnb: could not remove %s after its wait in the queue: %r", self._log_name, error)
+
+    async def poll(self) -> int | None:
+        """KubeSpawner's poll, except that a pod waiting in the queue that no spawn of this hub process put
+        there (the hub restarted) is not running. The restarted hub then forgets the spawn at once and, as
+        it stops only servers that poll() says run, leaves the pod and its place for the user's next start
+        (docs/queue.md). KubeSpawner alone says a pending pod runs: the hub would wait ``http_timeout`` for
+        it to answer, then stop it, deleting the pod and its place."""
+        status = await super().poll()
+        if status is None and self.queue.ask is None and self.queue.pod_in_queue() is not None:
+            return 0
+        return status
 
     # ---- progress -------------------------------------------------------------------------------------
 
     async def progress(self) -> Any:
-        """KubeSpawner's events (the event log), each scheduler refusal followed by a plain headline.
+        """KubeSpawner's events (the event log), each scheduler refusal followed by a plain headline, and
+        the queue's headline while the spawn waits.
 
         The spawn page shows the latest message as its headline: repeating the plain one after every
         raw ``FailedScheduling`` event keeps the scheduler's text in the log only.
         """
-        async for event in merge(self._kube_progress(), self.queue_progress()):
+        queue = self.queue.progress(
+            lambda: self._start_future is not None and self._start_future.done(), self._activity
+        )
+        async for event in merge(self._kube_progress(), queue):
             yield event
 
     async def _kube_progress(self) -> Any:
+        gpu = self.spawn_plan.gpu if self.spawn_plan else None
         async for event in super().progress():
-            if "raw_event" not in event and self.queue_hides_patience():
+            if "raw_event" not in event and self.queue.hides_patience():
                 continue  # KubeSpawner's "taking longer than expected": the queue headline says more
             yield event
-            message = waiting_message(self.fracnb_plan, event.get("raw_event") or {})
+            message = waiting_message(gpu, event.get("raw_event") or {})
             if message:
                 yield {"progress": event.get("progress", 50), "message": message}
 
-    # ---- no leaks between spawns -----------------------------------------------------------------------
+    def _activity(self, user: str | None, server: str) -> Any:
+        return hub_server_activity(getattr(self.user, "db", None), user, server)
 
-    def _remember(self, *names: str) -> None:
-        """Keep the configured value of traits about to be overridden, to restore before the next spawn."""
-        for name in names:
-            if name not in self._pristine:
-                self._pristine[name] = _copy_plain(getattr(self, name))
-
-    def _apply_overrides(self, spawner_override: dict) -> None:
-        self._remember(*spawner_override)
-        super()._apply_overrides(spawner_override)
-
-    def _load_profile(self, slug: str, profile_list: list[dict]) -> None:
-        """KubeSpawner's profile loading, with free text put in literally and checked first.
-
-        Same order and merging as KubeSpawner; refusals of what the user's text would do
-        are a 400 (an ``InvalidUserOptionsError`` from ``select`` for a bad slug, as
-        KubeSpawner raises ``ValueError``).
-        """
-        selection = select(profile_list, {**(self.user_options or {}), "profile": slug})
-        try:
-            overrides = selection_overrides(selection, self.is_gpu_resource)
-        except InvalidUserOptionsError as error:
-            raise InvalidRequestError(400, f"Invalid server options: {error}", reason="invalid-options") from None
-        free_text = [name for name, key in selection.choices if name + UNLISTED_SUFFIX in selection.user_options]
-        try:
-            for override in overrides:
-                self._apply_overrides(override)
-            problems = [] if not free_text else self._label_problems()
-        except (TraitError, ValueError, TypeError) as error:
-            if not free_text:
-                raise
-            self._restore_config()
-            message = f"option {free_text[0]!r}: the value cannot be used here ({error})"[:300]
-            raise InvalidRequestError(400, f"Invalid server options: {message}", reason="invalid-options") from None
-        if problems:
-            self._restore_config()
-            raise InvalidRequestError(
-                400, f"Invalid server options: option {free_text[0]!r}: {problems[0]}", reason="invalid-options"
-            )
-
-    def _label_problems(self) -> list[str]:
-        """Labels, node-selector entries and annotation keys of the pod that the apiserver would refuse."""
-        expanded = {
-            "extra_labels": self._expand_all(self.extra_labels),
-            "node_selector": self.node_selector,
-            "extra_annotations": self._expand_all(self.extra_annotations),
-        }
-        return list(label_problems(expanded, expanded=True))
-
-    def _expand_user_properties(self, template: str, slug_scheme: str | None = None) -> str:
-        """KubeSpawner's template expansion, leaving a user's free text (in a ``FilledText``) literal."""
-        if isinstance(template, FilledText):
-            template = template.template
-        return super()._expand_user_properties(template, slug_scheme)
-
-    def _restore_config(self) -> None:
-        """Undo overrides of an earlier spawn on this object before applying the new choice."""
-        for name, value in self._pristine.items():
-            setattr(self, name, _copy_plain(value))
-        self._fracnb_env, self._fracnb_labels, self._fracnb_annotations = {}, {}, {}
-        self._queue_plan = self._queue_ticket = self._queue_started_limit = None
-        self._queue_went_straight = False
+    def _running_queue(self) -> Any:
+        """The hub's GPU queue once the hub watches the cluster (a form or a spawn started them), else None."""
+        state = HubState.running()
+        return state.gpu_queue(self.api, self.log) if state is not None and state.watches is not None else None
 
 
 def _applied_by_load_user_options(spawner: FractionalSpawner, user_options: dict) -> None:
     """``apply_user_options``: nothing to do here (see ``FractionalSpawner.load_user_options``)."""
 
 
-def _placement_of(ask: Ask | None) -> tuple[str, dict[str, str], int] | None:
-    """An extended-resource ask as (resource, node selector, units); None for other asks."""
-    return (ask.resource, dict(ask.selector), ask.units) if isinstance(ask, ResourceAsk) else None
-
-
-def _copy_plain(value: Any) -> Any:
-    """Copy nested dicts and lists (what overrides mutate in place); share everything else."""
-    if isinstance(value, dict):
-        return {key: _copy_plain(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_copy_plain(item) for item in value]
-    return value
+async def _cancelled(task: asyncio.Future) -> None:
+    if not task.done():
+        task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 def _api_message(error: ApiException, limit: int = 500) -> str:

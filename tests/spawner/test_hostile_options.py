@@ -142,7 +142,7 @@ async def test_hostile_options_rejected_with_400(make_spawner, options: dict) ->
     assert spawner.extra_resource_limits == {}
     assert spawner.extra_labels == {}
     assert spawner.environment == {}
-    assert spawner.fracnb_plan is None
+    assert spawner.spawn_plan is None
 
 
 async def test_hostile_table_is_large_enough() -> None:
@@ -176,7 +176,8 @@ async def test_missing_profile_gets_default_validated(make_spawner) -> None:
     spawner = make_spawner(config(), {})
     await spawner.load_user_options()
     assert spawner.user_options == {"profile": "cpu"}
-    assert spawner.get_env()["NVIDIA_VISIBLE_DEVICES"] == "void"
+    env = {var.name: var.value for var in (await spawner.get_pod_manifest()).spec.containers[0].env}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
 
 
 async def test_form_rejects_before_any_spawn(make_spawner) -> None:

@@ -18,6 +18,7 @@ from fracnb_spawner.form.progress import scheduler_saw_slots, unschedulable_mess
 from fracnb_spawner.gpu.plan import CPU_ONLY, GPUPlan
 from fracnb_spawner.gpu.words import no_node_reason
 from fracnb_spawner.quota.policy import GroupUse, QuotaDecision
+from fracnb_spawner.quota.words import quota_line, quota_refusal
 
 SCHEDULER_FULL = (
     "0/10 nodes are available: 2 Insufficient nvidia.com/gpu.shared, 8 node(s) didn't match Pod's node "
@@ -64,7 +65,7 @@ def decision(requested: str, user_used: str, user_limit: str | None, groups=()) 
 
 
 def test_group_refusal_says_what_to_do() -> None:
-    refusal = form.quota_refusal(decision("1/2", "0", "1/2", [("team-a", "1/4", "1/2")]))
+    refusal = quota_refusal(decision("1/2", "0", "1/2", [("team-a", "1/4", "1/2")]))
     assert refusal == (
         "Over GPU quota: team-a uses 0.25 of 0.5 GPUs; this choice needs 0.5. Choose a share of at most "
         "0.25 GPUs, or wait until a server of team-a stops, or ask a teammate in team-a to stop one."
@@ -72,23 +73,23 @@ def test_group_refusal_says_what_to_do() -> None:
 
 
 def test_group_refusal_with_nothing_left_says_wait() -> None:
-    refusal = form.quota_refusal(decision("1/4", "0", "1/2", [("team-a", "1/2", "1/2")]))
+    refusal = quota_refusal(decision("1/4", "0", "1/2", [("team-a", "1/2", "1/2")]))
     assert refusal.endswith("Wait until a server of team-a stops, or ask a teammate in team-a to stop one.")
     assert "at most" not in refusal
 
 
 def test_own_limit_refusal_points_at_own_servers() -> None:
-    refusal = form.quota_refusal(decision("1/2", "1/4", "1/2"))
+    refusal = quota_refusal(decision("1/2", "1/4", "1/2"))
     assert refusal.endswith("Choose a share of at most 0.25 GPUs, or stop one of your other servers first.")
 
 
 def test_quota_line_shows_own_quota_and_team_use() -> None:
-    line = form.quota_line(decision("0", "1/4", "1/2", [("team-a", "1/4", "1/2"), ("lab\x1b", "0", "2")]))
+    line = quota_line(decision("0", "1/4", "1/2", [("team-a", "1/4", "1/2"), ("lab\x1b", "0", "2")]))
     assert line == (
         "Your GPU quota: 0.25 of 0.5 GPUs in use · team-a (your team, together): 0.25 of 0.5 GPUs in use"
         " · lab\\x1b (your team, together): 0 of 2 GPUs in use"
     )
-    assert form.quota_line(decision("0", "0", None)) is None
+    assert quota_line(decision("0", "0", None)) is None
 
 
 # ---- the scheduler's words stay in the event log ---------------------------------------------
@@ -224,7 +225,7 @@ async def test_user_options_are_not_reported_unhandled(make_spawner, caplog: pyt
 
 
 async def test_placement_uses_the_choices_node_selector(make_spawner) -> None:
-    from fracnb_spawner.config.profiles import initialize_profiles, select
+    from fracnb_spawner.config.profiles import initialize_profiles
 
     config = Config()
     config.FractionalSpawner.node_selector = {"pool": "cpu", "zone": "a"}
@@ -238,8 +239,8 @@ async def test_placement_uses_the_choices_node_selector(make_spawner) -> None:
         },
     ]
     spawner = make_spawner(config)
-    selection = select(initialize_profiles(config.FractionalSpawner.profile_list), {"profile": "pool"})
-    resource, selector, units = spawner._placement(selection, spawner.plan_for(selection))
+    ask = spawner.plan_for(initialize_profiles(config.FractionalSpawner.profile_list), {"profile": "pool"}).ask
+    resource, selector, units = ask.resource, ask.selector, ask.units
     # KubeSpawner merges a dict override into the configured value; None removes a key.
     assert selector["pool"] == "gpu"
     assert "zone" not in selector

@@ -10,6 +10,7 @@ import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
+from fracnb_spawner.cluster.slots import slot_kind
 from fracnb_spawner.cluster.view import trim_pod
 from fracnb_spawner.common.clock import clock_text, relative_text, when_text, zone_named
 from fracnb_spawner.config.profiles import ProfileConfigError, initialize_profiles, validate_profiles
@@ -24,7 +25,6 @@ from fracnb_spawner.queue.order import (
     queue_annotations,
     queue_order,
     quota_share,
-    slot_kind,
     user_priority,
     wait_deadline,
     waiting_from_pod,

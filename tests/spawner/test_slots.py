@@ -4,17 +4,11 @@ ledgers of both ways of counting, as the backend table's records give them."""
 from __future__ import annotations
 
 from fracnb_spawner.cluster.devices import DraWant, trim_claim, trim_slice
-from fracnb_spawner.cluster.slots import Cluster, DraAsk, ResourceAsk, dra_slot_kind, servers_free
+from fracnb_spawner.cluster.slots import Cluster, DraAsk, ResourceAsk, ask_for, dra_slot_kind, servers_free
 from fracnb_spawner.gpu.backends import BackendSettings
 from fracnb_spawner.gpu.plan import GPUDefaults
 from fracnb_spawner.gpu.resolve import parse_gpu_spec, plan_gpu
-from fracnb_spawner.gpu.table import (
-    COUNT_DRA,
-    COUNT_EXTENDED_RESOURCE,
-    COUNT_NOTHING,
-    backend_fields,
-    backend_named,
-)
+from fracnb_spawner.gpu.table import backend_fields, backend_named
 
 GIB = 2**30
 DRIVER = "gpu.nvidia.com"
@@ -25,10 +19,7 @@ A100 = "NVIDIA-A100-SXM4-80GB"
 
 def ask_of(gpu: dict, node_selector: dict | None = None):
     plan = plan_gpu(parse_gpu_spec(gpu), DEFAULTS)
-    counting = backend_named(plan.scheduler_backend or plan.backend).counted_by
-    if counting.ask is None:
-        return None
-    return counting.ask(plan, backend_fields(plan, SETTINGS), SETTINGS, node_selector or {})
+    return ask_for(plan, backend_fields(plan, SETTINGS), SETTINGS, node_selector or {})
 
 
 def gpu_device(name: str, product: str = "NVIDIA A100-SXM4-80GB") -> dict:
@@ -83,9 +74,10 @@ def test_a_dra_kind_is_device_class_and_product_not_the_slice_size() -> None:
 
 
 def test_each_backend_record_says_what_its_pods_compete_for() -> None:
-    assert backend_named("dra").counted_by == COUNT_DRA
-    assert backend_named("time-slicing").counted_by == COUNT_EXTENDED_RESOURCE
-    assert backend_named("hami").counted_by == backend_named("kai").counted_by == COUNT_NOTHING
+    assert backend_named("dra").counted_by == "dra"
+    assert backend_named("time-slicing").counted_by == "extended-resource"
+    assert backend_named("hami").counted_by == backend_named("kai").counted_by == "not-counted"
+    assert ask_of({"fraction": 0.5, "backend": "hami"}) is None  # HAMi's scheduler places it by its own books
     shared = ask_of({"fraction": 0.25}, {"pool": "gpu"})
     assert shared == ResourceAsk("nvidia.com-gpu.shared.4.time-slicing.gpu", "nvidia.com/gpu.shared",
                                  {"pool": "gpu", "nvidia.com/gpu.replicas": "4",

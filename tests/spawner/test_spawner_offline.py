@@ -75,16 +75,20 @@ async def test_every_profile_builds_its_pod(make_spawner, example_config: Config
 async def test_a_dra_choice_claims_a_memory_slice_from_a_template_named_after_the_pod(
     make_spawner, example_config: Config
 ) -> None:
-    spawner = make_spawner(example_config, {"profile": "dra-quarter"})
+    config = Config(example_config)
+    config.FractionalSpawner.mem_limit = "4G"
+    config.FractionalSpawner.cpu_guarantee = 0.5
+    spawner = make_spawner(config, {"profile": "dra-quarter"})
     await spawner.load_user_options()
     pod = await spawner.get_pod_manifest()
     template = f"{spawner.pod_name}-gpu"
     claims = [(claim.name, claim.resource_claim_template_name) for claim in pod.spec.resource_claims]
     assert claims == [("gpu", template)]
-    assert [claim.name for claim in pod.spec.containers[0].resources.claims] == ["gpu"]
+    resources = pod.spec.containers[0].resources
+    assert [claim.name for claim in resources.claims] == ["gpu"]
     # KubeSpawner's cpu and memory limits stay beside the claim.
-    assert "memory" in (pod.spec.containers[0].resources.limits or {}) or spawner.mem_limit is None
-    (companion,) = spawner._pod_parts.companions
+    assert (resources.limits, resources.requests) == ({"memory": 4 * 2**30}, {"cpu": 0.5})
+    (companion,) = spawner.spawn_plan.pod.companions
     assert companion["metadata"]["name"] == template
     request = companion["spec"]["spec"]["devices"]["requests"][0]["exactly"]
     assert request == {"deviceClassName": "gpu.nvidia.com", "capacity": {"requests": {"memory": "20Gi"}}}
@@ -93,10 +97,10 @@ async def test_a_dra_choice_claims_a_memory_slice_from_a_template_named_after_th
 async def test_gpu_profiles_cull_idle_kernels(make_spawner, example_config: Config) -> None:
     spawner = make_spawner(example_config, {"profile": "quarter"})
     await spawner.load_user_options()
-    assert spawner.get_env()["FRACNB_KERNEL_CULL_IDLE_TIMEOUT"] == "1200"
+    assert env_of(await spawner.get_pod_manifest())["FRACNB_KERNEL_CULL_IDLE_TIMEOUT"] == "1200"
     cpu = make_spawner(example_config, {"profile": "cpu"})
     await cpu.load_user_options()
-    assert "FRACNB_KERNEL_CULL_IDLE_TIMEOUT" not in cpu.get_env()
+    assert "FRACNB_KERNEL_CULL_IDLE_TIMEOUT" not in env_of(await cpu.get_pod_manifest())
 
 
 async def test_cull_policy_annotations(make_spawner) -> None:
@@ -157,14 +161,20 @@ async def test_reserved_variables_cannot_be_smuggled(make_spawner) -> None:
 async def test_no_leak_between_spawns_on_one_object(make_spawner, example_config: Config) -> None:
     spawner = make_spawner(example_config, {"profile": "shared", "size": "half"})
     await spawner.load_user_options()
-    assert spawner.scheduler_name == "hami-scheduler"
+    assert (await spawner.get_pod_manifest()).spec.scheduler_name == "hami-scheduler"
+    spawner.user_options = {"profile": "quarter"}
+    await spawner.load_user_options()
+    assert "FRACNB_SOFT_CAP_BYTES" in env_of(await spawner.get_pod_manifest())
     spawner.user_options = {"profile": "cpu"}
     await spawner.load_user_options()
-    assert spawner.scheduler_name is None
-    assert spawner.extra_resource_limits == {}
-    assert spawner.node_selector == {}
-    assert spawner.get_env()["NVIDIA_VISIBLE_DEVICES"] == "void"
-    assert "FRACNB_SOFT_CAP_BYTES" not in spawner.get_env()
+    pod = await spawner.get_pod_manifest()
+    assert pod.spec.scheduler_name is None
+    assert {k for k in pod.spec.containers[0].resources.limits or {} if "/" in k} == set()
+    assert not pod.spec.node_selector
+    assert env_of(pod)["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert "FRACNB_SOFT_CAP_BYTES" not in env_of(pod)
+    # fracnb's fields were never written onto KubeSpawner's traits
+    assert (spawner.scheduler_name, spawner.extra_resource_limits, spawner.node_selector) == (None, {}, {})
 
 
 async def test_state_round_trip(make_spawner, example_config: Config) -> None:
@@ -177,10 +187,10 @@ async def test_state_round_trip(make_spawner, example_config: Config) -> None:
     }  # fmt: skip
     restored = make_spawner(example_config)
     restored.load_state(state)
-    assert restored.fracnb_plan is not None
-    assert restored.fracnb_plan.memory_bytes == 10 * GIB
+    assert restored.spawn_plan is not None
+    assert restored.spawn_plan.gpu.memory_bytes == 10 * GIB
     restored.clear_state()
-    assert restored.fracnb_plan is None
+    assert restored.spawn_plan is None
 
 
 async def test_callable_profile_list_is_validated_when_called(make_spawner) -> None:
@@ -211,4 +221,4 @@ async def test_dict_form_profile_list(make_spawner) -> None:
     assert spawner.user_options == {"profile": "cpu"}  # ordered by key: a-cpu is first, so the default
     spawner = make_spawner(config, {"profile": "quarter"})
     await spawner.load_user_options()
-    assert spawner.extra_resource_limits == {"nvidia.com/gpu.shared": "1"}
+    assert (await spawner.get_pod_manifest()).spec.containers[0].resources.limits == {"nvidia.com/gpu.shared": "1"}

@@ -116,7 +116,7 @@ async def test_apiserver_accepts_every_pod_of_a_broad_configuration(cluster_spaw
         pod = await spawner.get_pod_manifest()
         try:
             await spawner.api.create_namespaced_pod(k8s_namespace, pod, dry_run="All", field_validation="Strict")
-            for template in spawner._pod_parts.companions:  # a dra claim template, CEL selectors compiled
+            for template in spawner.spawn_plan.pod.companions:  # a dra claim template, CEL selectors compiled
                 templates += 1
                 await ResourceV1Api(spawner.api.api_client).create_namespaced_resource_claim_template(
                     k8s_namespace, template, dry_run="All", field_validation="Strict"

@@ -66,7 +66,7 @@ async def fill_the_a100(dra_spawner) -> list:
 
 async def queued(spawner) -> asyncio.Future:
     task = asyncio.ensure_future(spawner.start())
-    await wait_until(lambda: spawner._queue_ticket is not None and spawner._queue_ticket.position is not None)
+    await wait_until(lambda: spawner.queue.ticket is not None and spawner.queue.ticket.position is not None)
     return task
 
 
@@ -131,7 +131,7 @@ async def test_waiters_start_in_queue_order_each_when_its_slice_fits(dra_spawner
     quarter = dra_spawner({"profile": "quarter"}, user="quarter", config=a100_config())
     half_task = await queued(half)
     quarter_task = await queued(quarter)
-    assert (half._queue_ticket.position, quarter._queue_ticket.position) == (1, 2)  # one queue for both sizes
+    assert (half.queue.ticket.position, quarter.queue.ticket.position) == (1, 2)  # one queue for both sizes
     # 20 GiB free: the quarter would fit, but the half came first and does not: nobody starts.
     await running[0].stop()
     await settle(half, 3)

@@ -11,9 +11,8 @@ from prometheus_client import REGISTRY
 from tornado import web
 from traitlets.config import Config
 
-from fracnb_spawner.cluster.view import shared_view, stop_shared_views
+from fracnb_spawner.cluster.view import stop_shared_views
 from fracnb_spawner.common.podkeys import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
-from fracnb_spawner.queue.coordinator import shared_queue
 
 pytestmark = pytest.mark.k8s
 
@@ -88,7 +87,7 @@ async def queued(spawners) -> list:
     tasks = []
     for spawner in spawners:
         tasks.append(asyncio.ensure_future(spawner.start()))
-        await wait_until(lambda s=spawner: s._queue_ticket is not None and s._queue_ticket.position is not None)
+        await wait_until(lambda s=spawner: s.queue.ticket is not None and s.queue.ticket.position is not None)
     return tasks
 
 
@@ -118,8 +117,8 @@ async def test_queued_spawns_start_in_order_as_slots_free(cluster_spawner, testb
     }
     holding["spec"]["nodeSelector"] = {**TS4, "nvidia.com/gpu.replicas": "8"}
     testbed.create_pod(k8s_namespace, holding)  # fmt: skip
-    await wait_until(lambda: (dave._queue_ticket.position, carol._queue_ticket.position) == (1, 2))
-    assert bob._queue_ticket.position == 3
+    await wait_until(lambda: (dave.queue.ticket.position, carol.queue.ticket.position) == (1, 2))
+    assert bob.queue.ticket.position == 3
     assert "1st in line" in dave.queue_status_text()
     waits = REGISTRY.get_sample_value("fracnb_queue_wait_seconds_count") or 0
     started = []
@@ -147,10 +146,12 @@ async def test_cancel_while_queued_leaves_no_pod(cluster_spawner, testbed, k8s_n
     await spawner.stop()
     assert gave_up_count("cancelled") == cancelled + 1
     assert pod(testbed, k8s_namespace, spawner.pod_name) is None
-    view = shared_view(spawner.api)
-    assert not shared_queue(view, spawner.api).tickets
-    quota = await spawner._quota_decision(spawner.fracnb_plan.fraction, fresh=True)
-    assert quota.user_used == 0
+    assert not spawner.hub_state.queue.tickets
+    held = await spawner._listed_allocations()
+    assert (
+        not [a for a in held if a.user == spawner.user.name]
+        and spawner.hub_state.ledger.reserved(spawner.user.name, "") is None
+    )
 
 
 async def test_maximum_wait_fails_cleanly(cluster_spawner, testbed, k8s_namespace) -> None:
@@ -183,7 +184,7 @@ async def test_restarted_hub_keeps_the_place(cluster_spawner, testbed, k8s_names
     again_second = in_group(cluster_spawner({"profile": "quarter"}, user="iris", config=quarter_config()))
     again_first = in_group(cluster_spawner({"profile": "quarter"}, user="henry", config=quarter_config()))
     tasks = await queued([again_second, again_first])
-    await wait_until(lambda: again_first._queue_ticket.position == 1)
+    await wait_until(lambda: again_first.queue.ticket.position == 1)
     await wait_until(lambda: gated(testbed, k8s_namespace, first.pod_name))  # taken over: deleted, made again
     assert pod(testbed, k8s_namespace, first.pod_name)["metadata"]["annotations"][QUEUED_AT_ANNOTATION] == queued_at
     testbed.delete_pod(k8s_namespace, fillers[0], grace_seconds=0)
@@ -232,7 +233,7 @@ async def test_fifty_concurrent_spawns_into_a_full_cluster(cluster_spawner, test
     refused = [t.exception() for t in tasks if t.done()]
     assert all(isinstance(e, web.HTTPError) and e.status_code == 403 for e in refused), refused
     waiting = [s for s, t in zip(spawners, tasks, strict=True) if not t.done()]
-    await wait_until(lambda: sorted(s._queue_ticket.position or 0 for s in waiting) == list(range(1, 25)))
+    await wait_until(lambda: sorted(s.queue.ticket.position or 0 for s in waiting) == list(range(1, 25)))
     assert sum(1 for name in names if gated(testbed, k8s_namespace, f"jupyter-{name}")) == 24
     for name in fillers[:24]:
         testbed.delete_pod(k8s_namespace, name, grace_seconds=0)

@@ -118,8 +118,8 @@ async def test_hub_restart_finds_running_pod_and_stops_it(cluster_spawner, testb
     state = first.get_state()
     fresh = cluster_spawner({}, user="restart")
     fresh.load_state(state)
-    assert fresh.fracnb_plan is not None
-    assert str(fresh.fracnb_plan.fraction) == "1/8"
+    assert fresh.spawn_plan is not None
+    assert str(fresh.spawn_plan.fraction) == "1/8"
     assert await fresh.poll() is None
     await fresh.stop()
     await testbed.wait_for_pod(k8s_namespace, first.pod_name, lambda p: p is None, timeout=30)

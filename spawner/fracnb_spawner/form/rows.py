@@ -10,17 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from fractions import Fraction
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from fracnb_spawner.common.logsafe import escape_controls
 from fracnb_spawner.config.profiles import UNLISTED, UNLISTED_LABEL, iter_combinations
 from fracnb_spawner.form.jspattern import html_pattern
 from fracnb_spawner.gpu.plan import GPUConfigError, GPUDefaults, GPUPlan
 from fracnb_spawner.gpu.resolve import plan_gpu
 from fracnb_spawner.gpu.words import plan_summary
-from fracnb_spawner.quota.policy import QuotaDecision, format_gpus
 
 RowKey = tuple[str, str | None, str | None]  # (profile slug, option, choice); option None = the profile
 
@@ -79,9 +76,15 @@ def _default_choices(profile: Mapping) -> dict[str, str]:
 
 
 def render(
-    profiles: list[dict], rows: Mapping[RowKey, ChoiceRow], user_options: Mapping, quota: str | None = None
+    profiles: list[dict],
+    rows: Mapping[RowKey, ChoiceRow],
+    user_options: Mapping,
+    quota: str | None = None,
+    kept_place: str | None = None,
 ) -> str:
-    """The form, with the choice in ``user_options`` (the last one submitted, even if refused) selected."""
+    """The form, with the choice in ``user_options`` (the last one submitted, even if refused) selected.
+
+    ``quota``: the user's quota line; ``kept_place``: the notice of a place kept in the GPU queue."""
     selected = user_options.get("profile") if isinstance(user_options.get("profile"), str) else None
     if selected not in {p["slug"] for p in profiles}:
         selected = next(p["slug"] for p in profiles if p.get("default"))
@@ -92,6 +95,7 @@ def render(
         selected=selected,
         chosen=_chosen_choices(profiles, selected, user_options),
         quota=quota,
+        kept_place=kept_place,
         unlisted=UNLISTED,
         unlisted_label=UNLISTED_LABEL,
     )
@@ -109,46 +113,3 @@ def _chosen_choices(profiles: list[dict], selected: str, user_options: Mapping) 
         if isinstance(value, str) and (value in (option.get("choices") or {}) or value == UNLISTED):
             chosen[selected][name] = value
     return chosen
-
-
-# ---- quotas in plain words ------------------------------------------------------------------
-
-
-def quota_line(decision: QuotaDecision) -> str | None:
-    """ "Your GPU quota: 0 of 0.5 GPUs in use · team-a (your team, together): 0.25 of 0.5 GPUs in use".
-
-    ``decision`` is :func:`.quota.check_request` for a request of 0 GPUs (what is in use now).
-    None when no limit applies to the user.
-    """
-    parts = []
-    if decision.user_limit is not None:
-        parts.append(f"Your GPU quota: {_use(decision.user_used, decision.user_limit)}")
-    for group in decision.groups:
-        parts.append(f"{escape_controls(group.name)} (your team, together): {_use(group.used, group.limit)}")
-    return " · ".join(parts) or None
-
-
-def _use(used: Fraction, limit: Fraction) -> str:
-    return f"{format_gpus(used)} of {format_gpus(limit)} GPUs in use"
-
-
-def headroom(decision: QuotaDecision) -> Fraction | None:
-    """The largest share that still fits every limit of the user (None: no limit)."""
-    rooms = [group.limit - group.used for group in decision.groups]
-    if decision.user_limit is not None:
-        rooms.append(decision.user_limit - decision.user_used)
-    return max(min(rooms), Fraction(0)) if rooms else None
-
-
-def quota_refusal(decision: QuotaDecision) -> str:
-    """The refusal of a request over quota: what is in use, and what the user can do about it."""
-    room = headroom(decision)
-    smaller = f"Choose a share of at most {format_gpus(room)} GPUs, or " if room else ""
-    own_limit = decision.user_limit is not None and decision.user_used + decision.requested > decision.user_limit
-    if own_limit:
-        advice = f"{smaller}stop one of your other servers first."
-    else:
-        group = escape_controls(next(g for g in decision.groups if g.used + decision.requested > g.limit).name)
-        wait = "wait" if smaller else "Wait"
-        advice = f"{smaller}{wait} until a server of {group} stops, or ask a teammate in {group} to stop one."
-    return f"Over GPU quota: {decision.message}. {advice}"

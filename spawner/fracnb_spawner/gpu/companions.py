@@ -4,6 +4,7 @@ Today these are the ``dra`` backend's ResourceClaimTemplates, one per server, na
 pod. The spawner creates them before the pod, makes the pod their owner once it exists (so the
 garbage collector removes them with the pod even if the hub never stops the server), and deletes
 them at stop; their names are in the spawner's state, so a restarted hub deletes them too.
+:class:`Companions` holds that life cycle for one spawner.
 """
 
 from __future__ import annotations
@@ -11,10 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kubernetes_asyncio.client import CoreV1ResourceClaim, ResourceV1Api, V1PodResourceClaim
+from kubernetes_asyncio.client import ResourceV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
-
-from fracnb_spawner.gpu.backends import PodFields
 
 # kind -> the ResourceV1Api methods that create, patch and delete one namespaced object of it.
 _CALLS = {
@@ -45,20 +44,6 @@ class CompanionError(RuntimeError):
 def references(objects: Iterable[Mapping[str, Any]], namespace: str) -> list[dict[str, str]]:
     """What the spawner keeps in its state to find the objects again: kind, namespace and name."""
     return [{"kind": obj["kind"], "namespace": namespace, "name": obj["metadata"]["name"]} for obj in objects]
-
-
-def attach_claims(pod: Any, fields: PodFields) -> None:
-    """Add the fields' ``spec.resourceClaims`` and the notebook container's ``resources.claims`` to ``pod``."""
-    if not fields.pod_claims:
-        return
-    pod.spec.resource_claims = [*(pod.spec.resource_claims or [])] + [
-        V1PodResourceClaim(name=claim["name"], resource_claim_template_name=claim.get("resourceClaimTemplateName"))
-        for claim in fields.pod_claims
-    ]
-    resources = pod.spec.containers[0].resources
-    resources.claims = [*(resources.claims or [])] + [
-        CoreV1ResourceClaim(name=claim["name"]) for claim in fields.container_claims
-    ]
 
 
 async def create(api_client: Any, namespace: str, objects: Iterable[Mapping[str, Any]], log: Any) -> None:
@@ -120,3 +105,45 @@ def owner_reference(pod: Mapping[str, Any]) -> dict[str, Any]:
     """An ownerReference to ``pod`` (a pod as the reflector keeps it)."""
     metadata = pod["metadata"]
     return {"apiVersion": "v1", "kind": "Pod", "name": metadata["name"], "uid": metadata["uid"]}
+
+
+class Companions:
+    """One spawner's companion objects: those its plan wants, and those it created (by reference)."""
+
+    def __init__(self) -> None:
+        self.wanted: list[dict[str, Any]] = []
+        self.refs: list[dict[str, str]] = []  # kept in the hub's state
+        self.pending = False  # still to be created for the next pod
+
+    def plan(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        """This spawn's objects (named after its pod), created with the pod."""
+        self.wanted = [dict(obj) for obj in objects]
+        self.pending = bool(self.wanted)
+
+    async def create(self, api_client: Any, namespace: str, log: Any) -> None:
+        """Before the pod: replace what an earlier spawn left, once per pod creation."""
+        if not self.pending:
+            return
+        await delete(api_client, self.refs, log)
+        await create(api_client, namespace, self.wanted, log)
+        self.refs = references(self.wanted, namespace)
+        self.pending = False
+
+    async def adopt(self, api: Any, pod_name: str, namespace: str, log: Any) -> None:
+        """Make the pod just created their owner; a failure only leaves them to the stop."""
+        if not self.refs:
+            return
+        try:
+            # Read now, not from the reflector: a pod replaced during the start has a new uid.
+            made = await api.read_namespaced_pod(pod_name, namespace)
+        except ApiException as error:
+            log.warning("fracnb: could not read %s to own its companions: %s", pod_name, error.reason)
+            return
+        await adopt(api.api_client, self.refs, owner_reference(api.api_client.sanitize_for_serialization(made)), log)
+
+    async def remove(self, api_client: Any, log: Any) -> None:
+        """At stop. KubeSpawner also stops a leftover pod in the middle of a start, then creates the pod
+        again: its objects are made again too."""
+        await delete(api_client, self.refs, log)
+        self.refs = []
+        self.pending = bool(self.wanted)
