@@ -148,10 +148,8 @@ async def test_cancel_while_queued_leaves_no_pod(cluster_spawner, testbed, k8s_n
     assert pod(testbed, k8s_namespace, spawner.pod_name) is None
     assert not spawner.hub_state.queue.tickets
     held = await spawner._listed_allocations()
-    assert (
-        not [a for a in held if a.user == spawner.user.name]
-        and spawner.hub_state.ledger.reserved(spawner.user.name, "") is None
-    )
+    assert not [a for a in held if a.user == spawner.user.name]
+    assert spawner.hub_state.ledger.reserved(spawner.user.name, "") is None
 
 
 async def test_maximum_wait_fails_cleanly(cluster_spawner, testbed, k8s_namespace) -> None:
