@@ -19,7 +19,7 @@ from .jspattern import html_pattern
 from .logsafe import escape_controls
 from .profiles import UNLISTED, UNLISTED_LABEL, iter_combinations
 from .progress import plan_summary
-from .quota import QuotaDecision, format_gpus
+from .quota import QuotaDecision, gpus_text, use_text
 
 RowKey = tuple[str, str | None, str | None]  # (profile slug, option, choice); option None = the profile
 
@@ -114,7 +114,7 @@ def _chosen_choices(profiles: list[dict], selected: str, user_options: Mapping) 
 
 
 def quota_line(decision: QuotaDecision) -> str | None:
-    """ "Your GPU quota: 0 of 0.5 GPUs in use · team-a (your team, together): 0.25 of 0.5 GPUs in use".
+    """ "Your GPU quota: 0 of 0.5 GPU in use · team-a (your team, together): 0.25 of 2 GPUs in use".
 
     ``decision`` is :func:`.quota.check_request` for a request of 0 GPUs (what is in use now).
     None when no limit applies to the user.
@@ -128,7 +128,7 @@ def quota_line(decision: QuotaDecision) -> str | None:
 
 
 def _use(used: Fraction, limit: Fraction) -> str:
-    return f"{format_gpus(used)} of {format_gpus(limit)} GPUs in use"
+    return f"{use_text(used, limit)} in use"
 
 
 def headroom(decision: QuotaDecision) -> Fraction | None:
@@ -142,7 +142,7 @@ def headroom(decision: QuotaDecision) -> Fraction | None:
 def quota_refusal(decision: QuotaDecision) -> str:
     """The refusal of a request over quota: what is in use, and what the user can do about it."""
     room = headroom(decision)
-    smaller = f"Choose a share of at most {format_gpus(room)} GPUs, or " if room else ""
+    smaller = f"Choose a share of at most {gpus_text(room)}, or " if room else ""
     own_limit = decision.user_limit is not None and decision.user_used + decision.requested > decision.user_limit
     if own_limit:
         advice = f"{smaller}stop one of your other servers first."

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 
 from .backend_table import backend_named
 from .gpu import GPUPlan
-from .units import format_bytes, format_decimal
+from .quota import share_words
+from .units import format_bytes
 
 
 def describe_plan(plan: GPUPlan) -> str:
@@ -16,9 +17,8 @@ def describe_plan(plan: GPUPlan) -> str:
     if plan.mig_slice is not None:  # the mig backend's, or a MIG device claimed through dra
         return f"{plan.mig_slice.profile} MIG slice"
     if plan.backend == "whole":
-        count = plan.fraction.numerator
-        return f"{count} GPU" + ("s" if count > 1 else "")
-    return f"{format_decimal(plan.fraction, 4)} GPU ({plan.backend})"
+        return share_words(plan.fraction)
+    return f"{share_words(plan.fraction)} ({plan.backend})"
 
 
 def plan_summary(plan: GPUPlan) -> str:

@@ -23,9 +23,9 @@ from .queueing import Ticket, shared_queue
 from .queuemetrics import GAVE_UP, WAIT_SECONDS
 from .queueorder import QUEUE_GATE, SLOT_KIND_LABEL, pod_is_gated, queue_annotations, wait_deadline
 from .queuetext import Release, estimate, form_text, gave_up_message, kept_place_message, queued_message
-from .quota import SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
+from .quota import SERVERNAME_ANNOTATION, USERNAME_ANNOTATION, format_gpus
 from .slots import Ask
-from .units import format_decimal, parse_fraction
+from .units import parse_fraction
 
 PROGRESS_POLL_SECONDS = 1.0
 _queue_settings: dict[int, tuple[Any, FracnbQueue]] = {}
@@ -241,7 +241,7 @@ class QueueingSpawner:
             policy = policy_from_annotations(annotations, CullPolicy())
             decision = decide(activity, policy, now=datetime.now(timezone.utc), warning_lead=0)
             if decision.cull_at is not None and decision.reason is not None:
-                fraction = format_decimal(parse_fraction(annotations.get("fracnb.io/gpu-fraction", "0")), 4)
+                fraction = format_gpus(parse_fraction(annotations.get("fracnb.io/gpu-fraction", "0")))
                 releases.append(Release(decision.cull_at, decision.reason, fraction))
         return releases
 

@@ -18,7 +18,7 @@ from fracnb_spawner.availability import requested_by_node
 from fracnb_spawner.clock import clock_text, duration_text
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy
 from fracnb_spawner.demand import QueueEntry
-from fracnb_spawner.quota import Allocation, QuotaPolicy, format_gpus, used_by
+from fracnb_spawner.quota import Allocation, QuotaPolicy, gpus_text, share_words, used_by
 from fracnb_spawner.units import format_bytes
 
 MEMORY_ANNOTATION = "fracnb.io/gpu-memory-limit"
@@ -26,12 +26,9 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
 def share_text(amount: Fraction | None) -> str:
-    """ "0.25 GPU", "1 GPU", "1.5 GPUs", "none" (the share style of the form and the meter); ``None`` is "no limit"."""
-    if amount is None:
-        return "no limit"
-    if amount == 0:
-        return "none"
-    return f"{format_gpus(amount)} GPU" + ("s" if amount > 1 else "")
+    """An amount held or allowed, as the form and the meter write it: "0 GPUs", "0.25 GPU", "1.5 GPUs"
+    (quota.gpus_text); ``None`` is "no limit"."""
+    return "no limit" if amount is None else gpus_text(amount)
 
 
 @dataclass(frozen=True)
@@ -53,7 +50,7 @@ class ServerRow:
 
     @property
     def share_text(self) -> str:
-        return share_text(self.share) if self.share else "CPU only"
+        return share_words(self.share)
 
     @property
     def budget_text(self) -> str:
@@ -131,6 +128,28 @@ class UserView:
     mine: UseRow
     groups: list[UseRow]
     available: Fraction | None
+    named_servers: bool = True  # JupyterHub.allow_named_servers: may the user run more than one server?
+
+    @property
+    def holding_text(self) -> str:
+        """ "You hold 0.25 GPU of your quota of 1 GPU.", or without a quota of the user's own, what they hold."""
+        if self.mine.limit is None:
+            return f"You hold {self.mine.used_text}; you have no quota of your own."
+        return f"You hold {self.mine.used_text} of your quota of {self.mine.limit_text}."
+
+    @property
+    def headroom_text(self) -> str:
+        """What the quotas leave for a server started now, for one user who may run one server or several."""
+        if self.available is None:
+            return "No quota limits what you can start."
+        if not self.named_servers and self.servers:
+            # One server at a time: a new one starts in place of the running one, whose share comes back.
+            room = gpus_text(self.available + self.mine.used)
+            return f"You can run one server at a time; once yours stops, a new one could take up to {room}."
+        which = "one more server" if self.servers else "a server"
+        if self.available == 0:
+            return f"Your quotas leave no GPU for {which} now."
+        return f"{which[0].upper()}{which[1:]} could take up to {gpus_text(self.available)}."
 
 
 @dataclass
@@ -185,6 +204,8 @@ def user_view(
     allocations: list[Allocation],
     policy: QuotaPolicy,
     groups: Mapping[str, Iterable[str]],
+    *,
+    named_servers: bool = True,
 ) -> UserView:
     """The user's part of the page; ``groups`` maps each of their groups to its members."""
     used = used_by(allocations, [user])
@@ -194,7 +215,7 @@ def user_view(
     ]
     headrooms = [r.limit - r.used for r in [UseRow(user, used, limit), *group_rows] if r.limit is not None]
     available = max(min(headrooms), Fraction(0)) if headrooms else None
-    return UserView(user, rows, UseRow(user, used, limit, len(rows)), group_rows, available)
+    return UserView(user, rows, UseRow(user, used, limit, len(rows)), group_rows, available, named_servers)
 
 
 def gpu_kinds(

@@ -30,9 +30,9 @@ from typing import Any
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from fracnb_spawner.quota import share_words
 from fracnb_spawner.service.history.models import SessionDay, SessionRecord
 from fracnb_spawner.service.history.rollup import UNKNOWN_PEAK
-from fracnb_spawner.service.page import share_text
 from fracnb_spawner.units import format_bytes
 
 PER_MILLE = 1000
@@ -71,7 +71,7 @@ class ChoiceRow:
 
     @property
     def label(self) -> str:
-        share = share_text(Fraction(self.fraction).limit_denominator(1000)) if self.fraction else "no GPU"
+        share = share_words(Fraction(self.fraction).limit_denominator(1000))
         return f"{self.profile} {self.choice} ({share})".replace("  ", " ")
 
 
