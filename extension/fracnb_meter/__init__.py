@@ -10,9 +10,13 @@ Importing this package touches neither NVML nor the Jupyter server.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-__version__ = "0.1.0"
+try:  # the installed distribution's, which comes from extension/package.json (pyproject.toml)
+    __version__ = version("fracnb")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:

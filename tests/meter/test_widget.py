@@ -270,7 +270,7 @@ def test_the_widgets_own_document_carries_the_services_advice(nvml_state, monkey
             source.sampler.close()
         check(USAGE, usage, check_formats=True)
         assert usage["advice"]["text"] == (
-            "Your last 3 sessions on 0.25 GPU peaked at 4 GiB (p95). 1/8 GPU (10 GiB) would have fit."
+            "Your last 3 sessions on 0.25 GPU peaked at 4 GiB or less. 1/8 GPU (10 GiB) would have fit."
         )
     finally:
         service.stop()
