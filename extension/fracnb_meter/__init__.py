@@ -1,6 +1,7 @@
 """fracnb_meter: GPU memory of this Jupyter server's kernels against the fractional-GPU budget.
 
-- Jupyter server extension: ``GET {base_url}fracnb/api/usage`` (see ``fracnb_meter.server``).
+- Jupyter server extension: ``GET {base_url}fracnb/api/usage`` (``fracnb_meter.routes``, served by
+  ``fracnb_meter.server``).
 - JupyterLab extension ``@fracnb/meter``: status bar item and side panel.
 - IPython extension: ``%load_ext fracnb_meter`` shows a live quota widget in the notebook
   (or call ``fracnb_meter.widget.show()``).

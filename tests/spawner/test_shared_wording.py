@@ -95,6 +95,15 @@ def test_one_server_at_a_time_is_not_offered_one_more() -> None:
         "You can run one server at a time; once yours stops, a new one could take up to 1 GPU."
     )
     assert view("0", "1", "1", servers=0, named_servers=False).headroom_text == "A server could take up to 1 GPU."
+    over = view("3/2", "1", "0", servers=1, named_servers=False)  # over a quota lowered since it started
+    assert over.headroom_text == "You can run one server at a time; once yours stops, a new one could take up to 1 GPU."
+    team = view("1/4", None, "0", servers=1, named_servers=False)
+    team.groups.append(UseRow("team-a", Fraction(2), Fraction(2)))
+    assert (
+        team.headroom_text == "You can run one server at a time; once yours stops, a new one could take up to 0.25 GPU."
+    )
+    team.groups.append(UseRow("lab", Fraction(3), Fraction(2)))
+    assert team.headroom_text == "You can run one server at a time; your quotas leave no GPU for a new one now."
 
 
 def test_a_cpu_only_server_has_no_gpu() -> None:

@@ -144,12 +144,19 @@ class UserView:
             return "No quota limits what you can start."
         if not self.named_servers and self.servers:
             # One server at a time: a new one starts in place of the running one, whose share comes back.
-            room = gpus_text(self.available + self.mine.used)
-            return f"You can run one server at a time; once yours stops, a new one could take up to {room}."
+            room = self._room_once_freed(self.mine.used)
+            if room == 0:
+                return "You can run one server at a time; your quotas leave no GPU for a new one now."
+            return f"You can run one server at a time; once yours stops, a new one could take up to {gpus_text(room)}."
         which = "one more server" if self.servers else "a server"
         if self.available == 0:
             return f"Your quotas leave no GPU for {which} now."
         return f"{which[0].upper()}{which[1:]} could take up to {gpus_text(self.available)}."
+
+    def _room_once_freed(self, freed: Fraction) -> Fraction:
+        """What every limit of the user would leave once ``freed`` GPUs of theirs are given back."""
+        rooms = [row.limit - row.used + freed for row in (self.mine, *self.groups) if row.limit is not None]
+        return max(min(rooms), Fraction(0))
 
 
 @dataclass
