@@ -51,7 +51,7 @@ def endpoint() -> Iterator[Endpoint]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     holder.append(Endpoint(server))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield holder[0]
