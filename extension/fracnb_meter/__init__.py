@@ -1,6 +1,7 @@
 """fracnb_meter: GPU memory of this Jupyter server's kernels against the fractional-GPU budget.
 
-- Jupyter server extension: ``GET {base_url}fracnb/api/usage`` (see ``fracnb_meter.server``).
+- Jupyter server extension: ``GET {base_url}fracnb/api/usage`` (``fracnb_meter.routes``, served by
+  ``fracnb_meter.server``).
 - JupyterLab extension ``@fracnb/meter``: status bar item and side panel.
 - IPython extension: ``%load_ext fracnb_meter`` shows a live quota widget in the notebook
   (or call ``fracnb_meter.widget.show()``).
@@ -10,9 +11,13 @@ Importing this package touches neither NVML nor the Jupyter server.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-__version__ = "0.1.0"
+try:  # the installed distribution's, which comes from extension/package.json (pyproject.toml)
+    __version__ = version("fracnb")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:

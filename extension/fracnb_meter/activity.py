@@ -10,15 +10,11 @@ scope) at its own, shorter interval, and only when there is activity newer than 
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError
-
-log = logging.getLogger(__name__)
+from .hubcalls import JsonPoster
 
 
 def isoformat(moment: datetime) -> str:
@@ -38,12 +34,11 @@ class HubActivity:
 
     def __init__(self, activity_url: str, token: str, server_name: str, *, request_timeout: float = 5.0) -> None:
         usable = activity_url.startswith(("http://", "https://")) and bool(token)
-        self._url = activity_url if usable else ""
-        self._token = token
+        self._poster = JsonPoster(
+            activity_url if usable else "", token, what="report activity to the hub", request_timeout=request_timeout
+        )
         self._server_name = server_name
-        self._request_timeout = request_timeout
         self._sent: datetime | None = None
-        self._failing = False
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> HubActivity:
@@ -56,7 +51,7 @@ class HubActivity:
 
     @property
     def enabled(self) -> bool:
-        return bool(self._url)
+        return self._poster.enabled
 
     @property
     def last_sent(self) -> datetime | None:
@@ -69,21 +64,7 @@ class HubActivity:
         """Post ``last_activity`` if it is newer than the last one posted; True if the hub took it."""
         if not self.enabled or not self.is_new(last_activity):
             return False
-        try:
-            await AsyncHTTPClient().fetch(
-                self._url,
-                method="POST",
-                headers={"Authorization": f"token {self._token}", "Content-Type": "application/json"},
-                body=json.dumps(activity_body(self._server_name, last_activity)),
-                request_timeout=self._request_timeout,
-            )
-        except (HTTPClientError, OSError) as error:
-            if not self._failing:  # once per outage, not every interval
-                log.warning("fracnb_meter: could not report activity to the hub (%s); retrying", error)
-            self._failing = True
-            return False
-        if self._failing:
-            log.info("fracnb_meter: reporting activity to the hub again")
-        self._failing = False
+        if not await self._poster.post(activity_body(self._server_name, last_activity)):
+            return False  # not marked as sent: the next interval tries again
         self._sent = last_activity
         return True

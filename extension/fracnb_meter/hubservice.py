@@ -10,18 +10,13 @@ error for the meter and never a half-understood report.
 from __future__ import annotations
 
 import json
-import logging
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, cast
-from urllib.error import URLError
 
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError
-
+from .hubcalls import ThrottledGet, get_blocking
 from .schema import SERVICE_REPORT, check
-
-log = logging.getLogger(__name__)
 
 Report = tuple[dict[str, Any] | None, dict[str, Any] | None]
 NO_REPORT: Report = (None, None)
@@ -62,50 +57,14 @@ def _request_parts(service_url: str, token: str) -> tuple[str, dict[str, str]] |
 
 def fetch_report_blocking(service_url: str, token: str, server_name: str, timeout: float = 3.0) -> Report:
     """For the in-kernel widget's thread."""
-    parts = _request_parts(service_url, token)
-    if parts is None:
-        return NO_REPORT
-    request = urllib.request.Request(parts[0], headers=parts[1])  # noqa: S310 - http(s) only, checked above
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310
-            body = answer.read()
-    except (URLError, OSError, ValueError):
-        return NO_REPORT
-    return _parse(body, server_name)[0]
+    body = get_blocking(_request_parts(service_url, token), timeout)
+    return NO_REPORT if body is None else _parse(body, server_name)[0]
 
 
-class ServiceReports:
+class ServiceReports(ThrottledGet[Report]):
     """For the server extension: the latest report, refreshed at most every ``min_interval`` seconds."""
 
     def __init__(self, service_url: str, token: str, server_name: str, min_interval: float,
                  clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
-        self._parts = _request_parts(service_url, token)
-        self._server_name = server_name
-        self._min_interval = min_interval
-        self._clock = clock
-        self._fetched_at: float | None = None
-        self._report: Report = NO_REPORT
-        self._problem: str | None = None
-
-    @property
-    def enabled(self) -> bool:
-        return self._parts is not None
-
-    async def latest(self) -> Report:
-        if self._parts is None:
-            return NO_REPORT
-        now = self._clock()
-        if self._fetched_at is not None and now - self._fetched_at < self._min_interval:
-            return self._report
-        self._fetched_at = now
-        url, headers = self._parts
-        try:
-            answer = await AsyncHTTPClient().fetch(url, headers=headers, request_timeout=3.0)
-        except (HTTPClientError, OSError, ValueError):
-            self._report = NO_REPORT
-            return self._report
-        self._report, problem = _parse(answer.body, self._server_name)
-        if problem and problem != self._problem:  # once per kind of answer, not every poll
-            log.warning("fracnb_meter: ignoring the fracnb service's answer, %s", problem)
-        self._problem = problem
-        return self._report
+        parse = partial(_parse, server_name=server_name)
+        super().__init__(_request_parts(service_url, token), min_interval, parse, NO_REPORT, what="answer", clock=clock)

@@ -1,5 +1,5 @@
-"""The Jupyter server extension: ``GET {base_url}fracnb/api/usage``, and busy-kernel activity
-reported to the hub (fracnb_meter.activity).
+"""The Jupyter server extension: ``GET {base_url}fracnb/api/usage`` and ``.../session``
+(fracnb_meter.routes), and busy-kernel activity reported to the hub (fracnb_meter.activity).
 
 Configuration (``jupyter_server_config.py``): ``c.FracnbMeter.<trait> = ...``.
 """
@@ -14,10 +14,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from jupyter_server.auth.decorator import authorized
-from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.application import ExtensionApp
-from tornado import web
 from tornado.ioloop import PeriodicCallback
 from traitlets import Bool, Float
 
@@ -29,6 +26,7 @@ from .memoryhistory import MemoryHistory, record_usage
 from .nextadvice import ServiceAdvice, advice_request
 from .nvml import GpuReading, unavailable
 from .processes import looks_like_container, parent_pid
+from .routes import ROUTES
 from .sampler import Sampler
 from .sessionreport import SessionIdentity, SessionReporter, report_document
 from .sessionstats import SessionStats, busy_of_ours, reading_from_usage
@@ -39,33 +37,11 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class UsageHandler(APIHandler):
-    """GPU usage of this server's kernels; authenticated, read access to kernels required."""
-
-    auth_resource = "kernels"
-    # Watching the meter is not using the server: polling must not defeat idle culling.
-    _track_activity = False
-
-    @web.authenticated
-    @authorized(action="read")
-    async def get(self) -> None:
-        meter: FracnbMeter = self.settings["fracnb_meter"]
-        self.set_header("Cache-Control", "no-store")
-        self.finish(await meter.usage_json())
-
-
-class SessionHandler(APIHandler):
-    """This session's statistics so far (schemas/session-stats.schema.json); like the usage endpoint."""
-
-    auth_resource = "kernels"
-    _track_activity = False
-
-    @web.authenticated
-    @authorized(action="read")
-    async def get(self) -> None:
-        meter: FracnbMeter = self.settings["fracnb_meter"]
-        self.set_header("Cache-Control", "no-store")
-        self.finish(meter.session_json())
+def reading_interval(history_interval: float, session_sample_interval: float, record_sessions: bool) -> float:
+    """Seconds between the timer's GPU readings: the shorter of what the charts' history and the
+    session's statistics ask for (a reading serves both); 0 when neither asks for one."""
+    wanted = [history_interval, session_sample_interval if record_sessions else 0.0]
+    return min((seconds for seconds in wanted if seconds > 0), default=0.0)
 
 
 class FracnbMeter(ExtensionApp):
@@ -113,8 +89,9 @@ class FracnbMeter(ExtensionApp):
         10.0,
         help="""How often, in seconds, the meter reads GPU memory for the panel's charts when no
         page polls the usage endpoint (default 10), so the charts cover the whole session. Polls
-        count as readings too. 0 records only what polls read. Example:
-        c.FracnbMeter.history_interval = 30""",
+        count as readings too. One timer serves the charts and the session's statistics, at the
+        shorter of this and session_sample_interval. 0 records only what polls read (and what
+        session_sample_interval asks for). Example: c.FracnbMeter.history_interval = 30""",
     ).tag(config=True)
 
     record_sessions = Bool(
@@ -130,8 +107,10 @@ class FracnbMeter(ExtensionApp):
         5.0,
         help="""How often, in seconds, the meter reads GPU memory for this session's statistics
         (peaks, time near the budget, out-of-memory events) when no client polls the usage
-        endpoint (default 5). Client polls count as readings too. 0 records only what polls
-        read. Example: c.FracnbMeter.session_sample_interval = 10""",
+        endpoint (default 5). Client polls count as readings too. One timer serves the
+        statistics and the charts, at the shorter of this and history_interval. 0 records only
+        what polls read (and what history_interval asks for). Example:
+        c.FracnbMeter.session_sample_interval = 10""",
     ).tag(config=True)
 
     session_report_interval = Float(
@@ -152,7 +131,7 @@ class FracnbMeter(ExtensionApp):
         self._sampling = asyncio.Lock()
         self._activity: PeriodicCallback | None = None
         self.memory_history, self._history_origin = MemoryHistory(self.wall_clock()), self.clock()
-        self._history_timer: PeriodicCallback | None = None
+        self._reading_timer: PeriodicCallback | None = None
         self.hub_activity = HubActivity.from_environment(os.environ)
         self.service = ServiceReports(
             os.environ.get("FRACNB_SERVICE_URL", ""),
@@ -172,8 +151,7 @@ class FracnbMeter(ExtensionApp):
         self.kernel_watch: KernelWatch | None = None
 
     def initialize_handlers(self) -> None:
-        self.handlers.append((r"/fracnb/api/usage", UsageHandler))
-        self.handlers.append((r"/fracnb/api/session", SessionHandler))
+        self.handlers.extend(ROUTES)
 
     def _read_budget(self) -> tuple[Budget, str | None]:
         try:
@@ -187,10 +165,11 @@ class FracnbMeter(ExtensionApp):
         if self.activity_interval > 0:
             self._activity = PeriodicCallback(self.report_activity, self.activity_interval * 1000, jitter=0.1)
             self._activity.start()
-        if self.history_interval > 0 and self.no_gpu_reason is None:
+        interval = reading_interval(self.history_interval, self.session_sample_interval, self.record_sessions)
+        if interval > 0 and self.no_gpu_reason is None:
             # A reading, not a poll: the timer asks the hub's service nothing.
-            self._history_timer = PeriodicCallback(self.record_reading, self.history_interval * 1000)
-            self._history_timer.start()
+            self._reading_timer = PeriodicCallback(self.record_reading, interval * 1000, jitter=0.1)
+            self._reading_timer.start()
         if self.record_sessions and self.no_gpu_reason is None:
             self._start_session_timers()
             self._watch_kernel_output(serverapp)
@@ -203,13 +182,10 @@ class FracnbMeter(ExtensionApp):
         self._session_timers[-1].start()
 
     def _start_session_timers(self) -> None:
-        timers = [(self.session_sample_interval, self.record_reading)]
-        if self.session_reporter.enabled:
-            timers.append((self.session_report_interval, self.report_session))
-        for interval, callback in timers:
-            if interval > 0:
-                self._session_timers.append(PeriodicCallback(callback, interval * 1000, jitter=0.1))
-                self._session_timers[-1].start()
+        if self.session_reporter.enabled and self.session_report_interval > 0:
+            interval = self.session_report_interval * 1000
+            self._session_timers.append(PeriodicCallback(self.report_session, interval, jitter=0.1))
+            self._session_timers[-1].start()
 
     def session_report(self, *, ended: bool = False) -> dict[str, Any]:
         """This session's report so far (schemas/session-report.schema.json)."""
@@ -251,8 +227,8 @@ class FracnbMeter(ExtensionApp):
     async def stop_extension(self) -> None:
         if self._activity is not None:
             self._activity.stop()
-        if self._history_timer is not None:
-            self._history_timer.stop()
+        if self._reading_timer is not None:
+            self._reading_timer.stop()
         for timer in self._session_timers:
             timer.stop()
         if self.kernel_watch is not None:

@@ -10,21 +10,16 @@ itself never fails because of it.
 
 from __future__ import annotations
 
-import json
-import logging
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError
-
 from .activity import isoformat
 from .contract import Budget
+from .hubcalls import JsonPoster
 from .sessionstats import SessionStats
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -84,34 +79,17 @@ class SessionReporter:
     """Posts reports; ``send`` never raises and says whether the service took the report."""
 
     def __init__(self, service_url: str, token: str, *, request_timeout: float = 5.0) -> None:
-        self._url = sessions_url(service_url) if token else ""
-        self._token = token
-        self._request_timeout = request_timeout
-        self._failing = False
+        url = sessions_url(service_url) if token else ""
+        what = "report this session to the fracnb service"
+        self._poster = JsonPoster(url, token, what=what, request_timeout=request_timeout)
         self.sent = 0
 
     @property
     def enabled(self) -> bool:
-        return bool(self._url)
+        return self._poster.enabled
 
     async def send(self, document: Mapping[str, Any]) -> bool:
-        if not self.enabled:
+        if not await self._poster.post(document):
             return False
-        try:
-            await AsyncHTTPClient().fetch(
-                self._url,
-                method="POST",
-                headers={"Authorization": f"token {self._token}", "Content-Type": "application/json"},
-                body=json.dumps(document),
-                request_timeout=self._request_timeout,
-            )
-        except (HTTPClientError, OSError, ValueError) as error:
-            if not self._failing:  # once per outage, not every interval
-                log.warning("fracnb_meter: could not report this session to the fracnb service (%s); retrying", error)
-            self._failing = True
-            return False
-        if self._failing:
-            log.info("fracnb_meter: reporting this session to the fracnb service again")
-        self._failing = False
         self.sent += 1
         return True

@@ -31,12 +31,14 @@ from .processes import looks_like_container, parent_pid
 from .sampler import Sampler
 from .sparkline import svg
 from .usage import KernelInfo, build_usage
-from .wording import cull_warning, format_bytes, format_share, session_peak
+from .wording import cull_warning, format_bytes, format_gpus, format_share, format_use, session_peak
 
 UsageSource = Callable[[], dict[str, Any]]
 # The panel's thresholds (extension/src/summary.ts): amber, red, and over the budget.
+# extension/test-data/meter-levels.json holds both to the same levels and colours.
 WARNING_AT, CRITICAL_AT, OVER_AT = 0.80, 0.95, 1.0
-# The panel's colours (extension/style/base.css), so both bars read like the server bar there.
+# The panel's colours (extension/style/base.css), so both bars read like the server bar there;
+# the fallbacks are JupyterLab's light theme, for front ends without its variables.
 LEVEL_COLOURS = {
     "normal": "var(--jp-brand-color1, #1976d2)",
     "warning": "var(--jp-warn-color1, #f57c00)",
@@ -80,15 +82,11 @@ def _fraction(used: int | None, limit: int | None) -> float:
     return min(1.0, used / limit)
 
 
-def _gpus(amount: float) -> str:
-    return f"{round(amount, 3):g} GPU" if amount == 1 else f"{round(amount, 3):g} GPUs"
-
-
 def quota_entry_text(used: Mapping[str, Any], limit: Mapping[str, Any]) -> str:
-    """``0.25 of 1 GPU``, ``0.25 GPUs, unlimited`` or ``0.25 GPUs, no quota`` (usage.schema.json)."""
+    """``0.25 of 1 GPU``, ``0.25 GPU, unlimited`` or ``0 GPUs, no quota`` (usage.schema.json)."""
     if limit["state"] == "limited":
-        return f"{round(used['gpus'], 3):g} of {_gpus(limit['gpus'])}"
-    return f"{_gpus(used['gpus'])}, {'unlimited' if limit['state'] == 'unlimited' else 'no quota'}"
+        return format_use(used["gpus"], limit["gpus"])
+    return f"{format_gpus(used['gpus'])}, {'unlimited' if limit['state'] == 'unlimited' else 'no quota'}"
 
 
 def _quota_text(quota: Mapping[str, Any] | None) -> str | None:

@@ -1,5 +1,6 @@
-"""How the notebook side writes amounts for people: one style in the widget, the simulator and
-the front end (extension/src/summary.ts writes the same)."""
+"""How the notebook side writes quantities for people: one style in the widget, the simulator and
+the front end. extension/src/format.ts writes the same, and both are held to the shared cases in
+extension/test-data/ (byte-sizes.json, gpu-shares.json), as the hub's formatters are."""
 
 from __future__ import annotations
 
@@ -11,19 +12,52 @@ from typing import Any
 _UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
 
+def rounded_text(value: float, places: int) -> str:
+    """``value`` to ``places`` decimals, halves up, without trailing zeros: 1.25 -> '1.3', 2.0 -> '2'.
+
+    The same float arithmetic as format.ts (floor(x * 10**places + 0.5)), so both agree to the last digit;
+    Python's round() would round halves to even ('1.2')."""
+    scale = 10**places
+    text = f"{math.floor(value * scale + 0.5) / scale:.{places}f}"
+    return text.rstrip("0").rstrip(".") if places else text
+
+
 def format_bytes(value: int) -> str:
-    """2147483648 -> '2 GiB', 1610612736 -> '1.5 GiB', 524288000 -> '500 MiB'."""
+    """A size with its unit: the largest binary unit in which it is at least 1 to one decimal.
+
+    2147483648 -> '2 GiB', 1342177280 -> '1.3 GiB', 524288000 -> '500 MiB', 0 -> '0 B'."""
     for unit, size in _UNITS:
-        if value >= size:
-            return f"{round(value / size, 1):g} {unit}"
-    return f"{value} bytes"
+        text = rounded_text(value / size, 1)
+        if float(text) >= 1:
+            return f"{text} {unit}"
+    return f"{value} B"
+
+
+def format_amount(gpus: float) -> str:
+    """An amount of GPUs, at most three decimals: '0.25', '0.333', '5.75', '2'."""
+    return rounded_text(gpus, 3)
+
+
+def _gpu_unit(amount: str) -> str:
+    return "GPU" if 0 < float(amount) <= 1 else "GPUs"
+
+
+def format_gpus(gpus: float) -> str:
+    """An amount of GPUs held or allowed: '0 GPUs', '0.25 GPU', '1 GPU', '2 GPUs'."""
+    amount = format_amount(gpus)
+    return f"{amount} {_gpu_unit(amount)}"
 
 
 def format_share(gpus: float) -> str:
-    """A share of GPUs as decimals, as quotas are written: '0.25 GPU', '1 GPU', '2 GPUs', 'no GPU'."""
-    if gpus <= 0:
-        return "no GPU"
-    return f"{round(gpus, 3):g} {'GPUs' if gpus > 1 else 'GPU'}"
+    """A server's share of GPUs: '0.25 GPU', '1 GPU', '2 GPUs', and 'no GPU' for none."""
+    amount = format_amount(gpus)
+    return "no GPU" if float(amount) == 0 else f"{amount} {_gpu_unit(amount)}"
+
+
+def format_use(used: float, limit: float) -> str:
+    """A use against a limit, in the limit's unit: '0 of 1 GPU', '0.75 of 2 GPUs'."""
+    amount = format_amount(limit)
+    return f"{format_amount(used)} of {amount} {_gpu_unit(amount)}"
 
 
 # ---- the culling warning (extension/src/wording.ts writes the same; test-data/cull-warnings.json) ----

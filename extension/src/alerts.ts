@@ -6,7 +6,8 @@
  * screen while its user is alerted and goes when memory drops back, so what the toasts say
  * is always true now.
  */
-import { budgetUsers, CRITICAL_SHARE, formatBytes, IOverBudget, REARM_SHARE } from './summary';
+import { formatBytes } from './format';
+import { budgetUsers, CRITICAL_SHARE, IOverBudget, REARM_SHARE } from './summary';
 import type { Isolation, IUsage } from './usage';
 
 export type AlertLevel = 'critical' | 'over';

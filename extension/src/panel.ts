@@ -6,6 +6,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { sparklineElement } from './chart';
+import { formatBytes, formatGiB, formatShare } from './format';
 import { CARRIED_NOTE } from './sparkline';
 import { IUsageState, UsageModel } from './model';
 import { SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
@@ -13,9 +14,6 @@ import { adviceText, deviceName, sessionPeakText, softCapText } from './wording'
 import {
   budgetBytes,
   cullRows,
-  formatBytes,
-  formatFraction,
-  formatGiB,
   kernelLabel,
   levelOf,
   overBudgetNote,
@@ -236,7 +234,7 @@ function budgetView(budget: IBudget): HTMLElement {
   }
   const isolation = budget.isolation;
   return facts([
-    ['Share', budget.fraction === null ? null : formatFraction(budget.fraction)],
+    ['Share', budget.fraction === null ? null : formatShare(budget.fraction)],
     ['Memory', budget.memory_bytes === null ? null : formatBytes(budget.memory_bytes)],
     ['Profile', profile],
     ['Sharing', budget.backend],

@@ -6,7 +6,7 @@
  * of the budget and the peak, drawn at TOP_SHARE of the height so the budget line stays in
  * view. The series' points are joined by a line that ends at the latest reading.
  */
-import { formatBytes } from './summary';
+import { formatBytes } from './format';
 import type { IMemorySeries } from './usage';
 
 export const CHART_WIDTH = 240;

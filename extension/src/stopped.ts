@@ -3,7 +3,7 @@
  * someone waited for a GPU, maximum age, or unknown), what was kept and what was lost, and where to start it again. Pure.
  */
 import type { IUsageState } from './model';
-import { formatDuration } from './summary';
+import { formatDuration } from './format';
 import type { IUsage } from './usage';
 
 /**

@@ -1,6 +1,14 @@
 /**
  * Pure functions from a usage sample to what the UI shows. No DOM, no I/O.
  */
+import {
+  formatBytes,
+  formatDuration,
+  formatGiB,
+  formatGpus,
+  formatMinutes,
+  formatUse
+} from './format';
 import type { IUsageState } from './model';
 import { failureText, SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
 import type {
@@ -15,8 +23,6 @@ import type {
   IUsage,
   UserLimit
 } from './usage';
-
-const GIB = 1024 ** 3;
 
 /** Share of the limit at which the meter turns amber. */
 export const WARNING_SHARE = 0.8;
@@ -39,20 +45,6 @@ export interface IMeterSummary {
   level: Level;
   /** used / limit, or null when either is unknown. */
   share: number | null;
-}
-
-/** Bytes as GiB with at most one decimal: 3.1, 20, 0.2. */
-export function formatGiB(bytes: number): string {
-  const value = Math.round((bytes / GIB) * 10) / 10;
-  return Number.isInteger(value) ? value.toFixed(0) : value.toFixed(1);
-}
-
-/** Bytes with a unit, for lists: "1.5 GiB", "300 MiB". */
-export function formatBytes(bytes: number): string {
-  if (bytes >= GIB) {
-    return `${formatGiB(bytes)} GiB`;
-  }
-  return `${Math.round(bytes / 1024 ** 2)} MiB`;
 }
 
 export function levelOf(share: number | null): Level {
@@ -220,36 +212,15 @@ export function budgetUsers(usage: IUsage): IOverBudget[] {
   return users;
 }
 
-/**
- * A share of GPUs, in the one style used everywhere (panel, status bar, widget, quotas):
- * 0.25 -> "0.25 GPU", 1 -> "1 GPU", 2 -> "2 GPUs", 0 -> "no GPU". Decimals, because
- * quota sums such as 5.75 have no short fraction.
- */
-export function formatFraction(fraction: number): string {
-  if (fraction <= 0) {
-    return 'no GPU';
-  }
-  return `${formatAmount(fraction)} ${fraction > 1 ? 'GPUs' : 'GPU'}`;
-}
-
-/** An amount of GPUs, at most three decimals: "0.75", "5.75", "0.333", "2". */
-export function formatAmount(gpus: number): string {
-  return String(Math.round(gpus * 1000) / 1000);
-}
-
-function gpusUnit(gpus: number): string {
-  return gpus === 1 ? 'GPU' : 'GPUs';
-}
-
-/** One quota line: "0.25 of 1 GPU", "0.25 GPUs, unlimited" or "0.25 GPUs, no quota". */
+/** One quota line: "0.25 of 1 GPU", "0.25 GPU, unlimited" or "0 GPUs, no quota". */
 export function quotaText(used: IGPUAmount, limit: UserLimit | ILimited): string {
   switch (limit.state) {
     case 'limited':
-      return `${formatAmount(used.gpus)} of ${formatAmount(limit.gpus)} ${gpusUnit(limit.gpus)}`;
+      return formatUse(used.gpus, limit.gpus);
     case 'unlimited':
-      return `${formatAmount(used.gpus)} ${gpusUnit(used.gpus)}, unlimited`;
+      return `${formatGpus(used.gpus)}, unlimited`;
     case 'none':
-      return `${formatAmount(used.gpus)} ${gpusUnit(used.gpus)}, no quota`;
+      return `${formatGpus(used.gpus)}, no quota`;
   }
 }
 
@@ -262,21 +233,6 @@ export function quotaRows(quota: IQuota): Array<[string, string]> {
       quotaText(group.used, group.limit)
     ])
   ];
-}
-
-/** Whole minutes as "45 min", "2 h" or "1 h 30 min". */
-export function formatMinutes(minutes: number): string {
-  if (minutes < 60) {
-    return `${minutes} min`;
-  }
-  const hours = Math.floor(minutes / 60);
-  const rest = minutes % 60;
-  return rest === 0 ? `${hours} h` : `${hours} h ${rest} min`;
-}
-
-/** A configured duration: "30 s", "30 min", "8 h". */
-export function formatDuration(seconds: number): string {
-  return seconds < 60 ? `${Math.round(seconds)} s` : formatMinutes(Math.round(seconds / 60));
 }
 
 /**

@@ -292,7 +292,7 @@ export interface IKernelHistory {
 export interface IAdviceGiven {
   state: 'advice';
   /**
-   * One sentence: "Your last 6 sessions on 1/2 GPU peaked at 6.1 GiB (p95). 1/8 GPU (10 GiB) would have fit."
+   * One sentence: "Your last 6 sessions on 1/2 GPU peaked at 6.1 GiB or less. 1/8 GPU (10 GiB) would have fit."
    */
   text: string;
   /**

@@ -3,7 +3,8 @@
  * (fracnb_meter/wording.py writes the same; test-data/cull-warnings.json holds both to it).
  * Pure: no DOM.
  */
-import { budgetBytes, formatBytes, formatMinutes, minutesLeft } from './summary';
+import { formatBytes, formatMinutes } from './format';
+import { budgetBytes, minutesLeft } from './summary';
 import type { IBudget, IDeadline, IUsage } from './usage';
 
 /** The frameworks the spawner's soft cap reaches (docs/contract.md, FRACNB_SOFT_CAP_BYTES). */

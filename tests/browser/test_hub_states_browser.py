@@ -105,7 +105,7 @@ def test_no_quota_and_an_idle_deadline_without_warning(
     page: Page, lab_server: LabServer, service: ReportServer
 ) -> None:
     show(lab_server, service, NO_QUOTA)
-    expect(section(page, "Quota")).to_contain_text("You0.25 GPUs, no quota", timeout=UPDATE_TIMEOUT_MS)
+    expect(section(page, "Quota")).to_contain_text("You0.25 GPU, no quota", timeout=UPDATE_TIMEOUT_MS)
     # The warning of the test before no longer holds: its notification is withdrawn.
     expect(page.locator(TOAST, has_text="Idle: this server will be stopped")).to_have_count(0)
     shutdown = section(page, "Automatic shutdown")
@@ -119,7 +119,7 @@ def test_unlimited_quota_and_a_server_never_culled(
 ) -> None:
     usage = show(lab_server, service, UNLIMITED_NEVER_CULLED)
     assert usage["cull"]["deadline"] is None
-    expect(section(page, "Quota")).to_contain_text("You0.25 GPUs, unlimited", timeout=UPDATE_TIMEOUT_MS)
+    expect(section(page, "Quota")).to_contain_text("You0.25 GPU, unlimited", timeout=UPDATE_TIMEOUT_MS)
     shutdown = section(page, "Automatic shutdown")
     expect(shutdown).to_contain_text("When idlenever stopped")
     expect(shutdown).to_contain_text("Maximum agenone")

@@ -19,7 +19,7 @@ from tests.service_reports import ReportServer, past_session
 pytestmark = pytest.mark.browser
 
 UPDATE_TIMEOUT_MS = 20_000
-ADVICE = "Your last 3 sessions on 0.25 GPU peaked at 4 GiB (p95). 1/8 GPU (10 GiB) would have fit."
+ADVICE = "Your last 3 sessions on 0.25 GPU peaked at 4 GiB or less. 1/8 GPU (10 GiB) would have fit."
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from fracnb_testbed.demo import RunningDemo
 
 from .pages import log_in, profile_row, run_cell, shot, start_profile
 
-TEAM_USE = "Your GPU quota: 0 of 0.5 GPUs in use · team-a (your team, together): 0.25 of 0.5 GPUs in use"
+TEAM_USE = "Your GPU quota: 0 of 0.5 GPU in use · team-a (your team, together): 0.25 of 0.5 GPU in use"
 
 
 def test_spawn_form_describes_every_choice(demo: RunningDemo, page: Page) -> None:
@@ -67,7 +67,7 @@ def test_quarter_gpu_notebook_meters_simulated_memory(demo: RunningDemo, page: P
     widget = page.locator(".jp-OutputArea-output .widget-html-content", has_text="this kernel")
     expect(widget.first).to_contain_text("this kernel 6 GiB", timeout=60_000)
     quota = page.locator(".jp-OutputArea-output .widget-html-content", has_text="team-a")
-    expect(quota.first).to_contain_text("team-a: 0.25 of 0.5 GPUs", timeout=60_000)
+    expect(quota.first).to_contain_text("team-a: 0.25 of 0.5 GPU", timeout=60_000)
     shot(page, "lab-quota-widget")
 
 

@@ -120,7 +120,7 @@ def test_quota_line_and_a_race_lost_to_a_teammate(hub: RunningDemo, page: Page) 
     page.goto(f"{hub.settings.url}/hub/spawn")
     quota = page.locator("[data-fracnb-quota]")
     expect(quota).to_have_text(
-        "Your GPU quota: 0 of 0.5 GPUs in use · team-a (your team, together): 0 of 0.25 GPUs in use"
+        "Your GPU quota: 0 of 0.5 GPU in use · team-a (your team, together): 0 of 0.25 GPU in use"
     )
     page.check('input[name=profile][value="quarter"]')
     shot(page, "spawn-form-quota-line")
@@ -133,12 +133,12 @@ def test_quota_line_and_a_race_lost_to_a_teammate(hub: RunningDemo, page: Page) 
         page.click("form [type=submit]")
         error = page.locator(".spawn-error-msg")
         expect(error).to_contain_text(
-            "Over GPU quota: team-a uses 0.25 of 0.25 GPUs; this choice needs 0.25. "
+            "Over GPU quota: team-a uses 0.25 of 0.25 GPU; this choice needs 0.25 GPU. "
             "Wait until a server of team-a stops, or ask a teammate in team-a to stop one.",
             timeout=20_000,
         )
         assert_plain(page)
-        expect(quota).to_contain_text("team-a (your team, together): 0.25 of 0.25 GPUs in use")
+        expect(quota).to_contain_text("team-a (your team, together): 0.25 of 0.25 GPU in use")
         kept = page.locator('input[name=profile][value="quarter"]')
         expect(kept).to_be_checked()
         expect(kept).to_be_disabled()

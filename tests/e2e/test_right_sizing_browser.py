@@ -28,7 +28,7 @@ c.JupyterHub.load_roles = [{{"name": "admin", "services": ["e2e-admin"]}}]
 # Reports every 5 s rather than every minute, so that the test need not wait for a server's stop.
 c.Spawner.args = ["--allow-root", "--FracnbMeter.session_report_interval=5"]
 """
-ADVICE = "Your last 3 sessions on 0.25 GPU peaked at 4 GiB (p95). Small GPU memory (10 GiB) would have fit"
+ADVICE = "Your last 3 sessions on 0.25 GPU peaked at 4 GiB or less. Small GPU memory (10 GiB) would have fit"
 SERVER_TIMEOUT = 180
 
 

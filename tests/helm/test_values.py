@@ -4,6 +4,7 @@ merged over its defaults, and the hub configuration they yield gives the expecte
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -240,3 +241,15 @@ def test_dry_run_refuses_a_bad_quota_in_values(chart: tuple[dict, dict], tmp_pat
     path.write_text(yaml.safe_dump(merged(chart[0], values)))
     assert dryrun.main([str(path)]) == 1
     assert "FracnbQuotas.default_user_quota: 'lots' is not a number of GPUs" in capsys.readouterr().err
+
+
+def test_example_images_name_the_packages_one_version() -> None:
+    """extension/package.json holds the version (pyproject.toml reads it); the examples follow it."""
+    version = json.loads((VALUES_DIR.parent / "extension" / "package.json").read_text())["version"]
+    for scenario in SCENARIOS:
+        values = values_of(scenario)
+        assert (values["hub"]["image"]["tag"], values["singleuser"]["image"]["tag"]) == (version, version), scenario
+    readme = (VALUES_DIR / "README.md").read_text()
+    pins = re.findall(r"fracnb\[\w+\]==([\w.+-]+)", readme)
+    assert pins, "the README pins the package in its image recipes"
+    assert set(pins) == {version}

@@ -73,7 +73,7 @@ def test_too_few_sessions_yet_are_said_so(server: MeterServer) -> None:
 def test_this_sessions_report_completes_the_advice_for_next_time(server: MeterServer, service: ReportServer):
     service.earlier_sessions = [past_session(peak_bytes=4 * GIB), past_session(peak_bytes=3 * GIB)]
     hold(server, 5 * GIB)
-    expected = "Your last 3 sessions on 0.25 GPU peaked at 5 GiB (p95). 1/8 GPU (10 GiB) would have fit."
+    expected = "Your last 3 sessions on 0.25 GPU peaked at 5 GiB or less. 1/8 GPU (10 GiB) would have fit."
     wait_until(lambda: server.usage()["advice"].get("text") == expected, what="the advice with 5 GiB", timeout=30)
     assert server.usage()["advice"] == {
         "state": "advice", "text": expected, "larger": False, "sessions": 3, "p95_bytes": 5 * GIB

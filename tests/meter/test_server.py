@@ -12,7 +12,7 @@ import pytest
 from meter_helpers import GIB, Kernel, evaluate, wait_for_execution_state
 
 from fracnb_meter.contract import NO_GPU_REASON
-from fracnb_meter.server import FracnbMeter
+from fracnb_meter.server import FracnbMeter, reading_interval
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeMig, FakeProcess, FakeState, read_state
 from fracnb_meter.testing.server import MeterServer, StateFile, start_server
 from fracnb_testbed.procs import wait_until
@@ -191,13 +191,23 @@ def test_busy_silent_kernel_counts_as_activity(meter_server: MeterServer, kernel
         what="last_activity to advance while the cell runs silently",
         timeout=3,
     )
-    kernel.client.get_shell_msg(timeout=30)  # the execute_reply of msg_id
-    assert msg_id
+    reply = kernel.client.get_shell_msg(timeout=30)
+    assert (reply["parent_header"]["msg_id"], reply["content"]["status"]) == (msg_id, "ok"), "the cell ran to its end"
     wait_for_execution_state(meter_server, kernel, "idle")
     idle = last_activity(meter_server)
     for _ in range(3):
         meter_server.usage()  # polling the meter is not activity either
     assert last_activity(meter_server) == idle
+
+
+def test_one_timer_reads_for_the_charts_and_the_sessions_statistics() -> None:
+    """A reading serves both, so the timer runs at the shorter interval asked for; 0 where none is."""
+    assert reading_interval(10.0, 5.0, record_sessions=True) == 5.0
+    assert reading_interval(2.0, 5.0, record_sessions=True) == 2.0
+    assert reading_interval(10.0, 5.0, record_sessions=False) == 10.0
+    assert reading_interval(0.0, 5.0, record_sessions=True) == 5.0
+    assert reading_interval(10.0, 0.0, record_sessions=True) == 10.0
+    assert reading_interval(0.0, 5.0, record_sessions=False) == 0.0
 
 
 def last_activity(server: MeterServer) -> datetime:

@@ -1,20 +1,27 @@
-"""The notebook's culling warning, held to the cases the front end is held to too."""
+"""The notebook's wording (sizes, GPU shares, the culling warning, the session's peak), held to the
+cases the front end and the hub are held to too (extension/test-data/)."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from fracnb_meter.schema import SERVICE_REPORT, load, problems
-from fracnb_meter.wording import clock_time, cull_warning, session_peak
+from fracnb_meter.wording import (
+    clock_time,
+    cull_warning,
+    format_amount,
+    format_bytes,
+    format_gpus,
+    format_share,
+    format_use,
+    session_peak,
+)
+from tests.shared_cases import exact, shared_cases
 
-CASES = json.loads((Path(__file__).resolve().parents[2] / "extension/test-data/cull-warnings.json").read_text())[
-    "cases"
-]
+CASES = shared_cases("cull-warnings.json")["cases"]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{(c['deadline'] or {}).get('reason')}-{c['time_zone']}")
@@ -43,11 +50,30 @@ def test_clock_time_is_local_by_default() -> None:
     assert clock_time(moment, ZoneInfo("Asia/Kolkata")) == "14:37"
 
 
-PEAK_CASES = json.loads((Path(__file__).resolve().parents[2] / "extension/test-data/session-peaks.json").read_text())[
-    "cases"
-]
+PEAK_CASES = shared_cases("session-peaks.json")["cases"]
 
 
 @pytest.mark.parametrize("case", PEAK_CASES, ids=lambda c: f"{c['peak_bytes']}-of-{c['budget_bytes']}")
 def test_session_peak_shared_cases(case) -> None:
     assert session_peak(case["peak_bytes"], case["budget_bytes"]) == case["text"]
+
+
+@pytest.mark.parametrize("case", shared_cases("byte-sizes.json")["cases"], ids=lambda c: str(c["bytes"]))
+def test_byte_sizes_shared_cases(case) -> None:
+    assert format_bytes(case["bytes"]) == case["text"]
+
+
+SHARES = shared_cases("gpu-shares.json")
+
+
+@pytest.mark.parametrize("case", SHARES["amounts"], ids=lambda c: c["exact"])
+def test_gpu_amounts_shared_cases(case) -> None:
+    assert case["gpus"] == float(exact(case["exact"])), "the case is consistent"
+    assert format_amount(case["gpus"]) == case["amount"]
+    assert format_gpus(case["gpus"]) == case["gpus_text"]
+    assert format_share(case["gpus"]) == case["share"]
+
+
+@pytest.mark.parametrize("case", SHARES["uses"], ids=lambda c: f"{c['used']}-of-{c['limit']}")
+def test_gpu_uses_shared_cases(case) -> None:
+    assert format_use(float(exact(case["used"])), float(exact(case["limit"]))) == case["text"]

@@ -53,7 +53,7 @@ def test_advice_for_a_servers_choice_from_its_users_sessions():
     records = [record(peak_gib=p) for p in (5.0, 6.1, 4.0)]
     assert valid(advice_document(menu_from_config(config()), records, "a100", "size=half")) == {
         "state": "advice",
-        "text": "Your last 3 sessions on 1/2 GPU peaked at 6.1 GiB (p95). 1/8 GPU (10 GiB) would have fit.",
+        "text": "Your last 3 sessions on 1/2 GPU peaked at 6.1 GiB or less. 1/8 GPU (10 GiB) would have fit.",
         "larger": False,
         "sessions": 3,
         "p95_bytes": int(6.1 * GIB),
@@ -114,7 +114,7 @@ def test_a_servers_token_gets_its_users_advice_from_their_own_sessions_only(hub,
     status, body = hub.http("GET", service_url + ADVICE, token=token)
     assert status == 200
     assert valid(body)["text"] == (
-        "Your last 3 sessions on 1/2 GPU peaked at 6 GiB (p95). 1/8 GPU (10 GiB) would have fit."
+        "Your last 3 sessions on 1/2 GPU peaked at 6 GiB or less. 1/8 GPU (10 GiB) would have fit."
     )
     # Another user's server asks the same question: the owner's sessions are not theirs.
     status, body = hub.http("GET", service_url + ADVICE, token=server_token(hub, other))

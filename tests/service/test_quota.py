@@ -37,7 +37,7 @@ def test_eighths_add_up_exactly_to_one_gpu():
     allocations.append(Allocation("ann", "s7", Fraction(1, 8)))
     refused = check_request(policy, allocations, user="ann", groups={}, server="s8", fraction=Fraction(1, 8))
     assert not refused.allowed
-    assert refused.message == "you use 1 of your 1 GPUs; this choice needs 0.125"
+    assert refused.message == "you use 1 of your 1 GPU; this choice needs 0.125 GPU"
 
 
 def test_thirds_are_exact_where_floats_are_not():
@@ -55,7 +55,7 @@ def test_restarting_server_does_not_count_against_itself():
     assert again.allowed
     other = check_request(policy, allocations, user="ann", groups={}, server="x", fraction=2)
     assert not other.allowed
-    assert other.message == "you use 2 of your 2 GPUs; this choice needs 2"
+    assert other.message == "you use 2 of your 2 GPUs; this choice needs 2 GPUs"
 
 
 def test_group_quota_counts_all_members():
@@ -68,7 +68,7 @@ def test_group_quota_counts_all_members():
     groups = {"team-a": ["ann", "bob", "cy"]}
     decision = check_request(policy, allocations, user="cy", groups=groups, server="", fraction=Fraction(1, 2))
     assert not decision.allowed
-    assert decision.message == "team-a uses 5.75 of 6 GPUs; this choice needs 0.5"
+    assert decision.message == "team-a uses 5.75 of 6 GPUs; this choice needs 0.5 GPU"
     fits = check_request(policy, allocations, user="cy", groups=groups, server="", fraction=Fraction(1, 4))
     assert fits.allowed
     assert fits.groups[0].used == Fraction(23, 4)
@@ -80,7 +80,7 @@ def test_every_quota_group_must_fit_and_groups_without_quota_are_ignored():
     groups = {"small": ["ann", "bob"], "big": ["ann", "bob"], "free": ["ann"]}
     decision = check_request(policy, allocations, user="ann", groups=groups, server="", fraction=Fraction(1, 2))
     assert not decision.allowed
-    assert decision.message.startswith("small uses 0.75 of 1 GPUs")
+    assert decision.message.startswith("small uses 0.75 of 1 GPU;")
     assert [g.name for g in decision.groups] == ["big", "small"]
 
 

@@ -28,9 +28,18 @@ def test_the_issues_example() -> None:
     advice = advise(history, OFFERS)
     assert advice is not None
     assert advice.text == (
-        "Your last 6 sessions on 1/2 GPU peaked at 6.1 GiB (p95). 1/8 GPU (10 GiB) would have fit: it's free now."
+        "Your last 6 sessions on 1/2 GPU peaked at 6.1 GiB or less. 1/8 GPU (10 GiB) would have fit: it's free now."
     )
     assert (advice.suggested, advice.larger, advice.sessions) == (EIGHTH, False, 6)
+
+
+def test_the_peak_is_said_without_percentile_jargon() -> None:
+    """The 95th percentile in words: how many sessions stayed at or below it."""
+    twenty = sessions(HALF, *([5.0] * 18), 6.1, 30.0)
+    assert advise(twenty, OFFERS).text.startswith("19 of your last 20 sessions on 1/2 GPU peaked at 6.1 GiB or less.")
+    assert advise(sessions(HALF, 6.1), OFFERS, min_sessions=1).text.startswith(
+        "Your last session on 1/2 GPU peaked at 6.1 GiB."
+    )
 
 
 def test_headroom_decides_which_smaller_choice_fits() -> None:
@@ -53,7 +62,7 @@ def test_no_advice_when_the_choice_used_is_already_the_right_one() -> None:
 def test_only_the_last_choice_used_counts() -> None:
     history = sessions(QUARTER, 3.0, 3.0, 3.0, budget=20 * GIB) + sessions(HALF, 30.0, 30.0, 30.0)
     advice = advise(history, OFFERS)
-    assert advice.text.startswith("Your last 3 sessions on 1/4 GPU peaked at 3 GiB (p95).")
+    assert advice.text.startswith("Your last 3 sessions on 1/4 GPU peaked at 3 GiB or less.")
     assert advice.suggested == EIGHTH
 
 
@@ -61,7 +70,7 @@ def test_hitting_the_budget_suggests_the_next_size_up() -> None:
     history = sessions(QUARTER, 19.0, budget=20 * GIB, oom_events=1) + sessions(QUARTER, 12.0, 11.0, budget=20 * GIB)
     advice = advise(history, OFFERS)
     assert advice.text == (
-        "Your last 3 sessions on 1/4 GPU peaked at 19 GiB (p95). 1 of them reached the budget of 20 GiB. "
+        "Your last 3 sessions on 1/4 GPU peaked at 19 GiB or less. 1 of them reached the budget of 20 GiB. "
         "1/2 GPU (40 GiB) gives more room (none is free right now)."
     )
     assert (advice.suggested, advice.larger) == (HALF, True)
@@ -98,7 +107,7 @@ def test_advice_for_a_given_choice_reads_only_that_choices_sessions() -> None:
     history = sessions(QUARTER, 3.0, budget=20 * GIB) + sessions(HALF, 5.0, 6.1, 4.0)
     assert advise(history, OFFERS) is None  # the newest choice has one session only
     advice = advise(history, OFFERS, current=HALF)
-    assert advice.text.startswith("Your last 3 sessions on 1/2 GPU peaked at 6.1 GiB (p95).")
+    assert advice.text.startswith("Your last 3 sessions on 1/2 GPU peaked at 6.1 GiB or less.")
     assert advice.suggested == EIGHTH
     assert advise(history, OFFERS, current=("a100", "size", "gone")) is None
 

@@ -56,7 +56,7 @@ def test_jupyterhub_shows_the_plain_message(error: Exception) -> None:
 def decision(requested: str, user_used: str, user_limit: str | None, groups=()) -> QuotaDecision:
     return QuotaDecision(
         False,
-        "team-a uses 0.25 of 0.5 GPUs; this choice needs 0.5",
+        "team-a uses 0.25 of 0.5 GPU; this choice needs 0.5 GPU",
         Fraction(requested),
         Fraction(user_used),
         None if user_limit is None else Fraction(user_limit),
@@ -67,8 +67,8 @@ def decision(requested: str, user_used: str, user_limit: str | None, groups=()) 
 def test_group_refusal_says_what_to_do() -> None:
     refusal = quota_refusal(decision("1/2", "0", "1/2", [("team-a", "1/4", "1/2")]))
     assert refusal == (
-        "Over GPU quota: team-a uses 0.25 of 0.5 GPUs; this choice needs 0.5. Choose a share of at most "
-        "0.25 GPUs, or wait until a server of team-a stops, or ask a teammate in team-a to stop one."
+        "Over GPU quota: team-a uses 0.25 of 0.5 GPU; this choice needs 0.5 GPU. Choose a share of at most "
+        "0.25 GPU, or wait until a server of team-a stops, or ask a teammate in team-a to stop one."
     )
 
 
@@ -80,13 +80,13 @@ def test_group_refusal_with_nothing_left_says_wait() -> None:
 
 def test_own_limit_refusal_points_at_own_servers() -> None:
     refusal = quota_refusal(decision("1/2", "1/4", "1/2"))
-    assert refusal.endswith("Choose a share of at most 0.25 GPUs, or stop one of your other servers first.")
+    assert refusal.endswith("Choose a share of at most 0.25 GPU, or stop one of your other servers first.")
 
 
 def test_quota_line_shows_own_quota_and_team_use() -> None:
     line = quota_line(decision("0", "1/4", "1/2", [("team-a", "1/4", "1/2"), ("lab\x1b", "0", "2")]))
     assert line == (
-        "Your GPU quota: 0.25 of 0.5 GPUs in use · team-a (your team, together): 0.25 of 0.5 GPUs in use"
+        "Your GPU quota: 0.25 of 0.5 GPU in use · team-a (your team, together): 0.25 of 0.5 GPU in use"
         " · lab\\x1b (your team, together): 0 of 2 GPUs in use"
     )
     assert quota_line(decision("0", "0", None)) is None
@@ -187,7 +187,7 @@ async def render(make_spawner, user_options: dict, refuse: dict[str, str] | None
     rows = form.describe(profiles, spawner.gpu_defaults())
     for slug, reason in (refuse or {}).items():
         rows[(slug, None, None)] = rows[(slug, None, None)].refused(reason)
-    return form.render(profiles, rows, user_options, "Your GPU quota: 0 of 0.5 GPUs in use")
+    return form.render(profiles, rows, user_options, "Your GPU quota: 0 of 0.5 GPU in use")
 
 
 async def test_form_keeps_the_submitted_choice(make_spawner) -> None:
@@ -210,7 +210,7 @@ async def test_unavailable_card_is_disabled_and_says_why(make_spawner) -> None:
     assert 'aria-disabled="true"' in card.group(2)
     assert re.search(r'value="half"\s+checked\s+disabled', card.group(3)), "kept, but not selectable"
     assert "no node offers it" in html
-    assert '<p class="fracnb-quota" data-fracnb-quota>Your GPU quota: 0 of 0.5 GPUs in use</p>' in html
+    assert '<p class="fracnb-quota" data-fracnb-quota>Your GPU quota: 0 of 0.5 GPU in use</p>' in html
 
 
 # ---- no "Received unhandled user_options" on every spawn --------------------------------------

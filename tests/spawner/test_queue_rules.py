@@ -117,7 +117,7 @@ def test_progress_headline_with_and_without_an_estimate() -> None:
     release = Release(T0 + timedelta(minutes=5), Reason.IDLE, "0.25")
     assert queued_message(QUARTER, 2, release, T0) == (
         "Queued for a 0.25 GPU (time-slicing): 2nd in line. Estimated start about 14:05 UTC, in 5 min: "
-        "an idle 0.25 server is due to be stopped then. Stop the server to leave the queue."
+        "an idle 0.25 GPU server is due to be stopped then. Stop the server to leave the queue."
     )
     assert "Estimated start about 15:05 CET, in 5 min:" in queued_message(QUARTER, 2, release, T0, BERLIN)
     assert "No estimate yet" in queued_message(QUARTER, 1, None, T0, BERLIN)

@@ -211,7 +211,7 @@ async def test_quotas_count_dra_fractions_like_any_fraction(dra_spawner, dra_nam
         await spawners[2].start()
     assert caught.value.status_code == 403
     message = getattr(caught.value, "message", "") or caught.value.log_message
-    assert "team-a uses 0.5 of 0.5 GPUs; this choice needs 0.25" in message
+    assert "team-a uses 0.5 of 0.5 GPU; this choice needs 0.25 GPU" in message
     for spawner in spawners[:2]:
         await spawner.stop()
 

@@ -52,7 +52,7 @@ async def test_fifty_concurrent_spawns_never_exceed_the_group_quota(cluster_spaw
     assert len(refused) == 26
     assert {r.status_code for r in refused} == {403}
     message = getattr(refused[0], "message", "") or refused[0].log_message
-    assert "team-a uses 6 of 6 GPUs; this choice needs 0.25" in message
+    assert "team-a uses 6 of 6 GPUs; this choice needs 0.25 GPU" in message
     assert held_fractions(testbed, k8s_namespace) == 6
     await asyncio.gather(*(s.stop() for s, r in zip(spawners, results, strict=True) if isinstance(r, str)))
 

@@ -81,8 +81,8 @@ FORM_REFUSALS = {
     "over quota": (
         {"profile": "quarter"},
         403,
-        "Over GPU quota: you use 0 of your 0.125 GPUs; this choice needs 0.25. "
-        "Choose a share of at most 0.125 GPUs, or stop one of your other servers first.",
+        "Over GPU quota: you use 0 of your 0.125 GPU; this choice needs 0.25 GPU. "
+        "Choose a share of at most 0.125 GPU, or stop one of your other servers first.",
     ),
     # The demo's "1/2 GPU" needs a 2-way time-sliced node; its cluster has none.
     "no node offers it": (

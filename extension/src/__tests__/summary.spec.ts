@@ -1,56 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import {
-  budgetBytes,
-  formatBytes,
-  formatFraction,
-  formatGiB,
-  kernelLabel,
-  levelOf,
-  sortKernels,
-  summarize,
-  summarizeState
-} from '../summary';
+import { budgetBytes, kernelLabel, sortKernels, summarize, summarizeState } from '../summary';
 import { cull, GIB, kernel, usage } from './fixtures';
-
-describe('formatting', () => {
-  test('GiB with at most one decimal', () => {
-    assert.equal(formatGiB(3.1 * GIB), '3.1');
-    assert.equal(formatGiB(20 * GIB), '20');
-    assert.equal(formatGiB(0), '0');
-  });
-
-  test('bytes pick GiB or MiB', () => {
-    assert.equal(formatBytes(1.5 * GIB), '1.5 GiB');
-    assert.equal(formatBytes(300 * 1024 ** 2), '300 MiB');
-  });
-
-  test('shares of a GPU in one decimal style, as quotas are written', () => {
-    assert.equal(formatFraction(0.25), '0.25 GPU');
-    assert.equal(formatFraction(0.125), '0.125 GPU');
-    assert.equal(formatFraction(0.5), '0.5 GPU');
-    assert.equal(formatFraction(1), '1 GPU');
-    assert.equal(formatFraction(2), '2 GPUs');
-    assert.equal(formatFraction(1 / 3), '0.333 GPU');
-    assert.equal(formatFraction(0), 'no GPU');
-  });
-});
-
-describe('levels', () => {
-  test('thresholds at 80 % and 95 %', () => {
-    assert.equal(levelOf(null), 'normal');
-    assert.equal(levelOf(0.79), 'normal');
-    assert.equal(levelOf(0.8), 'warning');
-    assert.equal(levelOf(0.95), 'critical');
-    assert.equal(levelOf(1), 'critical');
-  });
-
-  test('over the budget is a level of its own', () => {
-    assert.equal(levelOf(1.01), 'over');
-    assert.equal(levelOf(1.2), 'over');
-  });
-});
 
 describe('summarize', () => {
   test('against the budget', () => {

@@ -103,11 +103,24 @@ def format_decimal(value: Fraction, places: int = 6) -> str:
     return text or "0"
 
 
+def rounded_text(value: float, places: int) -> str:
+    """``value`` to ``places`` decimals, halves up, without trailing zeros: 1.25 -> "1.3", 2.0 -> "2".
+
+    The notebook side and the front end round with the same float arithmetic, so a quantity reads
+    the same everywhere (extension/test-data/byte-sizes.json and gpu-shares.json hold all three)."""
+    scale = 10**places
+    text = f"{math.floor(value * scale + 0.5) / scale:.{places}f}"
+    return text.rstrip("0").rstrip(".") if places else text
+
+
 def format_bytes(size: int) -> str:
-    """Human text in binary units, as shown on the spawn form: "20 GiB", "9.5 GiB", "512 MiB"."""
+    """Human text in binary units, as shown on the spawn form: "20 GiB", "9.5 GiB", "512 MiB", "0 B".
+
+    The largest unit in which the size, to one decimal (halves up), is at least 1; below 1 KiB, bytes."""
     for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if size >= factor:
-            return f"{size / factor:.1f}".rstrip("0").rstrip(".") + f" {unit}"
+        text = rounded_text(size / factor, 1)
+        if float(text) >= 1:
+            return f"{text} {unit}"
     return f"{size} B"
 
 

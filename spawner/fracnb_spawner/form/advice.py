@@ -98,7 +98,7 @@ class AdviceTraits(HasTraits):
     right_sizing_advice = Bool(
         True,
         help="""Show advice on the spawn form from the user's own past sessions: "Your last 6
-        sessions on 1/2 GPU peaked at 6.1 GiB (p95). 1/8 GPU (10 GiB) would have fit: it's free
+        sessions on 1/2 GPU peaked at 6.1 GiB or less. 1/8 GPU (10 GiB) would have fit: it's free
         now." The notebook's GPU panel and widget show the same advice for the next session
         (from the fracnb service, which reads this setting from the hub's config). Needs the
         fracnb service's session history (c.FracnbService.db_url). Default: True.

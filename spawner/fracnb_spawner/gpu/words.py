@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from fracnb_spawner.common.units import format_bytes, format_decimal
+from fracnb_spawner.common.units import format_bytes
 from fracnb_spawner.gpu.plan import GPUPlan
+from fracnb_spawner.quota.policy import share_words
 
 
 def describe_plan(plan: GPUPlan) -> str:
@@ -13,9 +14,8 @@ def describe_plan(plan: GPUPlan) -> str:
     if plan.mig_slice is not None:  # the mig backend's, or a MIG device claimed through dra
         return f"{plan.mig_slice.profile} MIG slice"
     if plan.backend == "whole":
-        count = plan.fraction.numerator
-        return f"{count} GPU" + ("s" if count > 1 else "")
-    return f"{format_decimal(plan.fraction, 4)} GPU ({plan.backend})"
+        return share_words(plan.fraction)
+    return f"{share_words(plan.fraction)} ({plan.backend})"
 
 
 def plan_summary(plan: GPUPlan) -> str:

@@ -1,6 +1,6 @@
 """Right-sizing advice from a user's own past sessions (pure: literal inputs, no I/O).
 
-"Your last 6 sessions on 1/2 GPU peaked at 6.1 GiB (p95). 1/8 GPU (10 GiB) would have fit: it's free now."
+"Your last 6 sessions on 1/2 GPU peaked at 6.1 GiB or less. 1/8 GPU (10 GiB) would have fit: it's free now."
 
 The advice looks at the user's most recent sessions on the choice they used last (or on a given
 one: the choice of the server that asks, for its advice for next time). With fewer than
@@ -70,8 +70,13 @@ def _free_text(offer: Offer) -> str:
     return ": it's free now" if offer.free else " (none is free right now)"
 
 
-def _sessions_word(count: int) -> str:
-    return "session" if count == 1 else f"{count} sessions"
+def _peak_text(peaks: Sequence[int], p95: int, label: str) -> str:
+    """The 95th-percentile peak in plain words: how many of the sessions stayed at or below it."""
+    within = sum(peak <= p95 for peak in peaks)
+    if len(peaks) == 1:
+        return f"Your last session on {label} peaked at {format_bytes(p95)}."
+    who = f"Your last {len(peaks)} sessions" if within == len(peaks) else f"{within} of your last {len(peaks)} sessions"
+    return f"{who} on {label} peaked at {format_bytes(p95)} or less."
 
 
 def _next_size_up(current: Offer, offers: Sequence[Offer]) -> Offer | None:
@@ -120,8 +125,9 @@ def advise(
     recent = sessions_on(history, current.choice, window)
     if len(recent) < min_sessions:
         return None
-    p95 = percentile([s.peak_bytes for s in recent if s.peak_bytes is not None], 0.95)
-    opening = f"Your last {_sessions_word(len(recent))} on {current.label} peaked at {format_bytes(p95)} (p95)."
+    peaks = [s.peak_bytes for s in recent if s.peak_bytes is not None]
+    p95 = percentile(peaks, 0.95)
+    opening = _peak_text(peaks, p95, current.label)
     hits = sum(s.hit_budget for s in recent)
     if hits:
         bigger = _next_size_up(current, offers)

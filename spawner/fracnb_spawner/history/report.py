@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from fracnb_spawner.common.units import format_bytes
 from fracnb_spawner.history.models import SessionDay, SessionRecord
 from fracnb_spawner.history.rollup import UNKNOWN_PEAK
-from fracnb_spawner.quota.policy import share_text
+from fracnb_spawner.quota.policy import share_words
 
 PER_MILLE = 1000
 DEFAULT_HEADROOM = 0.20
@@ -71,7 +71,7 @@ class ChoiceRow:
 
     @property
     def label(self) -> str:
-        share = share_text(Fraction(self.fraction).limit_denominator(1000)) if self.fraction else "no GPU"
+        share = share_words(Fraction(self.fraction).limit_denominator(1000))
         return f"{self.profile} {self.choice} ({share})".replace("  ", " ")
 
 

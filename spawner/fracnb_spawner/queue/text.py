@@ -20,7 +20,7 @@ class Release:
 
     at: datetime
     reason: Reason
-    fraction_text: str  # "0.25"
+    fraction_text: str  # "0.25" (quota.format_gpus)
 
 
 def estimate(releases: Iterable[Release], position: int, now: datetime) -> Release | None:
@@ -31,8 +31,8 @@ def estimate(releases: Iterable[Release], position: int, now: datetime) -> Relea
 
 def _why(release: Release) -> str:
     if release.reason is Reason.IDLE:
-        return f"an idle {release.fraction_text} server is due to be stopped then"
-    return f"a {release.fraction_text} server reaches its maximum age then"
+        return f"an idle {release.fraction_text} GPU server is due to be stopped then"
+    return f"a {release.fraction_text} GPU server reaches its maximum age then"
 
 
 def queued_message(

@@ -16,7 +16,7 @@ from typing import Any
 
 from fracnb_spawner.common.logsafe import escape_controls
 from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, PROFILE_LABEL, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
-from fracnb_spawner.common.units import QuantityError, format_decimal, format_fraction, parse_fraction
+from fracnb_spawner.common.units import QuantityError, format_fraction, parse_fraction, rounded_text
 
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -38,17 +38,38 @@ def parse_gpus(value: object) -> Fraction:
 
 
 def format_gpus(amount: Fraction) -> str:
-    """Human form of an amount: ``0.125``, ``5.75``, ``2``; thirds show as ``0.333``."""
-    return format_decimal(amount, places=3)
+    """Human form of an amount: ``0.125``, ``5.75``, ``2``; thirds show as ``0.333`` (halves up).
+
+    The wording of amounts is shared with the notebook side: extension/test-data/gpu-shares.json."""
+    return rounded_text(float(amount), 3)
+
+
+def _gpu_unit(amount: str) -> str:
+    return "GPU" if 0 < float(amount) <= 1 else "GPUs"
+
+
+def gpus_text(amount: Fraction) -> str:
+    """An amount held or allowed: ``0 GPUs``, ``0.25 GPU``, ``1 GPU``, ``2 GPUs``."""
+    written = format_gpus(amount)
+    return f"{written} {_gpu_unit(written)}"
+
+
+def share_words(amount: Fraction) -> str:
+    """A server's share: ``0.25 GPU``, ``2 GPUs``, and ``no GPU`` for none."""
+    written = format_gpus(amount)
+    return "no GPU" if float(written) == 0 else f"{written} {_gpu_unit(written)}"
+
+
+def use_text(used: Fraction, limit: Fraction) -> str:
+    """A use against a limit, in the limit's unit: ``0 of 1 GPU``, ``0.75 of 2 GPUs``."""
+    written = format_gpus(limit)
+    return f"{format_gpus(used)} of {written} {_gpu_unit(written)}"
 
 
 def share_text(amount: Fraction | None) -> str:
-    """ "0.25 GPU", "1 GPU", "1.5 GPUs", "none" (the share style of the form and the meter); ``None`` is "no limit"."""
-    if amount is None:
-        return "no limit"
-    if amount == 0:
-        return "none"
-    return f"{format_gpus(amount)} GPU" + ("s" if amount > 1 else "")
+    """An amount held or allowed, as the form and the meter write it: "0 GPUs", "0.25 GPU", "1.5 GPUs"
+    (:func:`gpus_text`); ``None`` is "no limit"."""
+    return "no limit" if amount is None else gpus_text(amount)
 
 
 @dataclass(frozen=True)
@@ -171,15 +192,14 @@ def check_request(
         for name, members in sorted(groups.items())
         if name in policy.groups
     )
-    needs = format_gpus(fraction)
+    needs = gpus_text(fraction)
     if fraction > 0 and user_limit is not None and user_used + fraction > user_limit:
-        message = f"you use {format_gpus(user_used)} of your {format_gpus(user_limit)} GPUs; this choice needs {needs}"
+        message = f"you use {format_gpus(user_used)} of your {gpus_text(user_limit)}; this choice needs {needs}"
         return QuotaDecision(False, message, fraction, user_used, user_limit, group_uses)
     for use in group_uses:
         if fraction > 0 and use.used + fraction > use.limit:
             group = escape_controls(use.name)  # a hub group's name, shown on the form and in the hub log
-            used, limit = format_gpus(use.used), format_gpus(use.limit)
-            message = f"{group} uses {used} of {limit} GPUs; this choice needs {needs}"
+            message = f"{group} uses {use_text(use.used, use.limit)}; this choice needs {needs}"
             return QuotaDecision(False, message, fraction, user_used, user_limit, group_uses)
     return QuotaDecision(True, "within quota", fraction, user_used, user_limit, group_uses)
 

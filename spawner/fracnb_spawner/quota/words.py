@@ -5,11 +5,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 from fracnb_spawner.common.logsafe import escape_controls
-from fracnb_spawner.quota.policy import QuotaDecision, format_gpus
+from fracnb_spawner.quota.policy import QuotaDecision, gpus_text, use_text
 
 
 def quota_line(decision: QuotaDecision) -> str | None:
-    """ "Your GPU quota: 0 of 0.5 GPUs in use · team-a (your team, together): 0.25 of 0.5 GPUs in use".
+    """ "Your GPU quota: 0 of 0.5 GPU in use · team-a (your team, together): 0.25 of 2 GPUs in use".
 
     ``decision`` is :func:`.quota.check_request` for a request of 0 GPUs (what is in use now).
     None when no limit applies to the user.
@@ -23,7 +23,7 @@ def quota_line(decision: QuotaDecision) -> str | None:
 
 
 def _use(used: Fraction, limit: Fraction) -> str:
-    return f"{format_gpus(used)} of {format_gpus(limit)} GPUs in use"
+    return f"{use_text(used, limit)} in use"
 
 
 def headroom(decision: QuotaDecision) -> Fraction | None:
@@ -37,7 +37,7 @@ def headroom(decision: QuotaDecision) -> Fraction | None:
 def quota_refusal(decision: QuotaDecision) -> str:
     """The refusal of a request over quota: what is in use, and what the user can do about it."""
     room = headroom(decision)
-    smaller = f"Choose a share of at most {format_gpus(room)} GPUs, or " if room else ""
+    smaller = f"Choose a share of at most {gpus_text(room)}, or " if room else ""
     own_limit = decision.user_limit is not None and decision.user_used + decision.requested > decision.user_limit
     if own_limit:
         advice = f"{smaller}stop one of your other servers first."

@@ -78,6 +78,7 @@ class ServiceState:
         self.history: Any = None  # the session history's session factory, once opened
         self.history_metrics = HistoryMetrics(self.metrics.registry)
         self.advice_menu: Menu | None = None  # the hub's profile menu, for the users' advice (api/advice)
+        self.named_servers = False  # the hub's JupyterHub.allow_named_servers (its default: one server a user)
 
     async def user_report(self, name: str) -> dict[str, Any]:
         return await core.user_report(self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock)
@@ -327,6 +328,7 @@ class FracnbService(Application):
             hub_auth=hub_auth,
         )
         state.advice_menu = menu_from_config(self.config)
+        state.named_servers = bool(self.config.JupyterHub.get("allow_named_servers", False))
         return state
 
     async def cull_forever(self, state: ServiceState) -> None:

@@ -20,7 +20,7 @@ from fracnb_spawner.common.podkeys import GPU_MEMORY_ANNOTATION
 from fracnb_spawner.common.units import format_bytes
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy
 from fracnb_spawner.queue.demand import QueueEntry
-from fracnb_spawner.quota.policy import Allocation, QuotaPolicy, share_text, used_by
+from fracnb_spawner.quota.policy import Allocation, QuotaPolicy, gpus_text, share_text, share_words, used_by
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 
@@ -44,7 +44,7 @@ class ServerRow:
 
     @property
     def share_text(self) -> str:
-        return share_text(self.share) if self.share else "CPU only"
+        return share_words(self.share)
 
     @property
     def budget_text(self) -> str:
@@ -122,6 +122,35 @@ class UserView:
     mine: UseRow
     groups: list[UseRow]
     available: Fraction | None
+    named_servers: bool = True  # JupyterHub.allow_named_servers: may the user run more than one server?
+
+    @property
+    def holding_text(self) -> str:
+        """ "You hold 0.25 GPU of your quota of 1 GPU.", or without a quota of the user's own, what they hold."""
+        if self.mine.limit is None:
+            return f"You hold {self.mine.used_text}; you have no quota of your own."
+        return f"You hold {self.mine.used_text} of your quota of {self.mine.limit_text}."
+
+    @property
+    def headroom_text(self) -> str:
+        """What the quotas leave for a server started now, for one user who may run one server or several."""
+        if self.available is None:
+            return "No quota limits what you can start."
+        if not self.named_servers and self.servers:
+            # One server at a time: a new one starts in place of the running one, whose share comes back.
+            room = self._room_once_freed(self.mine.used)
+            if room == 0:
+                return "You can run one server at a time; your quotas leave no GPU for a new one now."
+            return f"You can run one server at a time; once yours stops, a new one could take up to {gpus_text(room)}."
+        which = "one more server" if self.servers else "a server"
+        if self.available == 0:
+            return f"Your quotas leave no GPU for {which} now."
+        return f"{which[0].upper()}{which[1:]} could take up to {gpus_text(self.available)}."
+
+    def _room_once_freed(self, freed: Fraction) -> Fraction:
+        """What every limit of the user would leave once ``freed`` GPUs of theirs are given back."""
+        rooms = [row.limit - row.used + freed for row in (self.mine, *self.groups) if row.limit is not None]
+        return max(min(rooms), Fraction(0))
 
 
 @dataclass
@@ -176,6 +205,8 @@ def user_view(
     allocations: list[Allocation],
     policy: QuotaPolicy,
     groups: Mapping[str, Iterable[str]],
+    *,
+    named_servers: bool = True,
 ) -> UserView:
     """The user's part of the page; ``groups`` maps each of their groups to its members."""
     used = used_by(allocations, [user])
@@ -185,7 +216,7 @@ def user_view(
     ]
     headrooms = [r.limit - r.used for r in [UseRow(user, used, limit), *group_rows] if r.limit is not None]
     available = max(min(headrooms), Fraction(0)) if headrooms else None
-    return UserView(user, rows, UseRow(user, used, limit, len(rows)), group_rows, available)
+    return UserView(user, rows, UseRow(user, used, limit, len(rows)), group_rows, available, named_servers)
 
 
 def gpu_kinds(

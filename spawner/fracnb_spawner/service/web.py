@@ -23,7 +23,7 @@ from tornado.escape import xhtml_escape
 
 from fracnb_spawner.common.logsafe import shown
 from fracnb_spawner.queue.demand import queue_entries
-from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods, share_text
+from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
 from fracnb_spawner.service import page
 from fracnb_spawner.service.core import index_pods, judge_for
 
@@ -51,7 +51,9 @@ async def user_view(state: Any, name: str, now: datetime) -> page.UserView:
     user, pods = await asyncio.gather(state.hub.user(name), state.pods.list_pods())
     groups = await state.hub.members_of(user.get("groups") or [])
     rows = page.server_rows([user], index_pods(pods), judge_for(state.settings, pods, now))
-    return page.user_view(name, rows, allocations_from_pods(pods), state.quota_policy, groups)
+    return page.user_view(
+        name, rows, allocations_from_pods(pods), state.quota_policy, groups, named_servers=state.named_servers
+    )
 
 
 async def _active_users(hub: Any, page_size: int) -> list[Mapping[str, Any]]:
@@ -136,7 +138,6 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
             now=now,
             hub_home=self.hub_auth.hub_host + self.hub_auth.hub_prefix + "home",
             settings=state.settings,
-            share_text=share_text,
             duration_text=page.duration_text,
             waiting_text=page.waiting_text,
         )
