@@ -126,7 +126,7 @@ async def run(testbed: Testbed, rounds: int, users: int, pods: int) -> None:
     from kubernetes_asyncio.config import kube_config
     from kubespawner import KubeSpawner, clients
 
-    from fracnb_spawner.cluster.view import stop_shared_views
+    from fracnb_spawner.hubstate import HubState
     from fracnb_spawner.spawner import FractionalSpawner
 
     os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
@@ -149,7 +149,7 @@ async def run(testbed: Testbed, rounds: int, users: int, pods: int) -> None:
             latencies[name].extend(samples)
             walls[name].append(wall)
             print(f"round {index + 1} {name:6}: median load {statistics.median(samples):.3f} s, round {wall:.2f} s")
-    await stop_shared_views()
+    await HubState.discard()
     await KubeSpawner._stop_all_reflectors()
     for name, _ in variants:
         print(

@@ -134,7 +134,7 @@ async def run(testbed: Testbed, rounds: int, notebooks: int, frees: int) -> None
     from kubernetes_asyncio.config import kube_config
     from kubespawner import KubeSpawner, clients
 
-    from fracnb_spawner.cluster.view import stop_shared_views
+    from fracnb_spawner.hubstate import HubState
     from fracnb_spawner.spawner import FractionalSpawner
 
     os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
@@ -172,7 +172,7 @@ async def run(testbed: Testbed, rounds: int, notebooks: int, frees: int) -> None
         f"slot freed -> queued server running: median {statistics.median(ours_freed):.3f} s;"
         f" scheduler's own binding of a pending pod: median {statistics.median(floor):.3f} s"
     )
-    await stop_shared_views()
+    await HubState.discard()
     await KubeSpawner._stop_all_reflectors()
 
 
@@ -241,8 +241,7 @@ async def run_dra(testbed: Testbed, frees: int) -> None:
     from kubernetes_asyncio.config import kube_config
     from kubespawner import KubeSpawner, clients
 
-    from fracnb_spawner.cluster.devices import stop_shared_dra_views
-    from fracnb_spawner.cluster.view import stop_shared_views
+    from fracnb_spawner.hubstate import HubState
     from fracnb_spawner.spawner import FractionalSpawner
 
     os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
@@ -271,8 +270,7 @@ async def run_dra(testbed: Testbed, frees: int) -> None:
         f"DRA slice freed -> queued server running: median {statistics.median(ours):.3f} s;"
         f" scheduler's own allocation and binding of a pending pod: median {statistics.median(floor):.3f} s"
     )
-    await stop_shared_views()
-    await stop_shared_dra_views()
+    await HubState.discard()
     await KubeSpawner._stop_all_reflectors()
 
 

@@ -66,9 +66,9 @@ def spawner_factory(setup: RunSetup, config: Any, day: Day) -> Any:
 async def close_kube_clients() -> None:
     from kubespawner import KubeSpawner, clients
 
-    from fracnb_spawner.cluster.view import stop_shared_views
+    from fracnb_spawner.hubstate import HubState
 
-    await stop_shared_views()
+    await HubState.discard()
     await KubeSpawner._stop_all_reflectors()
     loop = asyncio.get_running_loop()
     for key, shared in list(clients._client_cache.items()):

@@ -12,37 +12,23 @@ from kubespawner import KubeSpawner
 from tornado import web
 from traitlets import TraitError, default, validate
 
-from fracnb_spawner.cluster.kube import pod_namespaces, singleuser_selector
-from fracnb_spawner.cluster.slots import Ask, Cluster
+from fracnb_spawner.choosing import Choosing
 from fracnb_spawner.common.errors import HubConfigError, InvalidRequestError, RefusedSpawnError
-from fracnb_spawner.common.units import parse_duration
-from fracnb_spawner.config.applied import SpawnValues, apply_overrides, copy_plain
+from fracnb_spawner.config.applied import SpawnValues, apply_overrides
 from fracnb_spawner.config.overrides import GPU_CARRYING_TRAITS, FilledText, OverrideError, check_spawner_traits
-from fracnb_spawner.config.profiles import (
-    InvalidUserOptionsError,
-    ProfileConfigError,
-    initialize_profiles,
-    select,
-    validate_profiles,
-)
-from fracnb_spawner.config.queuekey import queue_max_wait
+from fracnb_spawner.config.profiles import ProfileConfigError, initialize_profiles, validate_profiles
 from fracnb_spawner.config.traits import FractionalTraits
 from fracnb_spawner.form import spawnform
-from fracnb_spawner.form.advice import AdviceTraits, FormAdvice
-from fracnb_spawner.form.progress import scheduler_saw_slots, unschedulable_message, waiting_message
-from fracnb_spawner.form.rows import ChoiceRow
+from fracnb_spawner.form.advice import AdviceTraits
+from fracnb_spawner.form.progress import waiting_message
 from fracnb_spawner.gpu.backends import PodFields, is_gpu_resource
 from fracnb_spawner.gpu.companions import CompanionError, Companions
-from fracnb_spawner.gpu.plan import GPUConfigError
-from fracnb_spawner.gpu.resolve import plan_gpu
-from fracnb_spawner.gpu.words import no_node_reason
 from fracnb_spawner.hubstate import HubState
 from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.spawning import QueueTimeoutError, SpawnQueue, hub_server_activity, merge
-from fracnb_spawner.quota import admission
 from fracnb_spawner.quota.config import FracnbQuotas
-from fracnb_spawner.quota.policy import Allocation, QuotaDecision, QuotaPolicy, allocations_from_pods
-from fracnb_spawner.spawnplan import SpawnContext, SpawnPlan, plan_from_state, plan_spawn, pod_with_plan
+from fracnb_spawner.quota.policy import QuotaPolicy
+from fracnb_spawner.spawnplan import SpawnPlan, plan_from_state, pod_with_plan
 
 _INVALID_OBJECT_STATUSES = (400, 422)  # the apiserver's BadRequest and Invalid
 
@@ -65,11 +51,11 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.spawn_plan: SpawnPlan | None = None  # this spawn's, or the running server's (from the state)
-        self.queue = SpawnQueue(self, self._running_queue)
+        self.choosing = Choosing(self)
+        self.queue = SpawnQueue(self, self._running_queue, self._activity)
         self.companions = Companions()
         self.values = SpawnValues()  # trait values a kubespawner_override changed, and start_timeout
         self._form_choice: dict = {}  # the last choice submitted on the form, shown again after a refusal
-        self._longest_queue_wait: float = 0  # of the profile list last read: start_timeout's extension
         try:
             check_spawner_traits({name: getattr(self, name) for name in GPU_CARRYING_TRAITS}, self.is_gpu_resource)
         except OverrideError as error:
@@ -105,36 +91,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
 
     async def resolve_profiles(self) -> list[dict]:
         """The initialized, validated profile list (a callable one is called now)."""
-        raw = self.profile_list
-        try:
-            if callable(raw):
-                raw = await maybe_future(raw(self))
-            profiles = initialize_profiles(raw)
-            self._validate_once(raw, profiles)
-            self._longest_queue_wait = max((queue_max_wait(p.get("queue")) for p in profiles), default=0)
-        except ProfileConfigError as error:
-            self.log.error("fracnb: invalid profile_list: %s", error)
-            raise HubConfigError(f"The hub's profile configuration is invalid: {error}") from None
-        except Exception as error:  # a callable list may raise or return anything: never a traceback
-            self.log.exception("fracnb: could not read profile_list")
-            message = f"The hub's profile configuration could not be read ({type(error).__name__}); see the hub log"
-            raise HubConfigError(message) from error
-        return profiles
-
-    def _validate_once(self, raw: Any, profiles: list[dict]) -> None:
-        # Each spawner holds its own copy of the configured list: validate a given content once per
-        # hub configuration (comparing copies is cheap; validating is not).
-        settings = (self.gpu_defaults(), self.backend_settings(), self.cull_defaults())
-        checked = self.hub_state.checked_profiles
-        if (
-            callable(self.profile_list)
-            or checked is None
-            or checked[0] is not self.config
-            or checked[1:] != (raw, settings)
-        ):
-            validate_profiles(profiles, *settings)
-            if not callable(self.profile_list):
-                self.hub_state.checked_profiles = (self.config, copy_plain(raw), settings)
+        return await self.choosing.resolve_profiles()
 
     @default("server_token_scopes")
     def _default_server_token_scopes(self) -> list[str]:
@@ -149,49 +106,16 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         # hook JupyterHub logs "Received unhandled user_options" for every spawn.
         return _applied_by_load_user_options
 
-    # ---- the spawn form (form/spawnform.py reads these) -------------------------------------------------
+    # ---- the spawn form and the options ---------------------------------------------------------------
+    # options_from_form is KubeSpawner's (synchronous). The checks that need I/O (a callable profile_list,
+    # the quota) run in the two hooks JupyterHub awaits before a spawn starts.
 
     @default("options_form")
     def _options_form_default(self) -> Any:
         return self.render_options_form
 
     async def render_options_form(self, spawner: FractionalSpawner | None = None) -> str:
-        return await spawnform.render_form(self)
-
-    async def quota_decision_now(self, row: ChoiceRow | None) -> QuotaDecision:
-        """The quota decision for a row's share (None: for what is in use), from the pod reflector."""
-        held = await self._reflected_allocations()
-        fraction = row.plan.fraction if row is not None else 0
-        return admission.decision(self.quota_policy(), self.hub_state.ledger, held, self._applicant(), fraction)
-
-    async def form_advice_for(self, profiles: list[dict], rows: Any) -> FormAdvice:
-        return await self.form_advice(self.user.name, profiles, rows, self.hub_state.history)
-
-    def choice_ask(self, selection: Any, row: ChoiceRow) -> tuple[Ask | None, float]:
-        """What a server of a form row competes for, and how long it may queue."""
-        try:
-            plan = self.plan_spawn(selection, row.plan)
-        except InvalidUserOptionsError:
-            return None, 0
-        return plan.ask, plan.max_wait
-
-    async def read_cluster(self, ask: Ask | None, *, wait: bool) -> Cluster | None:
-        """What the hub-wide watches show of the cluster, as ``ask`` reads it; None while unreadable."""
-        devices = ask is not None and ask.needs_devices
-        return await self.hub_state.cluster(self.api, self.log).read(devices=devices, wait=wait)
-
-    async def queue_text(self, ask: Ask | None, max_wait: float) -> str | None:
-        return await self.queue.form_text(ask, max_wait, self._activity)
-
-    def kept_place_text(self) -> str | None:
-        return self.queue.kept_place_text()
-
-    def shown_choice(self) -> dict:
-        return self._form_choice or self.user_options or {}
-
-    # ---- choosing ---------------------------------------------------------------------------------------
-    # options_from_form is KubeSpawner's (synchronous). The checks that need I/O (a callable profile_list,
-    # the quota) run in the two hooks JupyterHub awaits before a spawn starts.
+        return await spawnform.render_form(self.choosing)
 
     async def run_options_from_form(self, form_data: dict) -> dict:
         """The spawn form's user_options, refused on the form itself (no spawn starts) when invalid."""
@@ -211,85 +135,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         without applying anything."""
         profiles = await self.resolve_profiles()
         if profiles:
-            plan = self.plan_for(profiles, options)
-            await self.check_placeable(plan)
-            await self.check_quota(plan, reserve=False)
-
-    def plan_for(self, profiles: list[dict], options: object) -> SpawnPlan:
-        """The plan of ``options``; ``InvalidRequestError`` (400) saying what is wrong, or ``HubConfigError``."""
-        try:
-            selection = select(profiles, options)
-            gpu = plan_gpu(selection.gpu, self.gpu_defaults())
-            return self.plan_spawn(selection, gpu)
-        except InvalidUserOptionsError as error:
-            raise InvalidRequestError(400, f"Invalid server options: {error}", reason="invalid-options") from None
-        except GPUConfigError as error:
-            raise HubConfigError(f"The hub's profile configuration is invalid: {error}") from None
-        except Exception as error:  # hostile input gets a 400, never a traceback
-            self.log.exception("fracnb: could not validate user_options for %s", self._log_name)
-            raise InvalidRequestError(
-                400, "Invalid server options: they could not be read; choose again on the spawn form",
-                reason="invalid-options",
-            ) from error  # fmt: skip
-
-    def plan_spawn(self, selection: Any, gpu: Any) -> SpawnPlan:
-        gpu_cull, cpu_cull = self.cull_defaults()
-        context = SpawnContext(
-            self.backend_settings(), gpu_cull, cpu_cull, self.values.configured(self, "node_selector"),
-            self.pod_name, self.fracnb_service_url, parse_duration(self.gpu_kernel_cull_idle_timeout),
-        )  # fmt: skip
-        return plan_spawn(selection, gpu, context, self.is_gpu_resource)
-
-    async def check_placeable(self, plan: SpawnPlan) -> None:
-        """Refuse at once (503) a choice no node of the cluster offers, rather than wait for a timeout.
-
-        Only with ``refuse_unplaceable_choices`` and ``show_availability`` and while the hub-wide
-        view is readable; otherwise the scheduler decides.
-        """
-        if self.refuse_unplaceable_choices and await self._slots_exist(plan.ask) is False:
-            message = no_node_reason(plan.gpu)
-            raise RefusedSpawnError(503, message[0].upper() + message[1:], reason="unschedulable")
-
-    async def _slots_exist(self, ask: Ask | None) -> bool | None:
-        """Whether some node or DRA device could hold a server of ``ask`` (used or not); None when the hub
-        cannot tell (no ask, ``show_availability`` off, the cluster unreadable)."""
-        if ask is None or not self.show_availability:
-            return None
-        cluster = await self.read_cluster(ask, wait=True)
-        return None if cluster is None else ask.could_ever_fit(cluster)
-
-    async def check_quota(self, plan: SpawnPlan, *, reserve: bool) -> None:
-        """Refuse the spawn (403) when over quota; with ``reserve``, hold its share until the pod exists."""
-        if plan.fraction == 0 or not self.quota_policy().has_limits:
-            return
-        request = Allocation(self.user.name, self.name, plan.fraction, plan.profile)
-        held = self._listed_allocations
-        await admission.admit(
-            self.quota_policy(), self.hub_state.ledger, held, self._applicant(), request, reserve=reserve
-        )
-
-    def _applicant(self) -> admission.Applicant:
-        groups = {group.name: [member.name for member in group.users] for group in self.user.groups}
-        return admission.Applicant(self.user.name, self.name, groups)
-
-    async def _listed_allocations(self) -> list[Allocation]:
-        """GPUs held by singleuser pods in every namespace they may live in, from one LIST now."""
-        configured = self.values.configured(self, "namespace")
-        namespaces = pod_namespaces(
-            await self.resolve_profiles(), configured, user_namespaces=self.enable_user_namespaces
-        )
-        return await admission.listed_allocations(
-            self.api, namespaces, singleuser_selector(self.component_label), self.log
-        )
-
-    async def _reflected_allocations(self) -> list[Allocation]:
-        """The same from KubeSpawner's shared pod reflector (no request), for the form."""
-        try:
-            reflector = await self._start_watching_pods()
-            return allocations_from_pods(list(reflector.pods.values()))
-        except Exception as error:  # the form then shows no refusals; the spawn still counts exactly
-            self.log.warning("fracnb: no pod reflector for the spawn form's quota check: %r", error)
-            return []
+            await self.choosing.admit(self.choosing.plan_for(profiles, options), reserve=False)
 
     # ---- applying a choice ---------------------------------------------------------------------------
 
@@ -305,9 +151,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         profiles = await self.resolve_profiles()
         if not profiles:
             return await super().load_user_options()
-        plan = self.plan_for(profiles, self.user_options)
-        await self.check_placeable(plan)
-        await self.check_quota(plan, reserve=True)
+        plan = self.choosing.plan_for(profiles, self.user_options)
+        await self.choosing.admit(plan, reserve=True)
         self.user_options = plan.selection.user_options if plan.selection else self.user_options
         try:
             apply_overrides(self, plan.overrides, plan.selection)
@@ -369,7 +214,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         future = super().start()
         # The hub waits start_timeout for start() (read right after this returns): a queued spawn may wait
         # longer for its turn. The spawn's end (_start) puts the configured value back.
-        self.values.extend_start_timeout(self, self._longest_queue_wait)
+        self.values.extend_start_timeout(self, self.choosing.longest_queue_wait)
         return future
 
     async def _start(self) -> Any:
@@ -388,7 +233,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             raise RefusedSpawnError(503, message, reason="queue-timeout") from None
         except (asyncio.TimeoutError, TimeoutError):
             cancelled = False
-            raise await self._no_node_in_time() from None
+            raise await self.choosing.no_node_refusal(self.spawn_plan, self.events, self.start_timeout) from None
         except ApiException as error:
             cancelled = False
             if error.status not in _INVALID_OBJECT_STATUSES:
@@ -404,21 +249,6 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             await _cancelled(inner)
             self.queue.leave(cancelled=cancelled)
             self.values.restore_start_timeout(self)
-
-    async def _no_node_in_time(self) -> Exception:
-        """The refusal when no node took the pod before the hub's timeout (or the timeout itself)."""
-        events = [e for e in self.events or [] if e.get("reason") == "FailedScheduling"]
-        if not events:
-            return asyncio.TimeoutError()
-        reason = str(events[-1].get("message"))
-        # The scheduler's text is in the spawn's event log and here in the hub log, not in the headline.
-        self.log.warning("fracnb: no node took %s in %s s: %s", self._log_name, self.start_timeout, reason)
-        plan = self.spawn_plan
-        gpu = plan.gpu if plan else None
-        slots = await self._slots_exist(plan.ask if plan else None)
-        slots = scheduler_saw_slots(reason, gpu) if slots is None else slots
-        message = unschedulable_message(gpu, self.start_timeout, slots_exist=slots)
-        return RefusedSpawnError(503, message, reason="unschedulable")
 
     async def _make_create_pod_request(self, pod: Any, request_timeout: float) -> Any:
         """Create the plan's objects beside the pod, queue (or not), create the pod, then make it the objects'

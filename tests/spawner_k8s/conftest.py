@@ -61,8 +61,7 @@ async def _spawners_on(
     from kubernetes_asyncio.config import kube_config
     from kubespawner import KubeSpawner, clients
 
-    from fracnb_spawner.cluster.devices import stop_shared_dra_views
-    from fracnb_spawner.cluster.view import stop_shared_views
+    from fracnb_spawner.hubstate import HubState
     from fracnb_spawner.spawner import FractionalSpawner
 
     monkeypatch.setenv("KUBECONFIG", str(testbed.kubeconfig))
@@ -88,8 +87,7 @@ async def _spawners_on(
         return spawner
 
     yield factory
-    await stop_shared_views()
-    await stop_shared_dra_views()
+    await HubState.discard()
     await KubeSpawner._stop_all_reflectors()
     # KubeSpawner closes its shared clients only when JupyterHub cancels their task at shutdown.
     loop = asyncio.get_running_loop()

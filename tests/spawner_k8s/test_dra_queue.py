@@ -10,10 +10,8 @@ from datetime import datetime, timezone
 import pytest
 from traitlets.config import Config
 
-from fracnb_spawner.cluster.view import shared_view
 from fracnb_spawner.common.podkeys import QUEUE_GATE, SLOT_KIND_LABEL
 from fracnb_spawner.form import rows as form
-from fracnb_spawner.queue.coordinator import shared_queue
 from fracnb_spawner.queue.order import wait_deadline
 
 from .test_dra_on_cluster import A100, allocation_of, claims_in, templates_in, wait_until
@@ -72,11 +70,9 @@ async def queued(spawner) -> asyncio.Future:
 
 async def settle(spawner, allocated: int) -> None:
     """Wait until the hub's view shows ``allocated`` claims, then let the queue act on it at once."""
-    from fracnb_spawner.cluster.devices import shared_dra_view
-
-    view = shared_dra_view(spawner.api.api_client)
+    view = spawner.hub_state.cluster(spawner.api, spawner.log).device_view()
     await wait_until(lambda: len(view.claims.objects()) == allocated, what=f"{allocated} allocated claims in the view")
-    await shared_queue(shared_view(spawner.api), spawner.api).reconcile()
+    await spawner.hub_state.gpu_queue(spawner.api, spawner.log).reconcile()
 
 
 async def test_the_fifth_quarter_queues_gated_and_starts_when_one_stops(
@@ -166,7 +162,7 @@ async def test_cancel_while_queued_leaves_no_pod_claim_or_template(dra_spawner, 
     await wait_until(
         lambda: not claims_owned_by(dra_testbed, dra_namespace, waiting.pod_name), what="the queued pod's claim to go"
     )
-    assert not shared_queue(shared_view(waiting.api), waiting.api).tickets
+    assert not waiting.hub_state.gpu_queue(waiting.api, waiting.log).tickets
     for spawner in running:
         await spawner.stop()
 
@@ -185,7 +181,7 @@ async def test_a_queued_pod_nobody_waits_on_goes_with_its_claim_and_template(
     await asyncio.gather(task, return_exceptions=True)
     deadline = wait_deadline(pod_of(dra_testbed, dra_namespace, left.pod_name))
     await wait_until(lambda: datetime.now(timezone.utc) > deadline, what="the end of the maximum wait")
-    await shared_queue(shared_view(left.api), left.api).sweep()
+    await left.hub_state.gpu_queue(left.api, left.log).sweep()
     await wait_until(lambda: pod_of(dra_testbed, dra_namespace, left.pod_name) is None, what="the pod to go")
     await wait_until(lambda: not claims_owned_by(dra_testbed, dra_namespace, left.pod_name), what="its claim to go")
     await wait_until(

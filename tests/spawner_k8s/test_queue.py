@@ -11,8 +11,8 @@ from prometheus_client import REGISTRY
 from tornado import web
 from traitlets.config import Config
 
-from fracnb_spawner.cluster.view import stop_shared_views
 from fracnb_spawner.common.podkeys import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
+from fracnb_spawner.hubstate import HubState
 
 pytestmark = pytest.mark.k8s
 
@@ -175,7 +175,7 @@ async def test_restarted_hub_keeps_the_place(cluster_spawner, testbed, k8s_names
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    await stop_shared_views()
+    await HubState.discard()
     assert gated(testbed, k8s_namespace, first.pod_name)
     assert gated(testbed, k8s_namespace, second.pod_name)
     # A new hub: iris comes back first, henry after, yet henry keeps his earlier place.
@@ -198,7 +198,7 @@ async def test_restarted_hub_forgets_the_spawn_but_not_the_place(cluster_spawner
     (task,) = await queued([spawner])
     task.cancel()  # the hub goes away with the spawn pending
     await asyncio.gather(task, return_exceptions=True)
-    await stop_shared_views()
+    await HubState.discard()
     # The restarted hub checks the server it had on record: not running, so it forgets it without
     # calling stop() (JupyterHub stops only what poll() says runs), and the pod keeps its place.
     again = in_group(cluster_spawner({"profile": "quarter"}, user="kate", config=quarter_config()))

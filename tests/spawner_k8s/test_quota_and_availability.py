@@ -11,7 +11,7 @@ import pytest
 from tornado import web
 from traitlets.config import Config
 
-from fracnb_spawner.quota.ledger import LEDGER
+from fracnb_spawner.hubstate import HubState
 from tests.spawner_k8s.conftest import gpu_job_pod
 
 pytestmark = pytest.mark.k8s
@@ -64,7 +64,7 @@ async def test_restarted_hub_recounts_from_pods(cluster_spawner, testbed, k8s_na
     for spawner in first:
         in_team(spawner, team)
         await spawner.start()
-    LEDGER._reserved.clear()  # a new hub process starts with an empty ledger
+    await HubState.discard()  # a new hub process starts with an empty ledger
     late = cluster_spawner({"profile": "quarter"}, user="cid", config=team_config("1/2"))
     in_team(late, team)
     with pytest.raises(web.HTTPError) as caught:

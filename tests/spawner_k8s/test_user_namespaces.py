@@ -11,7 +11,7 @@ import pytest
 from tornado import web
 from traitlets.config import Config
 
-from fracnb_spawner.quota.ledger import LEDGER
+from fracnb_spawner.hubstate import HubState
 
 from .rbac import hub_with_rules
 
@@ -63,7 +63,7 @@ async def test_group_quota_holds_across_a_hub_restart(cluster_spawner, testbed, 
     first = [spawner_for(user) for user in TEAM[:2]]
     for spawner in first:
         await spawner.start()
-    LEDGER._reserved.clear()  # a new hub process starts with an empty ledger
+    await HubState.discard()  # a new hub process starts with an empty ledger
     late = spawner_for("cid")
     form = await late.render_options_form()
     assert "team-a uses 0.5 of 0.5 GPUs" in form, "the form, too, counts pods in other users' namespaces"
@@ -99,7 +99,7 @@ async def test_without_rbac_for_every_namespace_a_spawn_is_refused_not_admitted(
         await spawner.load_user_options()
     assert refused.value.status_code == 503
     assert "GPU quotas cannot be checked now" in refused.value.log_message
-    assert LEDGER._reserved.get(("cid", "")) is None
+    assert HubState.current().ledger.reserved("cid", "") is None
 
     # Without user namespaces the same Role is enough: the recount lists the hub's namespace only.
     config = team_config(k8s_namespace)
@@ -108,13 +108,11 @@ async def test_without_rbac_for_every_namespace_a_spawn_is_refused_not_admitted(
     single.user.groups = spawner.user.groups
     single.api = namespace_reader
     await single.load_user_options()
-    LEDGER.release("cid", "")
+    HubState.current().ledger.release("cid", "")
 
 
 async def test_without_rbac_for_nodes_the_form_shows_no_counts(cluster_spawner, namespace_reader):
-    from fracnb_spawner.cluster.view import stop_shared_views
-
-    await stop_shared_views()  # the view of this loop reads with the restricted identity below
+    await HubState.discard()  # the view of this loop reads with the restricted identity below
     config = Config()
     config.FractionalSpawner.profile_list = QUARTER
     viewer = cluster_spawner({}, user="viewer", config=config)

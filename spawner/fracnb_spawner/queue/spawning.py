@@ -58,9 +58,15 @@ class QueueHost(Protocol):
 class SpawnQueue:
     """The queue state of one spawner's current spawn: its ask, its ticket while it waits, and its limits."""
 
-    def __init__(self, host: QueueHost, coordinator: Callable[[], QueueCoordinator | None]) -> None:
+    def __init__(
+        self,
+        host: QueueHost,
+        coordinator: Callable[[], QueueCoordinator | None],
+        activity: Callable[[str | None, str], ServerActivity | None],
+    ) -> None:
         self.host = host
-        self.coordinator = coordinator  # the hub's queue; None while not started (no spawn has asked yet)
+        self.coordinator = coordinator  # the hub's queue; None while the hub does not watch the cluster yet
+        self.activity = activity  # a server's start and last activity, from the hub's records
         self.reset()
 
     def reset(self, ask: Ask | None = None, max_wait: float = 0, plan: GPUPlan | None = None) -> None:
@@ -170,32 +176,28 @@ class SpawnQueue:
         the spawn waits in it, and once its turn came (its clock counts the wait)."""
         return self.ask is not None and not self.went_straight
 
-    def status_text(self, activity: Callable[[str | None, str], ServerActivity | None]) -> str | None:
+    def status_text(self) -> str | None:
         """The progress headline while this spawn waits in the queue, else None."""
         ticket = self.ticket
         if ticket is None or not ticket.waiting:
             return None
         release, now = None, datetime.now(timezone.utc)
         if ticket.position:
-            release = estimate(self.releases(ticket.kind, activity), ticket.position, now)
+            release = estimate(self.releases(ticket.kind), ticket.position, now)
         zone = self.host.queue_settings().zone
         return queued_message(self.plan, ticket.position, release, now, zone)
 
-    async def progress(
-        self, done: Callable[[], bool], activity: Callable[[str | None, str], ServerActivity | None]
-    ) -> AsyncIterator[dict]:
+    async def progress(self, done: Callable[[], bool]) -> AsyncIterator[dict]:
         """The queue headline whenever it changes, until the spawn is ``done``."""
         last = None
         while not done():
-            text = self.status_text(activity)
+            text = self.status_text()
             if text and text != last:
                 last = text
                 yield {"progress": 10, "message": text}
             await asyncio.sleep(PROGRESS_POLL_SECONDS)
 
-    async def form_text(
-        self, ask: Ask | None, max_wait: float, activity: Callable[[str | None, str], ServerActivity | None]
-    ) -> str | None:
+    async def form_text(self, ask: Ask | None, max_wait: float) -> str | None:
         """The form's "queue: 2 waiting, about 10 min" for a choice whose spawn would wait now, else None."""
         queue = self.coordinator()
         if queue is None or ask is None or max_wait <= 0:
@@ -204,11 +206,11 @@ class SpawnQueue:
         if capacity is None or (capacity.free > 0 and capacity.waiting == 0):
             return None
         now = datetime.now(timezone.utc)
-        release = estimate(self.releases(ask.kind, activity), capacity.waiting + 1, now)
+        release = estimate(self.releases(ask.kind), capacity.waiting + 1, now)
         minutes = (release.at - now).total_seconds() / 60 if release else None
         return form_text(capacity.free, capacity.waiting, minutes)
 
-    def releases(self, kind: str, activity: Callable[[str | None, str], ServerActivity | None]) -> list[Release]:
+    def releases(self, kind: str) -> list[Release]:
         """When servers holding slots of ``kind`` are due to be culled (idle or max age), from the hub's records."""
         queue = self.coordinator()
         if queue is None:
@@ -219,7 +221,7 @@ class SpawnQueue:
             metadata = pod.get("metadata") or {}
             if (metadata.get("labels") or {}).get(SLOT_KIND_LABEL) != kind or not pod["spec"].get("nodeName"):
                 continue
-            release = _release(metadata.get("annotations") or {}, activity, now)
+            release = _release(metadata.get("annotations") or {}, self.activity, now)
             if release is not None:
                 releases.append(release)
         return releases

@@ -1,0 +1,256 @@
+"""A user's choice, checked and planned: the profile list, the plan of the options, whether any node
+could take it, and the quota. ``FractionalSpawner.choosing`` serves the spawn form (it is the form's
+:class:`~.form.spawnform.FormHost`) and the spawn itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from fractions import Fraction
+from typing import Any, Protocol
+
+from jupyterhub.utils import maybe_future
+
+from fracnb_spawner.cluster.kube import pod_namespaces, singleuser_selector
+from fracnb_spawner.cluster.slots import Ask, Cluster
+from fracnb_spawner.common.errors import HubConfigError, InvalidRequestError, RefusedSpawnError
+from fracnb_spawner.common.units import parse_duration
+from fracnb_spawner.config.applied import SpawnValues, copy_plain
+from fracnb_spawner.config.profiles import (
+    InvalidUserOptionsError,
+    ProfileConfigError,
+    Selection,
+    initialize_profiles,
+    select,
+    validate_profiles,
+)
+from fracnb_spawner.config.queuekey import queue_max_wait
+from fracnb_spawner.form.advice import FormAdvice
+from fracnb_spawner.form.progress import scheduler_saw_slots, unschedulable_message
+from fracnb_spawner.form.rows import ChoiceRow
+from fracnb_spawner.gpu.backends import BackendSettings
+from fracnb_spawner.gpu.plan import GPUConfigError, GPUDefaults, GPUPlan
+from fracnb_spawner.gpu.resolve import plan_gpu
+from fracnb_spawner.gpu.words import no_node_reason
+from fracnb_spawner.hubstate import HubState
+from fracnb_spawner.queue.spawning import SpawnQueue
+from fracnb_spawner.quota import admission
+from fracnb_spawner.quota.policy import Allocation, QuotaDecision, QuotaPolicy, allocations_from_pods
+from fracnb_spawner.spawnplan import SpawnContext, SpawnPlan, plan_spawn
+
+
+class ChoiceHost(Protocol):
+    """What a choice is checked against: the spawner's configuration, its user and its cluster client."""
+
+    profile_list: Any
+    config: Any
+    log: Any
+    user: Any
+    name: str
+    pod_name: str
+    api: Any
+    user_options: Any
+    enable_user_namespaces: bool
+    component_label: str
+    show_availability: bool
+    refuse_unplaceable_choices: bool
+    fracnb_service_url: str
+    gpu_kernel_cull_idle_timeout: Any
+    values: SpawnValues
+    queue: SpawnQueue
+    hub_state: HubState
+    _form_choice: dict
+    _log_name: str
+
+    def gpu_defaults(self) -> GPUDefaults: ...
+    def backend_settings(self) -> BackendSettings: ...
+    def cull_defaults(self) -> Any: ...
+    def quota_policy(self) -> QuotaPolicy: ...
+    def is_gpu_resource(self, name: str) -> bool: ...
+    async def _start_watching_pods(self) -> Any: ...
+    async def form_advice(self, user: str, profiles: Any, rows: Any, history: Any) -> FormAdvice: ...
+
+
+class Choosing:
+    """The spawner's decisions about a choice, before anything is applied."""
+
+    def __init__(self, host: ChoiceHost) -> None:
+        self.host = host
+        self.longest_queue_wait: float = 0  # of the profile list last read: the hub's start timeout grows by it
+
+    # ---- the configuration ------------------------------------------------------------------------
+
+    def gpu_defaults(self) -> GPUDefaults:
+        return self.host.gpu_defaults()
+
+    def quota_policy(self) -> QuotaPolicy:
+        return self.host.quota_policy()
+
+    @property
+    def show_availability(self) -> bool:
+        return self.host.show_availability
+
+    @property
+    def refuse_unplaceable_choices(self) -> bool:
+        return self.host.refuse_unplaceable_choices
+
+    async def resolve_profiles(self) -> list[dict]:
+        """The initialized, validated profile list (a callable one is called now)."""
+        host = self.host
+        raw = host.profile_list
+        try:
+            if callable(raw):
+                raw = await maybe_future(raw(host))
+            profiles = initialize_profiles(raw)
+            self._validate_once(raw, profiles)
+            self.longest_queue_wait = max((queue_max_wait(p.get("queue")) for p in profiles), default=0)
+        except ProfileConfigError as error:
+            host.log.error("fracnb: invalid profile_list: %s", error)
+            raise HubConfigError(f"The hub's profile configuration is invalid: {error}") from None
+        except Exception as error:  # a callable list may raise or return anything: never a traceback
+            host.log.exception("fracnb: could not read profile_list")
+            message = f"The hub's profile configuration could not be read ({type(error).__name__}); see the hub log"
+            raise HubConfigError(message) from error
+        return profiles
+
+    def _validate_once(self, raw: Any, profiles: list[dict]) -> None:
+        # Each spawner holds its own copy of the configured list: validate a given content once per
+        # hub configuration (comparing copies is cheap; validating is not).
+        host, state = self.host, self.host.hub_state
+        settings = (host.gpu_defaults(), host.backend_settings(), host.cull_defaults())
+        known = state.checked_profiles
+        fixed = not callable(host.profile_list)
+        if fixed and known is not None and known[0] is host.config and known[1:] == (raw, settings):
+            return
+        validate_profiles(profiles, *settings)
+        if fixed:
+            state.checked_profiles = (host.config, copy_plain(raw), settings)
+
+    # ---- the plan --------------------------------------------------------------------------------
+
+    def plan_for(self, profiles: list[dict], options: object) -> SpawnPlan:
+        """The plan of ``options``; ``InvalidRequestError`` (400) saying what is wrong, or ``HubConfigError``."""
+        try:
+            selection = select(profiles, options)
+            return self.plan_of(selection, plan_gpu(selection.gpu, self.host.gpu_defaults()))
+        except InvalidUserOptionsError as error:
+            raise InvalidRequestError(400, f"Invalid server options: {error}", reason="invalid-options") from None
+        except GPUConfigError as error:
+            raise HubConfigError(f"The hub's profile configuration is invalid: {error}") from None
+        except Exception as error:  # hostile input gets a 400, never a traceback
+            self.host.log.exception("fracnb: could not validate user_options for %s", self.host._log_name)
+            raise InvalidRequestError(
+                400, "Invalid server options: they could not be read; choose again on the spawn form",
+                reason="invalid-options",
+            ) from error  # fmt: skip
+
+    def plan_of(self, selection: Selection, gpu: GPUPlan) -> SpawnPlan:
+        host = self.host
+        gpu_cull, cpu_cull = host.cull_defaults()
+        context = SpawnContext(
+            host.backend_settings(), gpu_cull, cpu_cull, host.values.configured(host, "node_selector"),
+            host.pod_name, host.fracnb_service_url, parse_duration(host.gpu_kernel_cull_idle_timeout),
+        )  # fmt: skip
+        return plan_spawn(selection, gpu, context, host.is_gpu_resource)
+
+    # ---- admission -------------------------------------------------------------------------------
+
+    async def admit(self, plan: SpawnPlan, *, reserve: bool) -> None:
+        """Refuse a choice no node offers (503) or over quota (403); with ``reserve``, hold its share."""
+        await self.check_placeable(plan)
+        if plan.fraction == 0 or not self.quota_policy().has_limits:
+            return
+        request = Allocation(self.host.user.name, self.host.name, plan.fraction, plan.profile)
+        ledger = self.host.hub_state.ledger
+        await admission.admit(
+            self.quota_policy(), ledger, self._listed_allocations, self._applicant(), request, reserve=reserve
+        )
+
+    async def check_placeable(self, plan: SpawnPlan) -> None:
+        """Refuse at once (503) a choice no node of the cluster offers, rather than wait for a timeout.
+
+        Only with ``refuse_unplaceable_choices`` and ``show_availability`` and while the hub-wide
+        view is readable; otherwise the scheduler decides.
+        """
+        if self.refuse_unplaceable_choices and await self.slots_exist(plan.ask) is False:
+            message = no_node_reason(plan.gpu)
+            raise RefusedSpawnError(503, message[0].upper() + message[1:], reason="unschedulable")
+
+    async def slots_exist(self, ask: Ask | None) -> bool | None:
+        """Whether some node or DRA device could hold a server of ``ask`` (used or not); None when the hub
+        cannot tell (no ask, ``show_availability`` off, the cluster unreadable)."""
+        if ask is None or not self.show_availability:
+            return None
+        cluster = await self.read_cluster(ask, wait=True)
+        return None if cluster is None else ask.could_ever_fit(cluster)
+
+    async def read_cluster(self, ask: Ask | None, *, wait: bool) -> Cluster | None:
+        """What the hub-wide watches show of the cluster, as ``ask`` reads it; None while unreadable."""
+        devices = ask is not None and ask.needs_devices
+        return await self.host.hub_state.cluster(self.host.api, self.host.log).read(devices=devices, wait=wait)
+
+    async def no_node_refusal(self, plan: SpawnPlan | None, events: list[dict], waited: float) -> Exception:
+        """The refusal when no node took the pod before the hub's timeout (without a scheduler's refusal
+        among the spawn's events: the timeout itself)."""
+        refusals = [event for event in events or [] if event.get("reason") == "FailedScheduling"]
+        if not refusals:
+            return asyncio.TimeoutError()
+        reason = str(refusals[-1].get("message"))
+        # The scheduler's text is in the spawn's event log and here in the hub log, not in the headline.
+        self.host.log.warning("fracnb: no node took %s in %s s: %s", self.host._log_name, waited, reason)
+        gpu = plan.gpu if plan else None
+        slots = await self.slots_exist(plan.ask if plan else None)
+        slots = scheduler_saw_slots(reason, gpu) if slots is None else slots
+        return RefusedSpawnError(503, unschedulable_message(gpu, waited, slots_exist=slots), reason="unschedulable")
+
+    def _applicant(self) -> admission.Applicant:
+        user = self.host.user
+        groups = {group.name: [member.name for member in group.users] for group in user.groups}
+        return admission.Applicant(user.name, self.host.name, groups)
+
+    async def _listed_allocations(self) -> list[Allocation]:
+        """GPUs held by singleuser pods in every namespace they may live in, from one LIST now."""
+        host = self.host
+        configured = host.values.configured(host, "namespace")
+        namespaces = pod_namespaces(
+            await self.resolve_profiles(), configured, user_namespaces=host.enable_user_namespaces
+        )
+        return await admission.listed_allocations(
+            host.api, namespaces, singleuser_selector(host.component_label), host.log
+        )
+
+    # ---- what the spawn form reads (form/spawnform.py) -----------------------------------------------
+
+    async def quota_decision_now(self, row: ChoiceRow | None) -> QuotaDecision:
+        """The quota decision for a row's share (None: for what is in use), from KubeSpawner's shared pod
+        reflector (no request per form load; the spawn itself counts exactly)."""
+        try:
+            reflector = await self.host._start_watching_pods()
+            held = allocations_from_pods(list(reflector.pods.values()))
+        except Exception as error:  # the form then shows no refusals
+            self.host.log.warning("fracnb: no pod reflector for the spawn form's quota check: %r", error)
+            held = []
+        fraction = row.plan.fraction if row is not None else Fraction(0)
+        return admission.decision(self.quota_policy(), self.host.hub_state.ledger, held, self._applicant(), fraction)
+
+    def choice_ask(self, selection: Selection, row: ChoiceRow) -> tuple[Ask | None, float]:
+        """What a server of a form row competes for, and how long it may queue."""
+        try:
+            plan = self.plan_of(selection, row.plan)
+        except InvalidUserOptionsError:
+            return None, 0
+        return plan.ask, plan.max_wait
+
+    async def form_advice_for(self, profiles: list[dict], rows: Any) -> FormAdvice:
+        host = self.host
+        return await host.form_advice(host.user.name, profiles, rows, host.hub_state.history)
+
+    async def queue_text(self, ask: Ask | None, max_wait: float) -> str | None:
+        return await self.host.queue.form_text(ask, max_wait)
+
+    def kept_place_text(self) -> str | None:
+        return self.host.queue.kept_place_text()
+
+    def shown_choice(self) -> dict:
+        """The choice to show selected: the last one submitted (even if refused), else the current one."""
+        return self.host._form_choice or self.host.user_options or {}
