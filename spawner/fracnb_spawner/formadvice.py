@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from markupsafe import escape
+from prometheus_client import Counter
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from traitlets import Bool, Float, HasTraits, Int, Unicode, default
@@ -27,6 +28,14 @@ from .service.history.db import make_engine
 from .service.history.store import sessions_of
 
 log = logging.getLogger("fracnb.advice")
+
+# In the hub's registry (/hub/metrics); the service counts its own failures under the same name.
+DATABASE_ERRORS = Counter(
+    "fracnb_session_database_errors",
+    "Reads of the session history database for the spawn form's advice that failed",
+    ["operation"],
+)
+DATABASE_ERRORS.labels(operation="form-advice")
 
 DEFAULT_DB_URL = "sqlite:///fracnb-service.sqlite"
 HISTORY_LIMIT = 50
@@ -168,7 +177,8 @@ class AdviceTraits(HasTraits):
             return FormAdvice()
         try:
             records = await asyncio.to_thread(read_history, self.right_sizing_db_url, user)
-        except Exception as error:  # no database or table yet, a server down: no advice
+        except Exception as error:  # no table yet (before the service's first start), a server down: no advice
+            DATABASE_ERRORS.labels(operation="form-advice").inc()
             log.warning("fracnb: no right-sizing advice for the form, the session history is unreadable: %s", error)
             return FormAdvice()
         advice = advise(

@@ -12,7 +12,6 @@ here: the answer is then always ``{"state": "none"}``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +26,7 @@ from fracnb_spawner.formadvice import HISTORY_LIMIT, AdviceTraits, offers_from_r
 from fracnb_spawner.profiles import initialize_profiles
 from fracnb_spawner.service.handlers import ServiceHandler
 from fracnb_spawner.service.history.store import sessions_of
-from fracnb_spawner.service.sessions import history_of
+from fracnb_spawner.service.sessions import in_history
 
 NO_ADVICE: dict[str, Any] = {"state": "none"}
 
@@ -93,9 +92,7 @@ class AdviceHandler(ServiceHandler):
             raise web.HTTPError(400, "give the server's profile: api/advice?profile=<slug>&choice=<option=choice,...>")
         choice = self.get_query_argument("choice", "")
         menu = getattr(self.state, "advice_menu", None)
-        records = [] if menu is None else await asyncio.to_thread(
-            sessions_of, history_of(self.state), user, limit=HISTORY_LIMIT
-        )  # fmt: skip
+        records = [] if menu is None else await in_history(self.state, "advice", sessions_of, user, limit=HISTORY_LIMIT)
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
         self.finish(advice_document(menu, records, profile, choice))
