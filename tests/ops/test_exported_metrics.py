@@ -5,6 +5,7 @@ token of the scopes docs/operations.md gives Prometheus, while a user's GPU serv
 from __future__ import annotations
 
 import secrets
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ class Scraped:
     hub: dict[str, frozenset[str] | None]
     service: dict[str, frozenset[str] | None]
     service_text: str
+    urls: tuple[str, str]  # the hub's and the service's /metrics
 
     def service_samples(self, name: str) -> dict[frozenset[tuple[str, str]], float]:
         return {
@@ -64,21 +66,26 @@ class Scraped:
         return merged
 
 
-def scrape(url: str) -> str:
+def scrape(url: str, token: str | None = SCRAPER_TOKEN) -> str:
     """GET a /metrics page as Prometheus does, with ``authorization: {type: Bearer}``."""
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {SCRAPER_TOKEN}"})  # noqa: S310
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url, headers=headers)  # noqa: S310
     with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310 - the demo's own http URL
         assert answer.status == 200
         return answer.read().decode()
 
 
-def service_text(demo: RunningDemo) -> str:
+def service_url(demo: RunningDemo) -> str:
     # As Prometheus on z2jh reaches it: the service's own port in the hub pod, not the proxy.
-    return scrape(f"http://127.0.0.1:{demo.settings.service_port}/services/fracnb/metrics")
+    return f"http://127.0.0.1:{demo.settings.service_port}/services/fracnb/metrics"
 
 
-def hub_text(demo: RunningDemo) -> str:
-    return scrape(f"http://127.0.0.1:{demo.settings.hub_port}/hub/metrics")
+def hub_url(demo: RunningDemo) -> str:
+    return f"http://127.0.0.1:{demo.settings.hub_port}/hub/metrics"
+
+
+def service_text(demo: RunningDemo) -> str:
+    return scrape(service_url(demo))
 
 
 def server_ready(demo: RunningDemo, user: str) -> bool:
@@ -100,7 +107,8 @@ def scraped(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Itera
             timeout=60,
         )
         text = service_text(demo)
-        yield Scraped(exported_series(hub_text(demo)), exported_series(text), text)
+        urls = (hub_url(demo), service_url(demo))
+        yield Scraped(exported_series(scrape(urls[0])), exported_series(text), text, urls)
 
 
 def used_names() -> dict[str, set[str]]:
@@ -176,3 +184,12 @@ def test_the_testbed_values_are_what_the_panels_show(scraped: Scraped) -> None:
         assert sample("fracnb_gpu_free_units", kind) == max(allocatable - allocated, 0)
     assert sample("fracnb_hibernations_total", {"outcome": "saved"}) == 0
     assert sample("fracnb_queue_overdue_spawns", {"slot_kind": "nvidia.com-gpu.shared"}) is None
+
+
+@pytest.mark.parametrize("token", [None, "not-a-token", TEST_TOKEN], ids=["none", "unknown", "without-the-scopes"])
+def test_a_scrape_without_the_scopes_is_refused(scraped: Scraped, token: str | None) -> None:
+    for url in scraped.urls:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            scrape(url, token)
+        refused.value.close()
+        assert refused.value.code == 403, url
