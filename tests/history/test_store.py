@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from fracnb_meter.schema import SESSION_REPORT, problems
 from fracnb_spawner.history import db, store
@@ -86,3 +86,19 @@ def test_a_restart_loses_nothing_stored(db_url: str) -> None:
 def test_a_bad_url_is_refused_naming_it_without_the_password() -> None:
     with pytest.raises(db.HistoryDatabaseError, match=r"postgresql\+psycopg://fracnb:\*\*\*@127\.0\.0\.1:1/x"):
         db.open_database("postgresql+psycopg://fracnb:secret@127.0.0.1:1/x", connect_args={"connect_timeout": 2})
+
+
+def test_a_database_migrated_by_a_newer_fracnb_is_refused_not_changed(db_url: str) -> None:
+    """No automatic downgrade (docs/operations.md): an older service names the problem and stops."""
+    history = db.open_database(db_url)
+    store.store_report(history, "ann", report(peak_bytes=5 * GIB))
+    engine = history.kw["bind"]
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = 'f00000000099'"))
+    db.close(history)
+    with pytest.raises(db.HistoryDatabaseError, match=r"cannot open the session history database .*f00000000099"):
+        db.open_database(db_url)
+    engine = db.make_engine(db_url)
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM fracnb_sessions")).scalar() == 1
+    engine.dispose()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import secrets
+import sqlite3
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from fracnb_meter.schema import HISTORY_REPORT, SESSION_RECORDS, problems
 from fracnb_testbed.procs import wait_until
@@ -153,3 +155,31 @@ def test_admins_get_the_report_as_json_csv_text_and_a_page(hub, new_user):
     assert "a100 size=half (0.5 GPU)" in page
     status, body = hub.http("GET", hub.service_url + "api/report?format=xml", token=token)
     assert (status, body["message"]) == (400, "format must be one of json, csv, text")
+
+
+def database_errors(hub, user, operation):
+    _, text = hub.http("GET", hub.service_url + "metrics", token=user_token(hub, user))
+    [family] = [f for f in text_string_to_metric_families(text) if f.name == "fracnb_session_database_errors"]
+    return next(s.value for s in family.samples if s.labels == {"operation": operation})
+
+
+def test_a_locked_database_answers_503_is_counted_and_the_next_report_is_stored(hub, new_user):
+    """SQLite locked by another writer for longer than the busy timeout: the meter's post gets a 503
+    (it posts the whole report again next time), the failure shows in the metrics, nothing is lost."""
+    user = new_user()
+    token = server_token(hub, user)
+    before = database_errors(hub, user, "store")
+    sent = new_report(peak_bytes=3 * GIB)
+    lock = sqlite3.connect(hub.config_file.parent / "fracnb-service.sqlite", timeout=10, isolation_level=None)
+    try:
+        lock.execute("BEGIN EXCLUSIVE")
+        status, body = post(hub, sent, token)
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    assert (status, body["message"]) == (503, "the session history database is unavailable: try again shortly")
+    assert database_errors(hub, user, "store") == before + 1
+    assert post(hub, sent, token)[0] == 204
+    [record] = hub.http("GET", hub.service_url + "api/sessions", token=user_token(hub, user))[1]["sessions"]
+    assert (record["session_id"], record["peak_bytes"]) == (sent["session_id"], 3 * GIB)
+    assert database_errors(hub, user, "store") == before + 1

@@ -239,7 +239,7 @@ async def test_placement_uses_the_choices_node_selector(make_spawner) -> None:
         },
     ]
     spawner = make_spawner(config)
-    ask = spawner.plan_for(initialize_profiles(config.FractionalSpawner.profile_list), {"profile": "pool"}).ask
+    ask = spawner.choosing.plan_for(initialize_profiles(config.FractionalSpawner.profile_list), {"profile": "pool"}).ask
     resource, selector, units = ask.resource, ask.selector, ask.units
     # KubeSpawner merges a dict override into the configured value; None removes a key.
     assert selector["pool"] == "gpu"

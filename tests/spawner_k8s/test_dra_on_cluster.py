@@ -12,6 +12,7 @@ from tornado import web
 from traitlets.config import Config
 
 from fracnb_spawner.form import rows as form
+from fracnb_spawner.form import spawnform
 
 pytestmark = pytest.mark.k8s
 
@@ -106,7 +107,9 @@ async def test_a_mig_profile_no_device_has_is_refused_at_once_or_waits_when_aske
         "No node in this cluster offers 2g.20gb MIG slice, so it cannot start; choose another option, or ask your hub admin"
     )
     assert templates_in(dra_testbed, dra_namespace) == []
-    rows = await spawner.annotate_form_rows(form.describe(await spawner.resolve_profiles(), spawner.gpu_defaults()))
+    rows = await spawnform.annotate(
+        spawner.choosing, profiles := await spawner.resolve_profiles(), form.describe(profiles, spawner.gpu_defaults())
+    )
     assert (rows[("mig-absent", None, None)].allowed, rows[("mig", None, None)].free) == (False, 2)
     await spawner.stop()
 
@@ -250,7 +253,9 @@ async def test_the_dra_free_count_honours_the_profiles_node_selector(dra_spawner
         },
     ]
     viewer = dra_spawner({}, user="viewer", config=Config(config))
-    rows = await viewer.annotate_form_rows(form.describe(await viewer.resolve_profiles(), viewer.gpu_defaults()))
+    rows = await spawnform.annotate(
+        viewer.choosing, profiles := await viewer.resolve_profiles(), form.describe(profiles, viewer.gpu_defaults())
+    )
     assert rows[("any", None, None)].free == 8  # the A100's and the H100's 80 GiB
     assert rows[("pinned", None, None)].free == 4  # only the devices of the node the profile selects
     spawner = dra_spawner({"profile": "pinned"}, user="pinned", config=Config(config))

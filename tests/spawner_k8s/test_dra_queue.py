@@ -12,6 +12,7 @@ from traitlets.config import Config
 
 from fracnb_spawner.common.podkeys import QUEUE_GATE, SLOT_KIND_LABEL
 from fracnb_spawner.form import rows as form
+from fracnb_spawner.form import spawnform
 from fracnb_spawner.queue.order import wait_deadline
 
 from .test_dra_on_cluster import A100, allocation_of, claims_in, templates_in, wait_until
@@ -97,7 +98,9 @@ async def test_the_fifth_quarter_queues_gated_and_starts_when_one_stops(
     assert not (claim.get("status") or {}).get("allocation")
     assert fifth.queue_status_text().startswith("Queued for a 0.25 GPU (dra): 1st in line.")
     viewer = dra_spawner({}, user="viewer", config=a100_config())
-    rows = await viewer.annotate_form_rows(form.describe(await viewer.resolve_profiles(), viewer.gpu_defaults()))
+    rows = await spawnform.annotate(
+        viewer.choosing, profiles := await viewer.resolve_profiles(), form.describe(profiles, viewer.gpu_defaults())
+    )
     assert (rows[("quarter", None, None)].free, rows[("quarter", None, None)].queue) == (
         0,
         "queue: 1 waiting, no estimate",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from markupsafe import escape
+from prometheus_client import Counter
 from traitlets import Bool, Float, HasTraits, Int, Unicode, default
 
 from fracnb_spawner.form.rows import ChoiceRow, RowKey
@@ -24,6 +25,14 @@ from fracnb_spawner.history.db import DEFAULT_DB_URL
 from fracnb_spawner.history.reading import HistoryReader
 
 log = logging.getLogger("fracnb.advice")
+
+# In the hub's registry (/hub/metrics); the service counts its own failures under the same name.
+DATABASE_ERRORS = Counter(
+    "fracnb_session_database_errors",
+    "Reads of the session history database for the spawn form's advice that failed",
+    ["operation"],
+)
+DATABASE_ERRORS.labels(operation="form-advice")
 
 
 def _display_name(profiles: Sequence[Mapping[str, Any]], key: RowKey) -> str:
@@ -149,7 +158,8 @@ class AdviceTraits(HasTraits):
             return FormAdvice()
         try:
             records = await asyncio.to_thread(history.sessions, self.right_sizing_db_url, user)
-        except Exception as error:  # no database or table yet, a server down: no advice
+        except Exception as error:  # no table yet (before the service's first start), a server down: no advice
+            DATABASE_ERRORS.labels(operation="form-advice").inc()
             log.warning("fracnb: no right-sizing advice for the form, the session history is unreadable: %s", error)
             return FormAdvice()
         advice = advise(

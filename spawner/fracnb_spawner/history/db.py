@@ -89,10 +89,13 @@ def head_revision() -> str | None:
 
 def open_database(url: str, **kwargs: Any) -> sessionmaker[Any]:
     """A session factory on ``url``, its schema upgraded; :class:`HistoryDatabaseError` if that fails."""
+    engine = None
     try:
         engine = make_engine(url, **kwargs)
         upgrade(engine)
     except Exception as error:
+        if engine is not None:
+            engine.dispose()
         raise HistoryDatabaseError(f"cannot open the session history database {_safe(url)}: {error}") from error
     return sessionmaker(engine, expire_on_commit=False)
 

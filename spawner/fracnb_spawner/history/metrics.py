@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from fracnb_spawner.history.store import Stored
 
 RATIO_BUCKETS = (0.1, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.8, 0.9, 0.95, 1.0, 1.25)
+DATABASE_OPERATIONS = ("store", "read", "report", "advice", "purge")
 
 
 class HistoryMetrics:
@@ -51,6 +52,14 @@ class HistoryMetrics:
             ["profile", "group"],
             registry=registry,
         )
+        self.database_errors = Counter(
+            "fracnb_session_database_errors",
+            "Requests to the session history database that failed, by operation",
+            ["operation"],
+            registry=registry,
+        )
+        for operation in DATABASE_OPERATIONS:
+            self.database_errors.labels(operation=operation)
 
     def record(self, stored: Stored, groups: Iterable[str] = ()) -> None:
         record = stored.record

@@ -6,6 +6,7 @@ import asyncio
 import ipaddress
 import logging
 import os
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 from urllib.parse import urlparse
@@ -28,10 +29,12 @@ from fracnb_spawner.service.handlers import make_app
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.nextadvice import Menu, menu_from_config
-from fracnb_spawner.service.page import CullRecord
+from fracnb_spawner.service.page import CullRecord, gpu_kinds
 from fracnb_spawner.service.pods import KubernetesPods, PodSource
 from fracnb_spawner.service.sessions import load_checker
 from fracnb_spawner.service.web import PageSources, recent_culls
+
+log = logging.getLogger("fracnb.service")
 
 
 def bind_address(host: str | None) -> str:
@@ -73,6 +76,10 @@ class ServiceState:
         self.hub, self.pods, self.settings, self.hub_auth = hub, pods, settings, hub_auth
         self.quota_policy = quotas.policy()
         self.metrics = CullMetrics()
+        self.metrics.observe_quotas(self.quota_policy)
+        # Which extended resources are GPUs (the backends' settings), for the GPU unit gauges; None: not measured.
+        self.is_gpu: Callable[[str], bool] | None = None
+        self._capacity_refused = False
         self.clock = clock
         self.recent_culls = recent_culls()
         self.history: Any = None  # the session history's session factory, once opened
@@ -87,7 +94,26 @@ class ServiceState:
         report = await core.cull_pass(self.hub, self.pods, self.settings, self.metrics, clock=self.clock)
         when = self.clock()
         self.recent_culls.extend(CullRecord(when, user, server, reason) for user, server, reason in report.culled)
+        await self.observe_gpu_kinds()
         return report
+
+    async def observe_gpu_kinds(self) -> None:
+        """The GPU unit gauges, from one LIST of nodes and of live pods cluster-wide (as the admin
+        page reads them). Without the RBAC for that the gauges stay empty, said once in the log."""
+        if self.is_gpu is None:
+            return
+        try:
+            nodes, pods = await self.pods.gpu_capacity()
+        except Exception as error:
+            if not self._capacity_refused:
+                log.warning(
+                    "No GPU unit metrics: cannot list nodes and pods cluster-wide (see helm-values/rbac.yaml): %s",
+                    error,
+                )
+            self._capacity_refused = True
+            return
+        self._capacity_refused = False
+        self.metrics.observe_gpu_kinds(gpu_kinds(nodes, pods, self.is_gpu))
 
 
 class FracnbService(Application):
@@ -368,6 +394,7 @@ class FracnbService(Application):
                 if gone:
                     self.log.info("Deleted %d session records older than %s days", gone, self.session_retention_days)
             except Exception:
+                state.history_metrics.database_errors.labels(operation="purge").inc()
                 self.log.exception("Deleting old session records failed; trying again in an hour")
             await asyncio.sleep(3600)
 
@@ -376,7 +403,8 @@ class FracnbService(Application):
         service_url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
         prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/fracnb/")
         backend = configured_traits(self.config).backend_settings()
-        pages = PageSources(state, HubOAuth(parent=self), partial(is_gpu_resource, settings=backend))
+        state.is_gpu = partial(is_gpu_resource, settings=backend)
+        pages = PageSources(state, HubOAuth(parent=self), state.is_gpu)
         app = make_app(state, prefix, pages)
         app.listen(service_url.port or 80, self.ip or bind_address(service_url.hostname))
         self.log.info("fracnb service on %s%s", service_url.geturl(), prefix)

@@ -174,7 +174,7 @@ def judge_page(
 
 
 async def _observe_groups(hub: HubAPI, metrics: CullMetrics, pods: list[Mapping[str, Any]], groups: set[str]) -> None:
-    """The per-group gauge, for the groups of users with a ready server; a hub that cannot tell
+    """The per-group gauge, for the groups of users with a ready server and those with a quota; a hub that cannot tell
     their members leaves the gauge as it was rather than fail the pass."""
     try:
         members = await hub.members_of(groups)
@@ -217,7 +217,7 @@ async def cull_pass(
             if pod_list is None or judge is None:
                 pod_list = await pod_listing
                 by_server, judge = index_pods(pod_list), judge_for(settings, pod_list, now)
-                metrics.observe_pods(pod_list)
+                metrics.observe_pods(pod_list, now)
             for verdict in judge_page(page, by_server, judge):
                 report.servers += 1
                 if verdict.decision.action is Action.WARN:
@@ -226,7 +226,7 @@ async def cull_pass(
                     stops.append(asyncio.ensure_future(stop_bounded(verdict)))
         await asyncio.gather(*stops)
         if pod_list is not None:
-            await _observe_groups(hub, metrics, pod_list, groups)
+            await _observe_groups(hub, metrics, pod_list, groups | metrics.quota_groups)
     finally:
         if not pod_listing.done():
             pod_listing.cancel()

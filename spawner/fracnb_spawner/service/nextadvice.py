@@ -12,7 +12,6 @@ here: the answer is then always ``{"state": "none"}``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,7 @@ from fracnb_spawner.history.advice import advise, sessions_on, waiting_text
 from fracnb_spawner.history.reading import HISTORY_LIMIT
 from fracnb_spawner.history.store import sessions_of
 from fracnb_spawner.service.base import ServiceHandler
-from fracnb_spawner.service.sessions import history_of
+from fracnb_spawner.service.sessions import in_history
 
 NO_ADVICE: dict[str, Any] = {"state": "none"}
 
@@ -94,9 +93,7 @@ class AdviceHandler(ServiceHandler):
             raise web.HTTPError(400, "give the server's profile: api/advice?profile=<slug>&choice=<option=choice,...>")
         choice = self.get_query_argument("choice", "")
         menu = getattr(self.state, "advice_menu", None)
-        records = [] if menu is None else await asyncio.to_thread(
-            sessions_of, history_of(self.state), user, limit=HISTORY_LIMIT
-        )  # fmt: skip
+        records = [] if menu is None else await in_history(self.state, "advice", sessions_of, user, limit=HISTORY_LIMIT)
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
         self.finish(advice_document(menu, records, profile, choice))

@@ -16,8 +16,10 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
 
 from fracnb_spawner.common.logsafe import shown
@@ -87,6 +89,22 @@ def history_of(state: Any) -> Any:
     return history
 
 
+Result = TypeVar("Result")
+
+
+async def in_history(state: Any, operation: str, work: Callable[..., Result], *args: Any, **kwargs: Any) -> Result:
+    """``work(history, *args, **kwargs)`` in a thread; a database failure is counted
+    (``fracnb_session_database_errors_total``), logged, and answered 503: the meter keeps its
+    report and sends it again."""
+    history = history_of(state)
+    try:
+        return await asyncio.to_thread(work, history, *args, **kwargs)
+    except SQLAlchemyError as error:
+        state.history_metrics.database_errors.labels(operation=operation).inc()
+        log.error("The session history database failed (%s): %s", operation, error)
+        raise web.HTTPError(503, "the session history database is unavailable: try again shortly") from None
+
+
 class SessionsHandler(ServiceHandler):
     def _report(self) -> dict[str, Any]:
         try:
@@ -110,7 +128,7 @@ class SessionsHandler(ServiceHandler):
                 shown(user),
             )
         try:
-            stored = await asyncio.to_thread(store_report, history_of(self.state), user, report)
+            stored = await in_history(self.state, "store", store_report, user, report)
         except ReportConflictError as error:
             raise web.HTTPError(409, "%s", str(error)) from None
         if stored is not None:
@@ -125,7 +143,7 @@ class SessionsHandler(ServiceHandler):
         name = caller if name is None else name
         if name != caller and not model.get("admin"):
             raise web.HTTPError(403, "%s may not read the sessions of %s", shown(caller), shown(name))
-        records = await asyncio.to_thread(sessions_of, history_of(self.state), name, limit=MAX_LISTED)
+        records = await in_history(self.state, "read", sessions_of, name, limit=MAX_LISTED)
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
         self.finish(json.dumps({"user": name, "sessions": [record_json(r) for r in records]}))
@@ -149,7 +167,7 @@ class ReportHandler(ServiceHandler):
         if chosen not in REPORT_FORMATS:
             raise web.HTTPError(400, "format must be one of %s", ", ".join(REPORT_FORMATS))
         content_type, render = REPORT_FORMATS[chosen]
-        report = await asyncio.to_thread(load_report, history_of(self.state))
+        report = await in_history(self.state, "report", load_report)
         self.set_header("Content-Type", f"{content_type}; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
         self.finish(render(report))
@@ -161,7 +179,7 @@ class ReportPageHandler(PageHandler):
     @web.authenticated
     async def get(self) -> None:
         require_admin(self.current_user)
-        report = await asyncio.to_thread(load_report, history_of(self.sources.state))
+        report = await in_history(self.sources.state, "report", load_report)
         self.set_header("Cache-Control", "no-store")
         self.render("report.html", report=report, percent=_percent)
 
