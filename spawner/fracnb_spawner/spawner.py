@@ -301,9 +301,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         The spawn page shows the latest message as its headline: repeating the plain one after every
         raw ``FailedScheduling`` event keeps the scheduler's text in the log only.
         """
-        queue = self.queue.progress(
-            lambda: self._start_future is not None and self._start_future.done(), self._activity
-        )
+        queue = self.queue.progress(lambda: self._start_future is not None and self._start_future.done())
         async for event in merge(self._kube_progress(), queue):
             yield event
 

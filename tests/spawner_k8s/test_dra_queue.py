@@ -96,7 +96,7 @@ async def test_the_fifth_quarter_queues_gated_and_starts_when_one_stops(
     await wait_until(lambda: claims_owned_by(dra_testbed, dra_namespace, fifth.pod_name), what="the gated pod's claim")
     (claim,) = claims_owned_by(dra_testbed, dra_namespace, fifth.pod_name)
     assert not (claim.get("status") or {}).get("allocation")
-    assert fifth.queue_status_text().startswith("Queued for a 0.25 GPU (dra): 1st in line.")
+    assert fifth.queue.status_text().startswith("Queued for a 0.25 GPU (dra): 1st in line.")
     viewer = dra_spawner({}, user="viewer", config=a100_config())
     rows = await spawnform.annotate(
         viewer.choosing, profiles := await viewer.resolve_profiles(), form.describe(profiles, viewer.gpu_defaults())

@@ -119,7 +119,7 @@ async def test_queued_spawns_start_in_order_as_slots_free(cluster_spawner, testb
     testbed.create_pod(k8s_namespace, holding)  # fmt: skip
     await wait_until(lambda: (dave.queue.ticket.position, carol.queue.ticket.position) == (1, 2))
     assert bob.queue.ticket.position == 3
-    assert "1st in line" in dave.queue_status_text()
+    assert "1st in line" in dave.queue.status_text()
     waits = REGISTRY.get_sample_value("fracnb_queue_wait_seconds_count") or 0
     started = []
     for index, expected in enumerate((dave, carol, bob)):
@@ -147,7 +147,7 @@ async def test_cancel_while_queued_leaves_no_pod(cluster_spawner, testbed, k8s_n
     assert gave_up_count("cancelled") == cancelled + 1
     assert pod(testbed, k8s_namespace, spawner.pod_name) is None
     assert not spawner.hub_state.queue.tickets
-    held = await spawner._listed_allocations()
+    held = await spawner.choosing._listed_allocations()
     assert not [a for a in held if a.user == spawner.user.name]
     assert spawner.hub_state.ledger.reserved(spawner.user.name, "") is None
 
@@ -204,7 +204,7 @@ async def test_restarted_hub_forgets_the_spawn_but_not_the_place(cluster_spawner
     again = in_group(cluster_spawner({"profile": "quarter"}, user="kate", config=quarter_config()))
     assert await again.poll() == 0
     assert gated(testbed, k8s_namespace, again.pod_name)
-    assert "Your place in the GPU queue is kept until" in again.kept_place_text()
+    assert "Your place in the GPU queue is kept until" in again.queue.kept_place_text()
     # In the hub that queued it, the pod counts as pending (poll: running), so "Stop My Server" removes it.
     spawner = in_group(cluster_spawner({"profile": "quarter"}, user="lena", config=quarter_config()))
     (task,) = await queued([spawner])

@@ -66,11 +66,11 @@ async def test_group_quota_holds_across_a_hub_restart(cluster_spawner, testbed, 
     await HubState.discard()  # a new hub process starts with an empty ledger
     late = spawner_for("cid")
     form = await late.render_options_form()
-    assert "team-a uses 0.5 of 0.5 GPUs" in form, "the form, too, counts pods in other users' namespaces"
+    assert "team-a uses 0.5 of 0.5 GPU" in form, "the form, too, counts pods in other users' namespaces"
     with pytest.raises(web.HTTPError) as refused:
         await late.start()
     assert refused.value.status_code == 403
-    assert "team-a uses 0.5 of 0.5 GPUs" in (getattr(refused.value, "message", "") or refused.value.log_message)
+    assert "team-a uses 0.5 of 0.5 GPU" in (getattr(refused.value, "message", "") or refused.value.log_message)
     assert held_in(testbed, user_namespaces) == Fraction(1, 2)
 
     await first[0].stop()
