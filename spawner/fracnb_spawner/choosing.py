@@ -6,6 +6,7 @@ could take it, and the quota. ``FractionalSpawner.choosing`` serves the spawn fo
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Protocol
 
@@ -36,7 +37,9 @@ from fracnb_spawner.hubstate import HubState
 from fracnb_spawner.queue.spawning import SpawnQueue
 from fracnb_spawner.quota import admission
 from fracnb_spawner.quota.policy import Allocation, QuotaDecision, QuotaPolicy, allocations_from_pods
-from fracnb_spawner.spawnplan import SpawnContext, SpawnPlan, plan_spawn
+from fracnb_spawner.spawnplan import SpawnContext, SpawnPlan, for_pod, plan_spawn
+
+MAX_KEPT_PLANS = 1024  # choices (with their free text) planned once per hub configuration
 
 
 class ChoiceHost(Protocol):
@@ -71,6 +74,20 @@ class ChoiceHost(Protocol):
     async def form_advice(self, user: str, profiles: Any, rows: Any, history: Any) -> FormAdvice: ...
 
 
+@dataclass(frozen=True)
+class CheckedProfiles:
+    """A configured profile list, initialized and validated against the spawner's settings."""
+
+    config: Any
+    raw: Any  # a copy of the list as configured
+    settings: tuple[Any, ...]
+    profiles: list[dict]  # shared by the hub's spawners: read, never changed
+    longest_queue_wait: float
+
+    def matches(self, raw: Any, settings: tuple[Any, ...]) -> bool:
+        return self.settings == settings and self.raw == raw
+
+
 class Choosing:
     """The spawner's decisions about a choice, before anything is applied."""
 
@@ -95,14 +112,22 @@ class Choosing:
         return self.host.refuse_unplaceable_choices
 
     async def resolve_profiles(self) -> list[dict]:
-        """The initialized, validated profile list (a callable one is called now)."""
-        host = self.host
-        raw = host.profile_list
+        """The initialized, validated profile list (a callable one is called now).
+
+        A configured (not callable) list is initialized and validated once per hub configuration and
+        shared by the hub's spawners, read-only.
+        """
+        host, state = self.host, self.host.hub_state
+        settings = (host.gpu_defaults(), host.backend_settings(), host.cull_defaults())
+        known = state.checked_profiles
+        fixed = not callable(host.profile_list)
+        if fixed and known is not None and known.config is host.config and known.matches(host.profile_list, settings):
+            self.longest_queue_wait = known.longest_queue_wait
+            return known.profiles
         try:
-            if callable(raw):
-                raw = await maybe_future(raw(host))
+            raw = await maybe_future(host.profile_list(host)) if not fixed else host.profile_list
             profiles = initialize_profiles(raw)
-            self._validate_once(raw, profiles)
+            validate_profiles(profiles, *settings)
             self.longest_queue_wait = max((queue_max_wait(p.get("queue")) for p in profiles), default=0)
         except ProfileConfigError as error:
             host.log.error("fracnb: invalid profile_list: %s", error)
@@ -111,25 +136,45 @@ class Choosing:
             host.log.exception("fracnb: could not read profile_list")
             message = f"The hub's profile configuration could not be read ({type(error).__name__}); see the hub log"
             raise HubConfigError(message) from error
-        return profiles
-
-    def _validate_once(self, raw: Any, profiles: list[dict]) -> None:
-        # Each spawner holds its own copy of the configured list: validate a given content once per
-        # hub configuration (comparing copies is cheap; validating is not).
-        host, state = self.host, self.host.hub_state
-        settings = (host.gpu_defaults(), host.backend_settings(), host.cull_defaults())
-        known = state.checked_profiles
-        fixed = not callable(host.profile_list)
-        if fixed and known is not None and known[0] is host.config and known[1:] == (raw, settings):
-            return
-        validate_profiles(profiles, *settings)
         if fixed:
-            state.checked_profiles = (host.config, copy_plain(raw), settings)
+            state.checked_profiles = CheckedProfiles(
+                host.config, copy_plain(raw), settings, profiles, self.longest_queue_wait
+            )
+            state.plans = {}
+        return profiles
 
     # ---- the plan --------------------------------------------------------------------------------
 
     def plan_for(self, profiles: list[dict], options: object) -> SpawnPlan:
-        """The plan of ``options``; ``InvalidRequestError`` (400) saying what is wrong, or ``HubConfigError``."""
+        """The plan of ``options``; ``InvalidRequestError`` (400) saying what is wrong, or ``HubConfigError``.
+
+        A plan depends only on the configuration and the options, so the plans of a configured (not
+        callable) profile list are kept for the hub process (:attr:`.hubstate.HubState.plans`) and each
+        choice is validated and planned once; the pod's own name is given to it per spawn.
+        """
+        key = self._plan_key(options)
+        plans = self.host.hub_state.plans
+        plan = plans.get(key) if key is not None else None
+        if plan is None:
+            plan = self._plan(profiles, options)
+            if key is not None:
+                if len(plans) >= MAX_KEPT_PLANS:
+                    plans.clear()
+                plans[key] = plan
+        return for_pod(plan, self.host.pod_name)
+
+    def _plan_key(self, options: object) -> tuple | None:
+        """What a plan of ``options`` depends on besides the checked profile list; None: plan it anew."""
+        host = self.host
+        if callable(host.profile_list) or not isinstance(options, dict):
+            return None
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in options.items()):
+            return None
+        selector = host.values.configured(host, "node_selector")
+        context = (tuple(sorted(selector.items())), host.fracnb_service_url, str(host.gpu_kernel_cull_idle_timeout))
+        return (tuple(sorted(options.items())), context)
+
+    def _plan(self, profiles: list[dict], options: object) -> SpawnPlan:
         try:
             selection = select(profiles, options)
             return self.plan_of(selection, plan_gpu(selection.gpu, self.host.gpu_defaults()))
@@ -149,7 +194,7 @@ class Choosing:
         gpu_cull, cpu_cull = host.cull_defaults()
         context = SpawnContext(
             host.backend_settings(), gpu_cull, cpu_cull, host.values.configured(host, "node_selector"),
-            host.pod_name, host.fracnb_service_url, parse_duration(host.gpu_kernel_cull_idle_timeout),
+            host.fracnb_service_url, parse_duration(host.gpu_kernel_cull_idle_timeout),
         )  # fmt: skip
         return plan_spawn(selection, gpu, context, host.is_gpu_resource)
 

@@ -31,7 +31,8 @@ class HubState:
         self.watches: ClusterWatches | None = None
         self.queue: QueueCoordinator | None = None
         self._settings: dict[str, tuple[Any, Any]] = {}
-        self.checked_profiles: tuple[Any, Any, Any] | None = None  # (config, profile list, settings) validated
+        self.checked_profiles: Any = None  # the configured profile list, checked (choosing.CheckedProfiles)
+        self.plans: dict[Any, Any] = {}  # SpawnPlans of choices of the checked profile list (Choosing.plan_for)
 
     @classmethod
     def current(cls) -> HubState:

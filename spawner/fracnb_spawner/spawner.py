@@ -50,6 +50,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.share_settings(self.hub_state.setting(self.config, "derived settings", dict))
         self.spawn_plan: SpawnPlan | None = None  # this spawn's, or the running server's (from the state)
         self.choosing = Choosing(self)
         self.queue = SpawnQueue(self, self._running_queue, self._activity)
@@ -153,7 +154,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             return await super().load_user_options()
         plan = self.choosing.plan_for(profiles, self.user_options)
         await self.choosing.admit(plan, reserve=True)
-        self.user_options = plan.selection.user_options if plan.selection else self.user_options
+        self.user_options = dict(plan.selection.user_options) if plan.selection else self.user_options
         try:
             apply_overrides(self, plan.overrides, plan.selection)
         except Exception as error:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from kubernetes_asyncio.client.models import CoreV1ResourceClaim, V1EnvVar, V1PodResourceClaim
+from kubernetes_asyncio.client.models import CoreV1ResourceClaim, V1PodResourceClaim
 
 from fracnb_spawner.cluster.slots import Ask, ask_for, slot_kind
 from fracnb_spawner.common.podkeys import SLOT_KIND_LABEL
@@ -38,7 +38,6 @@ class SpawnContext:
     gpu_cull: CullPolicy
     cpu_cull: CullPolicy
     node_selector: Mapping[str, str]  # the configured node selector, before any override
-    pod_name: str
     service_url: str = ""  # FRACNB_SERVICE_URL
     kernel_cull_timeout: int = 0  # FRACNB_KERNEL_CULL_IDLE_TIMEOUT of GPU pods; 0: none
 
@@ -75,7 +74,8 @@ class SpawnPlan:
 def plan_spawn(
     selection: Selection, gpu: GPUPlan, context: SpawnContext, is_gpu_resource: Callable[[str], bool]
 ) -> SpawnPlan:
-    """The plan of ``selection`` (already validated by :func:`.config.profiles.select`).
+    """The plan of ``selection`` (already validated by :func:`.config.profiles.select`), for any pod:
+    objects made beside the pod get its name from :func:`for_pod`.
 
     Raises ``InvalidUserOptionsError`` when the user's free text cannot fill its override.
     """
@@ -99,17 +99,20 @@ def plan_spawn(
     kind = ask.kind if ask is not None else _unqueued_kind(fields)
     if kind:
         labels[SLOT_KIND_LABEL] = kind
-    parts = named_for_pod(fields, context.pod_name) if fields.companions else fields
-    pod = PodFields(
-        resources=dict(fields.resources), node_selector=dict(fields.node_selector),
-        scheduler_name=fields.scheduler_name, labels=labels,
-        annotations={**fields.annotations, **contract.annotations}, environment=environment,
-        pod_claims=parts.pod_claims, container_claims=parts.container_claims, companions=parts.companions,
-    )  # fmt: skip
+    pod = replace(
+        fields, labels=labels, annotations={**fields.annotations, **contract.annotations}, environment=environment
+    )
     max_wait = queue_max_wait(selection.profile.get("queue")) if ask is not None else 0
     return SpawnPlan(
         selection.slug, selection.choice_text, gpu, cull, pod, overrides, ask, max_wait, selection=selection
     )
+
+
+def for_pod(plan: SpawnPlan, pod_name: str) -> SpawnPlan:
+    """``plan`` with the objects made beside the pod (a DRA claim template) named after ``pod_name``."""
+    if not plan.pod.companions:
+        return plan
+    return replace(plan, pod=named_for_pod(plan.pod, pod_name))
 
 
 def _unqueued_kind(fields: PodFields) -> str | None:
@@ -182,7 +185,9 @@ def pod_with_plan(pod: Any, plan: PodFields) -> Any:
     container = copy.copy(pod.spec.containers[0])
     spec.containers = [container, *pod.spec.containers[1:]]
     kept = [var for var in container.env or [] if not is_reserved_env(_env_name(var))]
-    container.env = kept + [V1EnvVar(name=name, value=value) for name, value in plan.environment.items()]
+    # Plain entries (the API client sends them as they are): a V1EnvVar copies the client's default
+    # configuration each time it is made.
+    container.env = kept + [{"name": name, "value": value} for name, value in plan.environment.items()]
     if plan.resources or plan.container_claims:
         container.resources = resources = copy.copy(container.resources)
         resources.limits = {**(resources.limits or {}), **plan.resources}

@@ -58,7 +58,9 @@ def apply_overrides(spawner: Any, overrides: Iterable[Mapping[str, Any]], select
     free_text = [] if selection is None else _free_text_options(selection)
     try:
         for override in overrides:
-            spawner._apply_overrides(override)
+            # A copy: KubeSpawner puts lists and values of an override into the traits as they are, and a
+            # plan (with its overrides) serves every spawn of its choice.
+            spawner._apply_overrides(copy_plain(override))
         problems = _label_problems(spawner) if free_text else []
     except (TraitError, ValueError, TypeError) as error:
         if not free_text:

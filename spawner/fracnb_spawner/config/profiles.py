@@ -74,7 +74,8 @@ def initialize_profiles(raw: object) -> list[dict]:
             raise ProfileConfigError(f"{_raw_profile_name(profile, index)}: {error}") from None
     profiles = [_plain_copy(profile) for profile in raw]
     for profile in profiles:
-        profile.setdefault("slug", slugify(profile["display_name"]))
+        if "slug" not in profile:
+            profile["slug"] = slugify(profile["display_name"])
         for option in (profile.get("profile_options") or {}).values():
             choices = option.get("choices") or {}
             if choices and not any(c.get("default") for c in choices.values()):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from traitlets import Bool, Dict, Float, HasTraits, Int, TraitError, Unicode, Union, validate
+from traitlets import Bool, Dict, Float, HasTraits, Int, TraitError, Unicode, Union, observe, validate
 from traitlets.config import Config, Configurable
 
 from fracnb_spawner.common.labels import key_problem, value_problem
@@ -32,11 +33,40 @@ def gpu_memory_size(value: object) -> int:
     return size
 
 
+T = TypeVar("T")
+# The traits that gpu_defaults, cull_defaults and backend_settings read.
+DERIVED_FROM = (
+    "gpu_backend", "gpu_memory", "gpu_memory_by_product", "mig_default_model", "gpu_idle_timeout", "gpu_max_age",
+    "cpu_idle_timeout", "cpu_max_age", "time_slicing_resource", "mps_resource", "hami_scheduler_name",
+    "kai_scheduler_name", "kai_queue_label", "kai_queue", "soft_cap_ratio", "dra_device_class",
+    "dra_mig_device_class", "dra_driver_name",
+)  # fmt: skip
+
+
 class FractionalTraits(HasTraits):
     """Mixed into ``FractionalSpawner``; kept apart so the spawner module stays about behaviour."""
 
+    def share_settings(self, shared: dict[str, Any]) -> None:
+        """Read gpu_defaults, cull_defaults and backend_settings from ``shared``, a dict kept for every object
+        made from one hub configuration, until a trait they read is set on this object itself."""
+        self.__dict__["_fracnb_derived"] = shared
+
+    def _derived(self, name: str, make: Callable[[], T]) -> T:
+        # Read on every spawn and form row; made again only when one of the traits they read changes.
+        cache = self.__dict__.setdefault("_fracnb_derived", {})
+        if name not in cache:
+            cache[name] = make()
+        return cache[name]
+
+    @observe(*DERIVED_FROM)
+    def _settings_changed(self, change: Any) -> None:
+        self.__dict__["_fracnb_derived"] = {}  # this object's own from now on
+
     def gpu_defaults(self) -> GPUDefaults:
         """What a profile's ``gpu`` entry falls back on, from these traits."""
+        return self._derived("gpu_defaults", self._gpu_defaults)
+
+    def _gpu_defaults(self) -> GPUDefaults:
         # The traits' validators have run unless traitlets holds them back while loading
         # config (then profile_list may be checked first): report as they would.
         try:
@@ -53,12 +83,18 @@ class FractionalTraits(HasTraits):
 
     def cull_defaults(self) -> tuple[CullPolicy, CullPolicy]:
         """Idle timeout and maximum age of GPU and of CPU-only servers, in seconds."""
+        return self._derived("cull_defaults", self._cull_defaults)
+
+    def _cull_defaults(self) -> tuple[CullPolicy, CullPolicy]:
         gpu = CullPolicy(parse_duration(self.gpu_idle_timeout), parse_duration(self.gpu_max_age))
         cpu = CullPolicy(parse_duration(self.cpu_idle_timeout), parse_duration(self.cpu_max_age))
         return gpu, cpu
 
     def backend_settings(self) -> BackendSettings:
         """The cluster-specific names the backends need, from these traits."""
+        return self._derived("backend_settings", self._backend_settings)
+
+    def _backend_settings(self) -> BackendSettings:
         return BackendSettings(
             time_slicing_resource=self.time_slicing_resource,
             mps_resource=self.mps_resource,
