@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from fracnb_meter.schema import SERVICE_REPORT, load, problems
-from fracnb_meter.wording import clock_time, cull_warning, session_peak
+from fracnb_meter.wording import clock_time, cull_warning, restore_offer, restore_summary, session_peak
 
 CASES = json.loads((Path(__file__).resolve().parents[2] / "extension/test-data/cull-warnings.json").read_text())[
     "cases"
@@ -51,3 +51,46 @@ PEAK_CASES = json.loads((Path(__file__).resolve().parents[2] / "extension/test-d
 @pytest.mark.parametrize("case", PEAK_CASES, ids=lambda c: f"{c['peak_bytes']}-of-{c['budget_bytes']}")
 def test_session_peak_shared_cases(case) -> None:
     assert session_peak(case["peak_bytes"], case["budget_bytes"]) == case["text"]
+
+
+OFFERS = json.loads((Path(__file__).resolve().parents[2] / "extension/test-data/restore-offers.json").read_text())[
+    "cases"
+]
+
+
+@pytest.mark.parametrize("case", OFFERS, ids=lambda c: c["text"])
+def test_restore_offers_read_as_the_front_ends(case) -> None:
+    text = restore_offer(
+        datetime.fromisoformat(case["saved_at"]),
+        case["bytes"],
+        datetime.fromisoformat(case["now"]),
+        ZoneInfo(case["time_zone"]),
+    )
+    assert text == case["text"]
+
+
+def test_restore_summary_lists_what_came_back_and_what_did_not() -> None:
+    report = {
+        "status": "partly_restored",
+        "reason": None,
+        "restored": ["model", "frame"],
+        "failed": [{"name": "loader", "type": "x.Loader", "reason": "ModuleNotFoundError: No module named 'x'"}],
+        "skipped_at_save": [{"name": "gen", "type": "builtins.generator", "reason": "a generator"}],
+        "warnings": ["numpy 2.4.6 \N{RIGHTWARDS ARROW} 2.5.0"],
+        "notices": ["GPU arrays (2 GiB) were restored to host memory: this server has no GPU."],
+        "bytes": 2 << 30,
+        "saved_at": "2026-11-25T14:05:00+00:00",
+        "seconds": 3.1,
+    }
+    assert restore_summary(report) == [
+        "Restored 2 variables (2 GiB): model, frame.",
+        "Not restored: loader (ModuleNotFoundError: No module named 'x').",
+        "Not saved at the stop: gen (a generator).",
+        "GPU arrays (2 GiB) were restored to host memory: this server has no GPU.",
+        "Saved with other versions: numpy 2.4.6 \N{RIGHTWARDS ARROW} 2.5.0.",
+    ]
+    confirm = {**report, "status": "confirm", "reason": "the saved state was made with other versions"}
+    assert restore_summary(confirm) == [
+        "the saved state was made with other versions",
+        "  numpy 2.4.6 \N{RIGHTWARDS ARROW} 2.5.0",
+    ]

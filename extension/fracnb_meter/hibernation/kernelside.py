@@ -236,6 +236,18 @@ def saved_state(notebook: str | None = None) -> dict[str, Any] | None:
         return None
 
 
+def unrestored_state(notebook: str | None = None) -> dict[str, Any] | None:
+    """The manifest of this notebook's saved state while it was not restored yet, else None."""
+    from .restorer import find_entry  # noqa: PLC0415
+
+    manifest = saved_state(notebook)
+    target = notebook_file(notebook)
+    if manifest is None or target is None:
+        return None
+    restored = layout.read_restored(find_entry(os.environ, target))
+    return None if restored and restored.get("generation") == manifest.get("generation") else manifest
+
+
 def discard(notebook: str | None = None) -> bool:
     from .restorer import find_entry  # noqa: PLC0415
 

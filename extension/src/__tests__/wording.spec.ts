@@ -4,7 +4,14 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 
 import type { IDeadline } from '../usage';
-import { adviceText, cullWarning, deviceName, sessionPeakText, softCapText } from '../wording';
+import {
+  adviceText,
+  cullWarning,
+  deviceName,
+  restoreOffer,
+  sessionPeakText,
+  softCapText
+} from '../wording';
 import { deadline, GIB, usage } from './fixtures';
 
 describe('soft cap', () => {
@@ -115,4 +122,24 @@ describe('advice for next time', () => {
     assert.equal(adviceText(usage({ advice: { state: 'none' } })), null);
     assert.equal(adviceText(usage({ advice: null })), null);
   });
+});
+
+/** The cases fracnb_meter.wording.restore_offer is held to as well (tests/meter/test_wording.py). */
+interface IRestoreOfferCase {
+  saved_at: string;
+  bytes: number;
+  now: string;
+  time_zone: string;
+  text: string;
+}
+
+describe('restore offers', () => {
+  const file = join(__dirname, '..', '..', 'test-data', 'restore-offers.json');
+  const cases = (JSON.parse(readFileSync(file, 'utf-8')) as { cases: IRestoreOfferCase[] }).cases;
+
+  for (const { saved_at, bytes, now, time_zone, text } of cases) {
+    test(text, () => {
+      assert.equal(restoreOffer(new Date(saved_at), bytes, new Date(now), time_zone), text);
+    });
+  }
 });
