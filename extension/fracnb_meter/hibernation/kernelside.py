@@ -16,7 +16,6 @@ import contextlib
 import io
 import json
 import os
-import sys
 import warnings
 from collections.abc import Iterator, Mapping
 from functools import cache
@@ -49,19 +48,25 @@ def _quiet() -> Iterator[None]:
 
 @cache
 def _distributions() -> Mapping[str, list[str]]:
-    return metadata.packages_distributions()
+    return metadata.packages_distributions()  # scans every installed package: only when needed
 
 
 def package_version(top_level: str) -> str | None:
-    """The installed version of the distribution that provides ``top_level`` (no import needed)."""
+    """The installed version of the distribution that provides ``top_level`` (no import needed).
+
+    Most packages are distributed under their import name (numpy, torch, jax); only the others
+    need the scan of every installed distribution (sklearn is scikit-learn's).
+    """
+    try:
+        return metadata.version(top_level)
+    except (metadata.PackageNotFoundError, ValueError):
+        pass
     for distribution in _distributions().get(top_level, []):
         try:
             return metadata.version(distribution)
         except metadata.PackageNotFoundError:
             continue
-    module = sys.modules.get(top_level)
-    version = getattr(module, "__version__", None)
-    return version if isinstance(version, str) else None
+    return None
 
 
 def current_versions(packages: list[str]) -> dict[str, str | None]:
