@@ -21,9 +21,10 @@ from fracnb_meter.schema import RESTORE_REPORT, check
 
 torch = pytest.importorskip("torch")
 NOTEBOOK = "/work/torch.ipynb"
+ON_HOST = Placement(on_gpu=False, notice=None)
 
 
-def round_trip(namespace: dict, tmp_path: Path, placement: Placement = Placement(False, None)) -> tuple[dict, dict]:
+def round_trip(namespace: dict, tmp_path: Path, placement: Placement = ON_HOST) -> tuple[dict, dict]:
     env = {"HOME": str(tmp_path / "home"), "JUPYTERHUB_SERVER_NAME": ""}
     request = SaveRequest("torch.ipynb", NOTEBOOK, "k", 1 << 30, time.time() + 60)
     saved = save_namespace(namespace, {}, request, env, version_of=package_version)
