@@ -11,6 +11,7 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -279,3 +280,29 @@ async def test_a_kernel_that_fails_or_is_not_reached_in_time_is_reported_not_rai
     assert "no answer" in reasons["b"][1]
     assert reasons["a"][0] == "failed"
     assert "not reached within the time limit" in reasons["a"][1]
+
+
+class _Slow:
+    """Each pickling takes 10 s of the test's clock."""
+
+    clock: ClassVar[list[float]] = [0.0]
+
+    def __reduce__(self) -> tuple:
+        _Slow.clock[0] += 10
+        return (_Slow, ())
+
+
+def test_a_save_that_ends_past_its_deadline_is_not_committed(env: dict) -> None:
+    save({"version": 1}, env)
+    before = manifest(env)["generation"]
+    _Slow.clock[0] = 0.0
+    request = SaveRequest("nb.ipynb", "/work/nb.ipynb", "k", GIB, 15.0)  # the dry pass ends at 10, the write at 20
+
+    result = save_namespace(
+        {"slow": _Slow()}, {}, request, env, version_of=package_version, clock=lambda: _Slow.clock[0]
+    )
+
+    assert result["status"] == "failed"
+    assert "time limit" in result["reason"]
+    assert manifest(env)["generation"] == before
+    assert len(layout.generations(find_entry(env, "/work/nb.ipynb"))) == 1

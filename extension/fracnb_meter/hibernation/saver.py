@@ -94,6 +94,8 @@ def save_namespace(
         return {**result, "reason": f"the save ran past its time limit; {kept}"}
     except OSError as error:
         return {**result, "reason": f"{disk_reason(error)}; {kept}"}
+    except layout.UnsafeStateError as error:
+        return {**result, "reason": f"{error}; {kept}"}
     if manifest is None:
         return {**result, "reason": f"none of the {len(variables)} variables can be saved; {kept}"}
     return {
@@ -205,6 +207,7 @@ def _write(saveable: dict[str, Any], skipped: list[dict[str, str]], context: _Co
             written = _write_pass(saveable, generation, context)
             if not written.skipped:
                 manifest = _manifest(written, skipped, generation.name, saveable, context)
+                written.arrays.check_deadline()  # past it, the server has reported the old state kept
                 layout.write_private_file(entry / layout.MANIFEST, _json_bytes(manifest))
         except BaseException:
             shutil.rmtree(generation, ignore_errors=True)
