@@ -15,15 +15,18 @@ from pathlib import Path
 
 import pytest
 from conftest import gpu_environment, running_lab
+from jupyter_client.blocking import BlockingKernelClient
 from meter_lab import BUDGET_ENV, FakeGpu, LabServer, wait_for_animations
 from playwright.sync_api import Browser, Page, expect
 
 from fracnb_meter.schema import HIBERNATION_REPORT, HIBERNATION_STATES, problems
+from fracnb_testbed.procs import wait_until
 from tests.e2e.pages import run_cell
 
 pytestmark = pytest.mark.browser
 
 NOTEBOOK = "train.ipynb"
+CLASSIC = "classic.ipynb"  # opened in Notebook 7
 TOAST = ".Toastify__toast"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
@@ -37,6 +40,28 @@ def page(browser: Browser) -> Iterator[Page]:
     yield page
     context.close()
     assert not uncaught, f"uncaught errors in the page: {uncaught}"
+
+
+def run_in_new_kernel(server: LabServer, path: str, code: str) -> None:
+    """A session for ``path`` and ``code`` run in its kernel, as a notebook's cell would."""
+    session = server.api(
+        "POST", "api/sessions", {"path": path, "name": path, "type": "notebook", "kernel": {"name": "python3"}}
+    )
+    client = BlockingKernelClient()
+    client.load_connection_file(str(server.root.parent / "runtime" / f"kernel-{session['kernel']['id']}.json"))
+    client.hb_channel.time_to_dead = 10.0  # a busy machine can miss 1 s heartbeats
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=60)
+        reply = client.execute_interactive(code, timeout=60, output_hook=lambda _msg: None)
+        assert reply["content"]["status"] == "ok"
+    finally:
+        client.stop_channels()
+    wait_until(
+        lambda: server.api("GET", f"api/kernels/{session['kernel']['id']}")["execution_state"] == "idle",
+        what=f"the kernel of {path} to be idle",
+        timeout=30,
+    )
 
 
 def open_notebook(page: Page, server: LabServer) -> None:
@@ -56,18 +81,21 @@ def test_restore_offer_brings_the_variables_back_after_a_stop(
         open_notebook(page, server)
         run_cell(page, "import numpy as np\nweights = np.arange(1_000_000.0)\nsame = weights\nnotes = {'epoch': 7}")
         page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for(timeout=60_000)
+        server.api("PUT", f"api/contents/{CLASSIC}", {"type": "notebook", "content": notebook})
+        run_in_new_kernel(server, CLASSIC, "steps = [1, 2, 3]")
         report = server.api("POST", "fracnb/api/hibernate", {"timeout_seconds": 60})
         assert problems(HIBERNATION_REPORT, report) == []
-        (kernel,) = report["kernels"]
-        assert (kernel["path"], kernel["status"], kernel["variables"]) == (NOTEBOOK, "saved", 4)
+        outcomes = {k["path"]: (k["status"], k["variables"]) for k in report["kernels"]}
+        assert outcomes == {NOTEBOOK: ("saved", 4), CLASSIC: ("saved", 1)}
         page.close()  # the tab of the stopped server
     page = page.context.new_page()
 
     with running_lab(tmp_path_factory.mktemp("after"), environment, artifacts / "lab-restore.log") as server:
-        (server.root / NOTEBOOK).write_text(json.dumps(notebook))  # the notebook, as the home keeps it
+        for path in (NOTEBOOK, CLASSIC):
+            (server.root / path).write_text(json.dumps(notebook))  # the notebooks, as the home keeps them
         states = server.api("GET", "fracnb/api/hibernation/states")
         assert problems(HIBERNATION_STATES, states) == []
-        assert [state["path"] for state in states["states"]] == [NOTEBOOK]
+        assert sorted(state["path"] for state in states["states"]) == [CLASSIC, NOTEBOOK]
         open_notebook(page, server)
 
         offer = page.locator(TOAST, has_text=re.compile(r"train\.ipynb: Restore variables from \d\d:\d\d \(7\.6 MiB\)"))
@@ -83,13 +111,22 @@ def test_restore_offer_brings_the_variables_back_after_a_stop(
             "499999500000 True 7", timeout=30_000
         )
         # Restored once: the panel still lists it (to discard), and no new offer comes.
-        (state,) = server.api("GET", "fracnb/api/hibernation/states")["states"]
-        assert state["restored_at"] is not None
+        states = {s["path"]: s for s in server.api("GET", "fracnb/api/hibernation/states")["states"]}
+        assert states[NOTEBOOK]["restored_at"] is not None
         page.locator(".fracnb-meter-status").click()
-        saved = page.locator(".fracnb-meter-saved .fracnb-meter-state")
+        saved = page.locator(".fracnb-meter-saved .fracnb-meter-state", has_text=NOTEBOOK)
         expect(saved).to_contain_text("restored once")
         wait_for_animations(page)
         page.screenshot(path=artifacts / "lab-restore-panel.png")
         saved.get_by_role("button", name="Discard").click()
-        expect(page.locator(".fracnb-meter-saved")).to_have_count(0, timeout=30_000)
-        assert server.api("GET", "fracnb/api/hibernation/states")["states"] == []
+        expect(saved).to_have_count(0, timeout=30_000)
+        assert [s["path"] for s in server.api("GET", "fracnb/api/hibernation/states")["states"]] == [CLASSIC]
+
+        # Notebook 7 makes the same offer.
+        page.goto(f"{server.url}notebooks/{CLASSIC}?token={server.token}")
+        offer = page.locator(TOAST, has_text=re.compile(r"classic\.ipynb: Restore variables from \d\d:\d\d"))
+        expect(offer).to_be_visible(timeout=60_000)
+        offer.get_by_role("button", name="Restore", exact=True).click()
+        expect(page.locator(TOAST, has_text="Restored 1 variable")).to_be_visible(timeout=60_000)
+        wait_for_animations(page)
+        page.screenshot(path=artifacts / "notebook7-restored.png")
