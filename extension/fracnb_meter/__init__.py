@@ -4,7 +4,7 @@
   ``fracnb_meter.server``).
 - JupyterLab extension ``@fracnb/meter``: status bar item and side panel.
 - IPython extension: ``%load_ext fracnb_meter`` shows a live quota widget in the notebook
-  (or call ``fracnb_meter.widget.show()``).
+  (or call ``fracnb_meter.widget.show()``) and adds ``%fracnb_restore`` (docs/hibernation.md).
 
 Importing this package touches neither NVML nor the Jupyter server.
 """
@@ -31,9 +31,11 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext fracnb_meter``: display the live GPU quota widget."""
+    """``%load_ext fracnb_meter``: display the live GPU quota widget; add ``%fracnb_restore``."""
+    from .hibernation import load_ipython_extension as load_restore  # noqa: PLC0415
     from .widget import load_ipython_extension as load  # noqa: PLC0415
 
+    load_restore(ipython)
     load(ipython)
 
 

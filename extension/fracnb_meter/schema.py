@@ -18,7 +18,10 @@ module (shipped in the wheel):
 - ``session-records.schema.json`` and ``history-report.schema.json``: the service's stored
   sessions (``GET api/sessions``) and the admins' report (``GET api/report``, ``fracnb-report``);
 - ``service-advice.schema.json``: ``GET api/advice`` of the service, the user's advice for their
-  next session, which :mod:`.nextadvice` checks on receipt and passes on in the usage document.
+  next session, which :mod:`.nextadvice` checks on receipt and passes on in the usage document;
+- ``hibernation-*.schema.json`` and ``restore-*.schema.json``: hibernation (docs/hibernation.md):
+  the hub service's request to save a server's kernels and the report it gets back, a saved
+  state's manifest, the list of saved states, and the front ends' restore request and report.
 
 The schemas refer to one another by file name. jsonschema is in the notebook extra (jupyter_server
 needs it too).
@@ -44,6 +47,12 @@ SESSION_RECORDS = "session-records.schema.json"
 HISTORY_REPORT = "history-report.schema.json"
 MEMORY_HISTORY = "memory-history.schema.json"
 SERVICE_ADVICE = "service-advice.schema.json"
+HIBERNATION_REQUEST = "hibernation-request.schema.json"
+HIBERNATION_REPORT = "hibernation-report.schema.json"
+HIBERNATION_MANIFEST = "hibernation-manifest.schema.json"
+HIBERNATION_STATES = "hibernation-states.schema.json"
+RESTORE_REQUEST = "restore-request.schema.json"
+RESTORE_REPORT = "restore-report.schema.json"
 NAMES = (
     USAGE,
     SERVICE_REPORT,
@@ -54,6 +63,12 @@ NAMES = (
     SESSION_RECORDS,
     HISTORY_REPORT,
     SERVICE_ADVICE,
+    HIBERNATION_REQUEST,
+    HIBERNATION_REPORT,
+    HIBERNATION_MANIFEST,
+    HIBERNATION_STATES,
+    RESTORE_REQUEST,
+    RESTORE_REPORT,
 )
 
 

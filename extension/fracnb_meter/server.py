@@ -16,10 +16,13 @@ from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
 from tornado.ioloop import PeriodicCallback
-from traitlets import Bool, Float
+from traitlets import Bool, Float, Int
 
 from .activity import HubActivity
 from .contract import Budget, ContractError, gpu_withheld, read_budget
+from .hibernation import handlers as hibernation_handlers
+from .hibernation.kernelcall import call_in_kernel
+from .hibernation.serverside import hibernate, kernel_views
 from .hubservice import ServiceReports
 from .kernelwatch import SYNC_SECONDS, KernelWatch
 from .memoryhistory import MemoryHistory, record_usage
@@ -121,6 +124,29 @@ class FracnbMeter(ExtensionApp):
         c.FracnbMeter.session_report_interval = 300""",
     ).tag(config=True)
 
+    hibernation_enabled = Bool(
+        True,
+        help="""Whether this server saves its idle kernels' variables when asked before a stop
+        (POST fracnb/api/hibernate, docs/hibernation.md) and offers to restore them (default True).
+        Turn it off where home folders are shared or group-writable: a saved state is loaded only
+        from the user's own files. Example: c.FracnbMeter.hibernation_enabled = False""",
+    ).tag(config=True)
+
+    hibernation_max_bytes = Int(
+        4 << 30,
+        help="""The most one hibernation may write, all kernels of this server together, in bytes
+        (default 4 GiB, well below Zero-to-JupyterHub's 10 GiB home). A request may ask for less.
+        The kernels are saved the most recently used first; one that would not fit is skipped and
+        keeps its previous saved state. Example: c.FracnbMeter.hibernation_max_bytes = 8 << 30""",
+    ).tag(config=True)
+
+    restore_timeout = Float(
+        600.0,
+        help="""The most a restore requested from the notebook's front end may take, in seconds
+        (default 600): reading the saved state back from the home volume. Example:
+        c.FracnbMeter.restore_timeout = 1200""",
+    ).tag(config=True)
+
     def initialize_settings(self) -> None:
         self.sampler = Sampler(self.sample_interval_floor, utilization=self.record_sessions)
         self.clock: Callable[[], float] = time.monotonic
@@ -152,6 +178,7 @@ class FracnbMeter(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(ROUTES)
+        self.handlers.extend(hibernation_handlers.handlers())
 
     def _read_budget(self) -> tuple[Budget, str | None]:
         try:
@@ -314,6 +341,19 @@ class FracnbMeter(ExtensionApp):
         if self.no_gpu_reason is not None:
             return unavailable(self.no_gpu_reason)
         return self.sampler.read()
+
+    async def hibernate(self, timeout_s: float, max_bytes: int | None) -> dict[str, Any]:
+        """Save every idle kernel's variables (hibernation-report.schema.json)."""
+        manager = self._web_settings["kernel_manager"]
+        limit = self.hibernation_max_bytes if max_bytes is None else min(max_bytes, self.hibernation_max_bytes)
+
+        async def call(kernel_id: str, function: str, arguments: dict[str, Any], timeout: float) -> dict[str, Any]:
+            return await call_in_kernel(manager.get_kernel(kernel_id), function, arguments, timeout)
+
+        views = kernel_views(
+            await self._kernels(), manager, self._web_settings.get("kernel_spec_manager"), self.serverapp.root_dir
+        )
+        return await hibernate(views, call, limit_bytes=limit, timeout_s=timeout_s)
 
     async def _kernels(self) -> list[KernelInfo]:
         manager = self._web_settings["kernel_manager"]

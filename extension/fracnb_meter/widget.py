@@ -23,6 +23,7 @@ import ipywidgets as widgets
 from IPython.display import display
 
 from .contract import Budget, ContractError, gpu_withheld, read_budget
+from .hibernation.offerwidget import RestoreOffer
 from .hubservice import NO_REPORT, Report, fetch_report_blocking
 from .memoryhistory import MemoryHistory, record_usage
 from .nextadvice import Advice, advice_request, fetch_advice_blocking
@@ -235,8 +236,10 @@ class LocalUsage:
 class QuotaMeter:
     """Two bars (this kernel, this server) against the budget, refreshed by a daemon thread."""
 
-    def __init__(self, source: UsageSource | None = None) -> None:
+    def __init__(self, source: UsageSource | None = None, restore_offer: RestoreOffer | None = None) -> None:
         self.source = source or LocalUsage()
+        # This notebook's variables saved when its server was stopped, if any (docs/hibernation.md).
+        self.restore_offer = restore_offer or RestoreOffer()
         self.kernel_bar = widgets.FloatProgress(min=0.0, max=1.0, description="kernel")
         self.server_bar = widgets.FloatProgress(min=0.0, max=1.0, description="server")
         self.label = widgets.HTML()
@@ -245,7 +248,16 @@ class QuotaMeter:
         self.next_time = widgets.HTML()
         self.cull = widgets.HTML()
         self.widget = widgets.VBox(
-            [self.label, self.kernel_bar, self.server_bar, self.charts, self.next_time, self.quota, self.cull]
+            [
+                self.label,
+                self.kernel_bar,
+                self.server_bar,
+                self.charts,
+                self.next_time,
+                self.quota,
+                self.cull,
+                self.restore_offer.widget,
+            ]
         )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -101,3 +101,32 @@ def session_peak(peak_bytes: int | None, budget_bytes: int | None) -> str | None
         return None
     against = "" if budget_bytes is None else f" of {format_bytes(budget_bytes)}"
     return f"This session peaked at {format_bytes(peak_bytes)}{against}."
+
+
+# ---- hibernation (extension/src/wording.ts writes the same; test-data/restore-offers.json) ----
+
+
+def restore_offer(saved_at: datetime, size_bytes: int, now: datetime, zone: tzinfo | None = None) -> str:
+    """'Restore variables from 14:05 (3.2 GiB)'; the day too when it was not today: 'from 24 Nov 14:05'."""
+    local, today = saved_at.astimezone(zone), now.astimezone(zone)
+    day = "" if local.date() == today.date() else f"{local.day} {local.strftime('%b')} "
+    return f"Restore variables from {day}{clock_time(saved_at, zone)} ({format_bytes(size_bytes)})"
+
+
+def restore_summary(report: Mapping[str, Any]) -> list[str]:
+    """What a restore did, one line each (restore-report.schema.json), for the magic and the widget."""
+    status, lines = report["status"], []
+    if status in ("none", "refused", "confirm") or (status == "failed" and not report["failed"]):
+        lines.append(report["reason"] or "Nothing was restored.")
+        lines += [f"  {warning}" for warning in report["warnings"]] if status == "confirm" else []
+        return lines
+    restored = report["restored"]
+    noun = "variable" if len(restored) == 1 else "variables"
+    lines.append(f"Restored {len(restored)} {noun} ({format_bytes(report['bytes'])}): {', '.join(restored)}.")
+    lines += [f"Not restored: {item['name']} ({item['reason']})." for item in report["failed"]]
+    if report["skipped_at_save"]:
+        skipped = ", ".join(f"{item['name']} ({item['reason']})" for item in report["skipped_at_save"])
+        lines.append(f"Not saved at the stop: {skipped}.")
+    lines += report["notices"]
+    lines += [f"Saved with other versions: {warning}." for warning in report["warnings"]]
+    return lines

@@ -1,27 +1,52 @@
 /**
- * Generate src/usage.ts, the TypeScript types of the usage API, from the JSON Schema the
- * server extension is tested against (fracnb_meter/schemas/usage.schema.json).
+ * Generate the TypeScript types of the server extension's APIs from the JSON Schemas it is
+ * tested against (fracnb_meter/schemas/):
  *
- *   node scripts/schema-types.mjs          write src/usage.ts
- *   node scripts/schema-types.mjs --check  exit 1 if src/usage.ts is not what it would write
+ * - src/usage.ts: the usage API (usage.schema.json);
+ * - src/hibernation-api.ts: the saved states, the restore request and its report
+ *   (hibernation-states, restore-request and restore-report.schema.json).
+ *
+ *   node scripts/schema-types.mjs          write them
+ *   node scripts/schema-types.mjs --check  exit 1 if one is not what it would write
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { compileFromFile } from 'json-schema-to-typescript';
+import { compile, compileFromFile } from 'json-schema-to-typescript';
 import prettier from 'prettier';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const schemas = join(root, 'fracnb_meter', 'schemas');
-const target = join(root, 'src', 'usage.ts');
 
-const BANNER = `/**
+const USAGE_BANNER = `/**
  * The usage API's reply, GET {base_url}fracnb/api/usage.
  *
  * Generated from fracnb_meter/schemas/usage.schema.json (and the schemas it refers to)
  * by \`jlpm build:types\`: edit the schema, not this file. docs/contract.md explains it.
  */`;
+
+const HIBERNATION_BANNER = `/**
+ * The hibernation API's documents: GET {base_url}fracnb/api/hibernation/states, and
+ * POST {base_url}fracnb/api/hibernation/restore's request and reply.
+ *
+ * Generated from fracnb_meter/schemas/hibernation-states, restore-request and
+ * restore-report.schema.json by \`jlpm build:types\`: edit the schemas, not this file.
+ * docs/hibernation.md explains them.
+ */`;
+
+/** One schema that names the three documents, so shared definitions are declared once. */
+const HIBERNATION_DOCUMENTS = {
+  title: 'Hibernation API',
+  type: 'object',
+  additionalProperties: false,
+  required: ['states', 'restore_request', 'restore_report'],
+  properties: {
+    states: { $ref: 'hibernation-states.schema.json' },
+    restore_request: { $ref: 'restore-request.schema.json' },
+    restore_report: { $ref: 'restore-report.schema.json' }
+  }
+};
 
 /** Object types become I-prefixed interfaces, as in the rest of the extension. */
 function interfaceName(schema) {
@@ -32,29 +57,52 @@ function interfaceName(schema) {
   return 'I' + words.map(word => word[0].toUpperCase() + word.slice(1)).join('');
 }
 
-async function generate() {
-  const typescript = await compileFromFile(join(schemas, 'usage.schema.json'), {
+function options(bannerComment) {
+  return {
     cwd: schemas,
-    bannerComment: BANNER,
+    bannerComment,
     additionalProperties: false,
     declareExternallyReferenced: true,
     unreachableDefinitions: false,
     customName: interfaceName,
     format: false
-  });
-  const options = await prettier.resolveConfig(target);
-  return prettier.format(typescript, { ...options, parser: 'typescript' });
+  };
 }
 
-const wanted = await generate();
-if (process.argv.includes('--check')) {
-  const current = await readFile(target, 'utf8').catch(() => '');
-  if (current !== wanted) {
-    console.error(
-      'src/usage.ts does not match fracnb_meter/schemas/usage.schema.json: run `jlpm build:types` in extension/'
-    );
-    process.exit(1);
+async function formatted(target, typescript) {
+  const config = await prettier.resolveConfig(target);
+  return prettier.format(typescript, { ...config, parser: 'typescript' });
+}
+
+const targets = [
+  {
+    file: join(root, 'src', 'usage.ts'),
+    source: 'usage.schema.json',
+    generate: () => compileFromFile(join(schemas, 'usage.schema.json'), options(USAGE_BANNER))
+  },
+  {
+    file: join(root, 'src', 'hibernation-api.ts'),
+    source: 'hibernation-states, restore-request and restore-report.schema.json',
+    generate: () => compile(HIBERNATION_DOCUMENTS, 'HibernationApi', options(HIBERNATION_BANNER))
   }
-} else {
-  await writeFile(target, wanted);
+];
+
+let stale = false;
+for (const target of targets) {
+  const wanted = await formatted(target.file, await target.generate());
+  if (process.argv.includes('--check')) {
+    const current = await readFile(target.file, 'utf8').catch(() => '');
+    if (current !== wanted) {
+      console.error(
+        `src/${target.file.split('/').pop()} does not match fracnb_meter/schemas/${target.source}: ` +
+          'run `jlpm build:types` in extension/'
+      );
+      stale = true;
+    }
+  } else {
+    await writeFile(target.file, wanted);
+  }
+}
+if (stale) {
+  process.exit(1);
 }

@@ -7,6 +7,7 @@ import { PageConfig } from '@jupyterlab/coreutils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 
+import { Hibernation } from './hibernation';
 import { DEFAULT_REFRESH_MS, UsageModel } from './model';
 import { BudgetNotifier } from './notify';
 import { MeterPanel } from './panel';
@@ -31,7 +32,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const openPath = (path: string) => void app.commands.execute('docmanager:open', { path });
     // Under JupyterHub, where a stopped server is started again.
     const hubHome = hubHomeUrl(PageConfig.getOption('hubPrefix'), PageConfig.getOption('hubHost'));
-    const panel = new MeterPanel(model, openPath, hubHome);
+    // Saved variables: the offer to restore them when their notebook opens in a new kernel.
+    const hibernation = new Hibernation(app.serviceManager.sessions);
+    const panel = new MeterPanel(model, openPath, hubHome, hibernation);
     app.shell.add(panel, 'right', { rank: 900 });
 
     app.commands.addCommand(OPEN_COMMAND, {

@@ -7,6 +7,8 @@ import { Widget } from '@lumino/widgets';
 
 import { sparklineElement } from './chart';
 import { formatBytes, formatGiB, formatShare } from './format';
+import type { Hibernation } from './hibernation';
+import { savedStatesView } from './savedstates';
 import { CARRIED_NOTE } from './sparkline';
 import { IUsageState, UsageModel } from './model';
 import { SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
@@ -351,7 +353,8 @@ export class MeterPanel extends Widget {
   constructor(
     private readonly model: UsageModel,
     private readonly openPath: PathOpener | null = null,
-    private readonly hubHome: string | null = null
+    private readonly hubHome: string | null = null,
+    private readonly hibernation: Hibernation | null = null
   ) {
     super();
     this.id = 'fracnb-meter-panel';
@@ -360,12 +363,25 @@ export class MeterPanel extends Widget {
     this.title.caption = 'GPU usage';
     this.node.appendChild(this._sampled);
     model.changed.connect(this._render, this);
+    hibernation?.changed.connect(this._renderSaved, this);
     this._render();
+    this._renderSaved();
   }
 
   dispose(): void {
     this.model.changed.disconnect(this._render, this);
+    this.hibernation?.changed.disconnect(this._renderSaved, this);
     super.dispose();
+  }
+
+  /** The saved states, below the rest (redrawn when they change, not on every usage sample). */
+  private _renderSaved(): void {
+    const view = this.hibernation === null ? null : savedStatesView(this.hibernation);
+    this._saved?.remove();
+    this._saved = view;
+    if (view !== null) {
+      this.node.appendChild(view);
+    }
   }
 
   protected onAfterShow(): void {
@@ -390,5 +406,6 @@ export class MeterPanel extends Widget {
   }
 
   private _body: HTMLElement | null = null;
+  private _saved: HTMLElement | null = null;
   private readonly _sampled = el('p', 'fracnb-meter-sampled');
 }

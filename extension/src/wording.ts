@@ -89,3 +89,29 @@ export function adviceText(usage: IUsage): string | null {
   const advice = usage.advice;
   return advice === null || advice.state === 'none' ? null : advice.text;
 }
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+/** The calendar day of ``moment`` in ``timeZone``: [year, month 0-11, day]. */
+function dayOf(moment: Date, timeZone?: string): [number, number, number] {
+  const parts = new Intl.DateTimeFormat('en-US', {
+    year: 'numeric',
+    month: 'numeric',
+    day: 'numeric',
+    timeZone
+  }).formatToParts(moment);
+  const part = (type: string) => Number(parts.find(p => p.type === type)?.value ?? 0);
+  return [part('year'), part('month') - 1, part('day')];
+}
+
+/**
+ * "Restore variables from 14:05 (3.2 GiB)", with the day when it was not today: "from 24 Nov
+ * 14:05" (fracnb_meter.wording.restore_offer writes the same; test-data/restore-offers.json).
+ */
+export function restoreOffer(savedAt: Date, bytes: number, now: Date, timeZone?: string): string {
+  const [year, month, day] = dayOf(savedAt, timeZone);
+  const today = dayOf(now, timeZone);
+  const sameDay = year === today[0] && month === today[1] && day === today[2];
+  const date = sameDay ? '' : `${day} ${MONTHS[month]} `;
+  return `Restore variables from ${date}${clockTime(savedAt, timeZone)} (${formatBytes(bytes)})`;
+}

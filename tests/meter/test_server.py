@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+from jupyter_server.base.handlers import APIHandler
 from meter_helpers import GIB, Kernel, evaluate, wait_for_execution_state
 
 from fracnb_meter.contract import NO_GPU_REASON
@@ -35,14 +37,24 @@ def by_path(document: dict) -> dict[str, dict]:
 def test_every_meter_endpoint_refuses_unauthenticated_requests(meter_server: MeterServer) -> None:
     app = FracnbMeter()
     app.initialize_handlers()
-    patterns = [pattern.lstrip("/") for pattern, *_ in app.handlers]
-    assert patterns  # the extension has endpoints to protect
-    for pattern in patterns:
-        for token in (None, "not-the-token"):
-            status, body = meter_server.request(pattern, token=token)
-            assert status == 403, (pattern, status)
-            assert "gpus" not in str(body)
-        assert meter_server.request(pattern)[0] == 200
+    assert app.handlers  # the extension has endpoints to protect
+    checked = 0
+    for pattern, handler in app.handlers:
+        path = re.sub(r"\(\?P<\w+>[^)]*\)", "0" * 32, pattern.lstrip("/"))
+        for method in ("GET", "POST", "DELETE"):
+            if getattr(handler, method.lower()) is getattr(APIHandler, method.lower()):
+                continue  # a verb the endpoint does not have
+            body = {} if method == "POST" else None
+            for token in (None, "not-the-token"):
+                status, answer = meter_server.request(path, method, body, token=token)
+                assert status == 403, (method, path, status)
+                assert "gpus" not in str(answer)
+            status, _answer = meter_server.request(path, method, body)
+            assert status != 403, (method, path)
+            if method == "GET":
+                assert status == 200, path
+            checked += 1
+    assert checked >= 6
 
 
 def test_per_kernel_memory_counts_kernel_and_descendants(

@@ -12,6 +12,7 @@ import pytest
 from jupyter_core.paths import jupyter_path
 from meter_helpers import GIB, Kernel, wait_for_execution_state
 
+from fracnb_meter.hibernation.offerwidget import RestoreOffer
 from fracnb_meter.schema import USAGE, check, problems
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
 from fracnb_meter.testing.server import MeterServer
@@ -274,3 +275,43 @@ def test_the_widgets_own_document_carries_the_services_advice(nvml_state, monkey
         )
     finally:
         service.stop()
+
+
+def test_the_widget_offers_the_saved_variables_and_restores_them_on_a_click() -> None:
+    manifest = {
+        "saved_at": "2026-11-25T14:05:00+00:00",
+        "bytes": {"total": 3 * GIB + GIB // 5},
+        "variables": [{"name": "model"}, {"name": "frame"}],
+    }
+    reports = [
+        {"status": "confirm", "reason": "the saved state was made with other versions", "warnings": ["numpy 1 → 2"]},
+        {
+            "status": "restored", "reason": None, "restored": ["model", "frame"], "failed": [], "skipped_at_save": [],
+            "warnings": ["numpy 1 → 2"], "notices": [], "bytes": 3 * GIB,
+        },
+    ]  # fmt: skip
+    forced: list[bool] = []
+
+    def restore(force: bool) -> dict:
+        forced.append(force)
+        return {"restored": [], "failed": [], "skipped_at_save": [], "notices": [], **reports[len(forced) - 1]}
+
+    offer = RestoreOffer(offer=lambda: manifest, restore=restore)
+    meter = QuotaMeter(lambda: document(0, 0), restore_offer=offer)
+    try:
+        assert offer.widget in meter.widget.children
+        assert offer.widget.layout.display == ""
+        assert offer.button.description.startswith("Restore variables from ")
+        assert offer.button.description.endswith("(3.2 GiB)")
+        assert offer.button.tooltip == "model, frame"
+        offer.button.click()
+        assert "other versions" in offer.result.value
+        assert offer.button.description == "Restore anyway"
+        offer.button.click()
+        assert forced == [False, True]
+        assert "Restored 2 variables (3 GiB): model, frame." in offer.result.value
+        assert offer.button.layout.display == "none"
+    finally:
+        meter.close()
+    nothing = RestoreOffer(offer=lambda: None, restore=restore)
+    assert nothing.widget.layout.display == "none"

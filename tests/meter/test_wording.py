@@ -17,6 +17,8 @@ from fracnb_meter.wording import (
     format_gpus,
     format_share,
     format_use,
+    restore_offer,
+    restore_summary,
     session_peak,
 )
 from tests.shared_cases import exact, shared_cases
@@ -77,3 +79,44 @@ def test_gpu_amounts_shared_cases(case) -> None:
 @pytest.mark.parametrize("case", SHARES["uses"], ids=lambda c: f"{c['used']}-of-{c['limit']}")
 def test_gpu_uses_shared_cases(case) -> None:
     assert format_use(float(exact(case["used"])), float(exact(case["limit"]))) == case["text"]
+
+
+OFFERS = shared_cases("restore-offers.json")["cases"]
+
+
+@pytest.mark.parametrize("case", OFFERS, ids=lambda c: c["text"])
+def test_restore_offers_read_as_the_front_ends(case) -> None:
+    text = restore_offer(
+        datetime.fromisoformat(case["saved_at"]),
+        case["bytes"],
+        datetime.fromisoformat(case["now"]),
+        ZoneInfo(case["time_zone"]),
+    )
+    assert text == case["text"]
+
+
+def test_restore_summary_lists_what_came_back_and_what_did_not() -> None:
+    report = {
+        "status": "partly_restored",
+        "reason": None,
+        "restored": ["model", "frame"],
+        "failed": [{"name": "loader", "type": "x.Loader", "reason": "ModuleNotFoundError: No module named 'x'"}],
+        "skipped_at_save": [{"name": "gen", "type": "builtins.generator", "reason": "a generator"}],
+        "warnings": ["numpy 2.4.6 \N{RIGHTWARDS ARROW} 2.5.0"],
+        "notices": ["GPU arrays (2 GiB) were restored to host memory: this server has no GPU."],
+        "bytes": 2 << 30,
+        "saved_at": "2026-11-25T14:05:00+00:00",
+        "seconds": 3.1,
+    }
+    assert restore_summary(report) == [
+        "Restored 2 variables (2 GiB): model, frame.",
+        "Not restored: loader (ModuleNotFoundError: No module named 'x').",
+        "Not saved at the stop: gen (a generator).",
+        "GPU arrays (2 GiB) were restored to host memory: this server has no GPU.",
+        "Saved with other versions: numpy 2.4.6 \N{RIGHTWARDS ARROW} 2.5.0.",
+    ]
+    confirm = {**report, "status": "confirm", "reason": "the saved state was made with other versions"}
+    assert restore_summary(confirm) == [
+        "the saved state was made with other versions",
+        "  numpy 2.4.6 \N{RIGHTWARDS ARROW} 2.5.0",
+    ]

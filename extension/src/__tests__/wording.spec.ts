@@ -2,7 +2,14 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import type { IDeadline } from '../usage';
-import { adviceText, cullWarning, deviceName, sessionPeakText, softCapText } from '../wording';
+import {
+  adviceText,
+  cullWarning,
+  deviceName,
+  restoreOffer,
+  sessionPeakText,
+  softCapText
+} from '../wording';
 import { deadline, GIB, testData, usage } from './fixtures';
 
 describe('soft cap', () => {
@@ -111,4 +118,23 @@ describe('advice for next time', () => {
     assert.equal(adviceText(usage({ advice: { state: 'none' } })), null);
     assert.equal(adviceText(usage({ advice: null })), null);
   });
+});
+
+/** The cases fracnb_meter.wording.restore_offer is held to as well (tests/meter/test_wording.py). */
+interface IRestoreOfferCase {
+  saved_at: string;
+  bytes: number;
+  now: string;
+  time_zone: string;
+  text: string;
+}
+
+describe('restore offers', () => {
+  const { cases } = testData<{ cases: IRestoreOfferCase[] }>('restore-offers.json');
+
+  for (const { saved_at, bytes, now, time_zone, text } of cases) {
+    test(text, () => {
+      assert.equal(restoreOffer(new Date(saved_at), bytes, new Date(now), time_zone), text);
+    });
+  }
 });

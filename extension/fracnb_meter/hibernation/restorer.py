@@ -1,0 +1,236 @@
+"""The restore, inside the owner's kernel: checks the files, warns of version changes, loads each
+variable on its own, and puts GPU arrays where they fit.
+
+Each variable is one record of the stream (fracnb_meter.hibernation.saver), loaded by its own
+unpickler that shares one memo with the others: objects two variables shared are one object
+again. A variable that fails to load (a module no longer installed, say) is listed with the
+reason; the others still load, except those that share an object with it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import pickletools
+import time
+from collections.abc import Callable, Mapping, MutableMapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import frameworks, layout
+from .arrays import Record, read_records
+from .namespace import version_differences
+from .pickler import DEVICE_ARRAY, MAIN_NAMESPACE, describe_error
+from .placement import Placement
+
+FORMAT = 1
+
+
+class SharedObjectMissingError(Exception):
+    """A variable refers to an object of an earlier variable that could not be restored."""
+
+
+class _AlignedMemo(dict):  # type: ignore[type-arg]
+    """The unpickler's memo, shared by every variable's unpickler.
+
+    Protocol 4+ stores each memoised object at index ``len(memo)`` (MEMOIZE). When a variable
+    fails halfway, its later entries are missing; ``end`` moves the next index to where the saver's
+    memo was after that variable, so the variables after it still find their own objects.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.next_index = 0
+
+    def __len__(self) -> int:
+        return self.next_index
+
+    def __setitem__(self, key: int, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.next_index = max(self.next_index, key + 1)
+
+    def __missing__(self, key: int) -> Any:
+        raise SharedObjectMissingError("it shares an object with a variable that could not be restored")
+
+
+class _StateUnpickler(pickle._Unpickler):
+    """Python's own unpickler (its memo can be shared, see :class:`_AlignedMemo`); the notebook's
+    namespace, the globals of functions defined in it, is this kernel's namespace again."""
+
+    def __init__(
+        self, stream: io.BytesIO, buffers: list[bytearray], device: Callable[[int, str], Any], namespace: Any
+    ) -> None:
+        super().__init__(stream, buffers=buffers)
+        self._device = device
+        self._namespace = namespace
+
+    def persistent_load(self, pid: Any) -> Any:
+        if pid == MAIN_NAMESPACE:
+            return self._namespace
+        if not (isinstance(pid, tuple) and len(pid) == 3 and pid[0] == DEVICE_ARRAY):
+            raise pickle.UnpicklingError(f"unknown persistent id {pid!r} in a saved state")
+        return self._device(int(pid[1]), str(pid[2]))
+
+
+def memo_entries(record: bytes) -> int:
+    """How many objects one record memoises (protocol 4+: one per MEMOIZE), read without loading it."""
+    return sum(1 for opcode, _arg, _pos in pickletools.genops(record) if opcode.name == "MEMOIZE")
+
+
+def find_entry(env: Mapping[str, str], notebook_file: str) -> Path:
+    return layout.server_dir(env) / layout.entry_key(notebook_file)
+
+
+def check_manifest(manifest: Mapping[str, Any]) -> None:
+    """Refuse a manifest of another format, with the reason (the files are the user's own: no schema check here)."""
+    if manifest.get("format") != FORMAT:
+        raise ValueError(f"this saved state has format {manifest.get('format')!r}; this fracnb reads format {FORMAT}")
+
+
+class _StopError(Exception):
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+def restore_namespace(
+    user_ns: MutableMapping[str, Any],
+    entry: Path,
+    env: Mapping[str, str],
+    *,
+    force: bool,
+    current_versions: Callable[[list[str]], dict[str, str | None]],
+    placement_of: Callable[[list[dict[str, Any]]], Placement],
+    clock: Callable[[], float] = time.time,
+) -> dict[str, Any]:
+    """Restore a saved state into ``user_ns``; the result is schemas/restore-report.schema.json."""
+    started = clock()
+    root = layout.state_root(env)
+    report: dict[str, Any] = {"status": "failed", "reason": None, "restored": [], "failed": [], "skipped_at_save": []}
+    report |= {"warnings": [], "notices": [], "bytes": 0, "saved_at": None, "seconds": 0.0}
+    try:
+        manifest = _manifest_of(entry, root, report)
+        saved_versions = manifest.get("versions") or {}
+        report["warnings"] = version_differences(saved_versions, current_versions(sorted(saved_versions)))
+        if report["warnings"] and not force:
+            raise _StopError("confirm", "the saved state was made with other versions")
+        placement = placement_of(manifest.get("devices") or [])
+        builtins = user_ns.get("__builtins__")
+        try:
+            _Load(user_ns, manifest, report).run(
+                entry / os.path.basename(str(manifest.get("generation"))), root, placement
+            )
+        finally:  # cloudpickle's function loader sets __builtins__ in the namespace it gets
+            if builtins is not None:
+                user_ns["__builtins__"] = builtins
+    except _StopError as stop:
+        return {**report, "status": stop.status, "reason": stop.reason}
+    except layout.UnsafeStateError as error:
+        return {**report, "status": "refused", "reason": str(error)}
+    except OSError as error:
+        return {**report, "reason": f"the saved state cannot be read: {error}"}
+    if report["restored"]:
+        layout.write_private_file(entry / layout.RESTORED, _restored_mark(clock, manifest))
+    report["status"] = "restored" if not report["failed"] else "partly_restored" if report["restored"] else "failed"
+    report["seconds"] = round(clock() - started, 3)
+    return report
+
+
+def _manifest_of(entry: Path, root: Path, report: dict[str, Any]) -> dict[str, Any]:
+    try:
+        manifest = layout.read_manifest(entry, root)
+    except FileNotFoundError:
+        raise _StopError("none", "there is no saved state for this notebook") from None
+    except ValueError as error:
+        raise _StopError("failed", f"the saved state cannot be read: {error}") from None
+    report |= {"saved_at": manifest.get("saved_at"), "skipped_at_save": manifest.get("skipped", [])}
+    report["bytes"] = (manifest.get("bytes") or {}).get("total", 0)
+    try:
+        check_manifest(manifest)
+    except ValueError as error:
+        raise _StopError("failed", str(error)) from None
+    return manifest
+
+
+def _restored_mark(clock: Callable[[], float], manifest: Mapping[str, Any]) -> bytes:
+    moment = datetime.fromtimestamp(clock(), timezone.utc).isoformat()
+    return json.dumps({"restored_at": moment, "generation": manifest.get("generation")}).encode()
+
+
+def _records(pairs: list[list[int]]) -> list[Record]:
+    return [Record(int(offset), int(length)) for offset, length in pairs]
+
+
+class _Load:
+    """One restore's loading: every variable's record, with the arrays it refers to."""
+
+    def __init__(self, user_ns: MutableMapping[str, Any], manifest: Mapping[str, Any], report: dict[str, Any]) -> None:
+        self.user_ns, self.manifest, self.report = user_ns, manifest, report
+        self.memo = _AlignedMemo()
+        self.loaded: dict[int, frameworks.HostArray] = {}
+
+    def run(self, generation: Path, root: Path, placement: Placement) -> None:
+        layout.check_private_dirs(generation, root)
+        arrays_layout = self.manifest.get("arrays") or {}
+        device_records = _records(arrays_layout.get("device", []))
+        moved: list[str] = []
+        target = frameworks.TARGET.set(_target(self.manifest.get("devices") or [], placement))
+        moved_token = frameworks.MOVED_TO_HOST.set(moved)
+        try:
+            with (
+                layout.open_private(generation / layout.OBJECTS) as objects,
+                layout.open_private(generation / layout.ARRAYS) as arrays,
+            ):
+                out_of_band = read_records(arrays, _records(arrays_layout.get("out_of_band", [])))
+
+                def device_array(index: int, device: str) -> frameworks.HostArray:
+                    if index not in self.loaded:
+                        (values,) = read_records(arrays, [device_records[index]])
+                        self.loaded[index] = frameworks.HostArray(frameworks.as_bytes(values), device)
+                    return self.loaded[index]
+
+                for variable in self.manifest.get("variables", []):
+                    self._variable(variable, objects, out_of_band, device_array)
+        finally:
+            frameworks.TARGET.reset(target)
+            frameworks.MOVED_TO_HOST.reset(moved_token)
+        if moved:
+            self.report["notices"].append(
+                placement.notice or f"Restored to host memory: {', '.join(moved)} (no GPU for them here)."
+            )
+
+    def _variable(
+        self, variable: Mapping[str, Any], objects: Any, out_of_band: list[bytearray], device_array: Any
+    ) -> None:
+        name = str(variable["name"])
+        objects.seek(int(variable["offset"]))
+        record = objects.read(int(variable["length"]))
+        first, count = variable["buffers"]
+        unpickler = _StateUnpickler(io.BytesIO(record), out_of_band[first : first + count], device_array, self.user_ns)
+        unpickler.memo = self.memo
+        start = self.memo.next_index
+        try:
+            value = unpickler.load()
+        except Exception as error:
+            self.memo.next_index = start + memo_entries(record)
+            failure = {"name": name, "type": variable.get("type", ""), "reason": describe_error(error)}
+            self.report["failed"].append(failure)
+            return
+        self.user_ns[name] = value
+        self.report["restored"].append(name)
+
+
+def _target(devices: list[Mapping[str, Any]], placement: Placement) -> frameworks.Target:
+    if not placement.on_gpu:
+        return frameworks.Target()
+    saved = {(str(d["framework"]), str(d["device"])) for d in devices}
+    torch_gpu = any(framework == "torch" and device != "cpu" for framework, device in saved)
+    jax_gpu = any(framework == "jax" and not device.startswith("cpu") for framework, device in saved)
+    return frameworks.Target(
+        torch="cuda:0" if torch_gpu else None,
+        jax="gpu:0" if jax_gpu else None,
+        cupy=any(framework == "cupy" for framework, _ in saved),
+    )

@@ -1,0 +1,206 @@
+"""The server's part of hibernation: which kernels to save, in what order, within what limits, and
+the documents the endpoints answer (fracnb_meter.hibernation.handlers).
+
+The server reads manifests (JSON) and never unpickles: saving and restoring run in the kernels.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from . import layout
+
+STATUSES = ("saved", "partly_saved", "failed", "skipped_over_limit", "busy", "empty", "not_supported")
+ANSWER_MARGIN_S = 0.5  # the kernel stops this long before the deadline, so its answer arrives in time
+BUSY_STATES = ("busy", "starting", "restarting", "autorestarting")
+
+
+@dataclass(frozen=True)
+class KernelView:
+    """What the server knows of one kernel when a hibernation starts."""
+
+    id: str
+    language: str | None  # from its kernel spec; None when unknown
+    path: str | None  # the notebook's path under the server's root, from its session
+    notebook_file: str | None  # the notebook's absolute file path
+    state: str | None  # jupyter_server's execution_state
+    last_activity: datetime | None
+
+
+Call = Callable[[str, str, dict[str, Any], float], Awaitable[dict[str, Any]]]  # (kernel id, function, args, timeout)
+
+
+def kernel_views(kernels: list[Any], manager: Any, spec_manager: Any, root_dir: str) -> list[KernelView]:
+    """The server's kernels (fracnb_meter.usage.KernelInfo) as a hibernation sees them."""
+    views = []
+    for info in kernels:
+        language = None
+        try:
+            language = spec_manager.get_kernel_spec(info.name).language if spec_manager else None
+        except Exception:
+            language = None
+        notebook_file = os.path.normpath(os.path.join(root_dir, info.path)) if info.path else None
+        last_activity = getattr(manager.get_kernel(info.id), "last_activity", None)
+        views.append(KernelView(info.id, language, info.path, notebook_file, info.execution_state, last_activity))
+    return views
+
+
+def order(kernels: list[KernelView]) -> list[KernelView]:
+    """The most recently used first: when the limit cannot hold every kernel, those are kept."""
+    oldest = datetime.min.replace(tzinfo=timezone.utc)
+    return sorted(kernels, key=lambda k: (k.last_activity or oldest, k.id), reverse=True)
+
+
+def _entry(kernel: KernelView, status: str, reason: str | None, **more: Any) -> dict[str, Any]:
+    base = {"kernel_id": kernel.id, "path": kernel.path, "status": status, "reason": reason}
+    return base | {"bytes": 0, "variables": 0, "skipped": [], "saved_at": None, "seconds": None} | more
+
+
+def _not_saved(kernel: KernelView) -> dict[str, Any] | None:
+    """The kernel's entry when it is not even asked; None when it is."""
+    if kernel.state in BUSY_STATES:
+        return _entry(kernel, "busy", f"the kernel is {kernel.state}: it is left alone and not saved")
+    if kernel.state == "dead":
+        return _entry(kernel, "failed", "the kernel is dead")
+    if kernel.language is not None and kernel.language.lower() != "python":
+        return _entry(kernel, "not_supported", f"a {kernel.language} kernel: only Python kernels are saved")
+    if kernel.notebook_file is None:
+        return _entry(kernel, "not_supported", "the kernel belongs to no notebook")
+    return None
+
+
+async def hibernate(
+    kernels: list[KernelView],
+    call: Call,
+    *,
+    limit_bytes: int,
+    timeout_s: float,
+    clock: Callable[[], float] = time.time,
+    started_at: datetime | None = None,
+) -> dict[str, Any]:
+    """Save every idle kernel, one after the other, within ``limit_bytes`` and ``timeout_s`` in all.
+
+    Busy kernels are never asked (a request would wait behind the running cell, and nothing
+    interrupts it). The result is schemas/hibernation-report.schema.json.
+    """
+    start = clock()
+    deadline = start + timeout_s
+    left = limit_bytes
+    entries = []
+    for kernel in order(kernels):
+        entry = _not_saved(kernel)
+        if entry is None:
+            entry = await _save_one(kernel, call, left, deadline, clock)
+            left -= entry["bytes"] if entry["status"] in ("saved", "partly_saved") else 0
+        entries.append(entry)
+    totals = {status: sum(1 for e in entries if e["status"] == status) for status in STATUSES}
+    saved_bytes = sum(e["bytes"] for e in entries if e["status"] in ("saved", "partly_saved"))
+    return {
+        "started_at": (started_at or datetime.fromtimestamp(start, timezone.utc)).isoformat(),
+        "seconds": round(clock() - start, 3),
+        "timeout_seconds": timeout_s,
+        "limit_bytes": limit_bytes,
+        "saved_bytes": saved_bytes,
+        "totals": totals,
+        "kernels": entries,
+    }
+
+
+async def _save_one(
+    kernel: KernelView, call: Call, left: int, deadline: float, clock: Callable[[], float]
+) -> dict[str, Any]:
+    remaining = deadline - clock()
+    if remaining <= ANSWER_MARGIN_S:
+        return _entry(kernel, "failed", "not reached within the time limit; the previous saved state, if any, is kept")
+    arguments = {
+        "notebook_path": kernel.path,
+        "notebook_file": kernel.notebook_file,
+        "kernel_id": kernel.id,
+        "limit_bytes": max(0, left),
+        "deadline": deadline - ANSWER_MARGIN_S,
+    }
+    try:
+        result = await call(kernel.id, "hibernate", arguments, remaining)
+    except Exception as error:
+        return _entry(kernel, "failed", f"{error}; the previous saved state, if any, is kept")
+    status = result.get("status")
+    if status not in STATUSES:
+        return _entry(kernel, "failed", f"the kernel answered an unknown status {status!r}")
+    fields = ("bytes", "variables", "skipped", "saved_at", "seconds")
+    return _entry(kernel, status, result.get("reason"), **{key: result[key] for key in fields if key in result})
+
+
+# ---- saved states, for the notebook's own front ends -----------------------------------------------
+
+
+def list_states(env: Mapping[str, str]) -> dict[str, Any]:
+    """This server's saved states (schemas/hibernation-states.schema.json), from their manifests only."""
+    root, server = layout.state_root(env), layout.server_dir(env)
+    states = []
+    for entry in layout.entries(server):
+        try:
+            manifest = layout.read_manifest(entry, root)
+        except FileNotFoundError:
+            continue  # a save in progress, or a discard
+        except (OSError, ValueError, layout.UnsafeStateError) as error:
+            states.append(_unusable(entry.name, str(error)))
+            continue
+        states.append(_state(entry, manifest))
+    states.sort(key=lambda state: state["saved_at"] or "", reverse=True)
+    return {"directory": str(server), "states": states}
+
+
+def _state(entry: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    restored = layout.read_restored(entry)
+    generation_restored = restored is not None and restored.get("generation") == manifest.get("generation")
+    byte_counts = manifest.get("bytes") or {}
+    return {
+        "key": entry.name,
+        "path": manifest.get("notebook_path"),
+        "notebook_file": manifest.get("notebook_file"),
+        "saved_at": manifest.get("saved_at"),
+        "bytes": int(byte_counts.get("total", 0)),
+        "device_bytes": int(byte_counts.get("device_arrays", 0)),
+        "variables": [v.get("name") for v in manifest.get("variables", [])],
+        "skipped": manifest.get("skipped", []),
+        "versions": manifest.get("versions", {}),
+        "restored_at": restored.get("restored_at") if generation_restored and restored else None,
+        "problem": None,
+    }
+
+
+def _unusable(key: str, problem: str) -> dict[str, Any]:
+    return {
+        "key": key,
+        "path": None,
+        "notebook_file": None,
+        "saved_at": None,
+        "bytes": 0,
+        "device_bytes": 0,
+        "variables": [],
+        "skipped": [],
+        "versions": {},
+        "restored_at": None,
+        "problem": problem,
+    }
+
+
+def state_entry(env: Mapping[str, str], key: str) -> Any:
+    """The entry folder of ``key``; ValueError for a key that is not one (never a path outside)."""
+    if len(key) != 32 or any(c not in "0123456789abcdef" for c in key):
+        raise ValueError(f"{key!r} is not the key of a saved state (32 hexadecimal digits)")
+    return layout.server_dir(env) / key
+
+
+def discard_state(env: Mapping[str, str], key: str) -> bool:
+    """Remove one saved state; False when there was none."""
+    entry = state_entry(env, key)
+    if not entry.is_dir() or entry.is_symlink():
+        return False
+    layout.discard(entry)
+    return True

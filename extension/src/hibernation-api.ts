@@ -1,0 +1,106 @@
+/**
+ * The hibernation API's documents: GET {base_url}fracnb/api/hibernation/states, and
+ * POST {base_url}fracnb/api/hibernation/restore's request and reply.
+ *
+ * Generated from fracnb_meter/schemas/hibernation-states, restore-request and
+ * restore-report.schema.json by `jlpm build:types`: edit the schemas, not this file.
+ * docs/hibernation.md explains them.
+ */
+
+export interface IHibernationAPI {
+  states: IHibernationStates;
+  restore_request: IRestoreRequest;
+  restore_report: IRestoreReport;
+}
+/**
+ * GET {base_url}fracnb/api/hibernation/states: this server's saved states, newest first, read from their manifests (never unpickled). Produced by fracnb_meter.hibernation.serverside.list_states; read by @fracnb/meter (the restore offer and the panel), whose types are generated from this file.
+ */
+export interface IHibernationStates {
+  /**
+   * The server's folder of saved states.
+   */
+  directory: string;
+  states: ISavedState[];
+}
+export interface ISavedState {
+  /**
+   * The entry's name, for DELETE fracnb/api/hibernation/states/<key> and the restore request.
+   */
+  key: string;
+  path: string | null;
+  notebook_file: string | null;
+  saved_at: string | null;
+  bytes: number;
+  device_bytes: number;
+  /**
+   * The saved variables' names.
+   */
+  variables: string[];
+  skipped: ISkippedVariable[];
+  versions: {
+    [k: string]: string;
+  };
+  /**
+   * When this very save was last restored into a kernel; null: never (the front ends offer it).
+   */
+  restored_at: string | null;
+  /**
+   * Why the state cannot be used (not the user's own, a symlink, unreadable); it can still be discarded.
+   */
+  problem: string | null;
+}
+export interface ISkippedVariable {
+  name: string;
+  type: string;
+  /**
+   * For people: 'an open file', 'it holds a generator', 'TypeError: cannot pickle ...'.
+   */
+  reason: string;
+}
+/**
+ * The body of POST {base_url}fracnb/api/hibernation/restore: restore a saved state into a running kernel of this server (the restore runs in that kernel). Sent by @fracnb/meter; checked by fracnb_meter.hibernation.handlers.
+ */
+export interface IRestoreRequest {
+  /**
+   * The entry's name, for DELETE fracnb/api/hibernation/states/<key> and the restore request.
+   */
+  key: string;
+  kernel_id: string;
+  /**
+   * Restore even though the state was saved with other versions (the first answer was 'confirm').
+   */
+  force?: boolean;
+}
+/**
+ * What a restore did: the answer of POST {base_url}fracnb/api/hibernation/restore, and what %fracnb_restore and the widget show. Produced in the kernel by fracnb_meter.hibernation.restorer; read by @fracnb/meter, whose types are generated from this file.
+ */
+export interface IRestoreReport {
+  /**
+   * restored: every saved variable; partly_restored: some failed (listed); failed: none; confirm: the state was saved with other versions (warnings), nothing was restored, ask again with force; refused: a file is a symlink, not the user's own or writable by others; none: no saved state.
+   */
+  status: 'restored' | 'partly_restored' | 'failed' | 'confirm' | 'refused' | 'none';
+  reason: string | null;
+  /**
+   * The names restored.
+   */
+  restored: string[];
+  /**
+   * The saved variables that could not be restored, with why.
+   */
+  failed: ISkippedVariable[];
+  /**
+   * The variables the save could not keep.
+   */
+  skipped_at_save: ISkippedVariable[];
+  /**
+   * Each version that differs from the save's: 'numpy 2.4.6 → 2.5.0'.
+   */
+  warnings: string[];
+  /**
+   * One line each, e.g. GPU arrays restored to host memory and why.
+   */
+  notices: string[];
+  bytes: number;
+  saved_at: string | null;
+  seconds: number;
+}
