@@ -53,8 +53,8 @@ class GpuReading:
     simulated: bool = False
     gpus: tuple[Gpu, ...] = ()
     processes: tuple[GpuProcess, ...] = field(default_factory=tuple)
-    # Pids that used the GPU's SMs since ``utilization_since`` (NVML's per-process utilisation
-    # samples); None where no device gives such samples (MIG instances, old drivers).
+    # Pids that used the GPU (SMs, memory bandwidth, encoder or decoder) since ``utilization_since``
+    # (NVML's per-process utilisation samples); None where no device gives such samples (MIG, old drivers).
     busy_pids: frozenset[int] | None = None
     utilization_stamp: int = 0  # microseconds: the newest sample seen, for the next read's "since"
 
@@ -142,7 +142,12 @@ def _busy_pids(nvml: ModuleType, handle: Any, since: int) -> tuple[set[int] | No
     except (nvml.NVMLError_NotSupported, nvml.NVMLError_FunctionNotFound):
         return None, since
     newest = max((int(s.timeStamp) for s in samples), default=since)
-    return {int(s.pid) for s in samples if int(s.smUtil) > 0}, newest
+    return {int(s.pid) for s in samples if _worked(s)}, newest
+
+
+def _worked(sample: Any) -> bool:
+    # The driver lists only processes with some non-zero utilisation; a copy shows as memory only.
+    return any(int(getattr(sample, engine)) > 0 for engine in ("smUtil", "memUtil", "encUtil", "decUtil"))
 
 
 def read_utilization(nvml: ModuleType, since: int) -> tuple[frozenset[int] | None, int]:
