@@ -18,7 +18,9 @@ module (shipped in the wheel):
 - ``session-records.schema.json`` and ``history-report.schema.json``: the service's stored
   sessions (``GET api/sessions``) and the admins' report (``GET api/report``, ``fracnb-report``);
 - ``service-advice.schema.json``: ``GET api/advice`` of the service, the user's advice for their
-  next session, which :mod:`.nextadvice` checks on receipt and passes on in the usage document.
+  next session, which :mod:`.nextadvice` checks on receipt and passes on in the usage document;
+- ``gpu-unused.schema.json``: how long a kernel or the server has done no GPU work (:mod:`.gpuunused`),
+  in the usage document and in the session report.
 
 The schemas refer to one another by file name. jsonschema is in the notebook extra (jupyter_server
 needs it too).
@@ -44,6 +46,7 @@ SESSION_RECORDS = "session-records.schema.json"
 HISTORY_REPORT = "history-report.schema.json"
 MEMORY_HISTORY = "memory-history.schema.json"
 SERVICE_ADVICE = "service-advice.schema.json"
+GPU_UNUSED = "gpu-unused.schema.json"
 NAMES = (
     USAGE,
     SERVICE_REPORT,
@@ -54,6 +57,7 @@ NAMES = (
     SESSION_RECORDS,
     HISTORY_REPORT,
     SERVICE_ADVICE,
+    GPU_UNUSED,
 )
 
 

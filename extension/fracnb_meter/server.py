@@ -1,5 +1,5 @@
-"""The Jupyter server extension: ``GET {base_url}fracnb/api/usage``, and busy-kernel activity
-reported to the hub (fracnb_meter.activity).
+"""The Jupyter server extension: ``GET {base_url}fracnb/api/usage``, busy-kernel activity
+reported to the hub (fracnb_meter.activity), and GPU-unused time per kernel (fracnb_meter.gpuunused).
 
 Configuration (``jupyter_server_config.py``): ``c.FracnbMeter.<trait> = ...``.
 """
@@ -19,10 +19,11 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.application import ExtensionApp
 from tornado import web
 from tornado.ioloop import PeriodicCallback
-from traitlets import Bool, Float
+from traitlets import Bool, Float, Int, TraitError, validate
 
-from .activity import HubActivity
+from .activity import HubActivity, isoformat
 from .contract import Budget, ContractError, gpu_withheld, read_budget
+from .gpuunused import MAX_READING_GAP_SECONDS, WINDOW_SECONDS, GpuUnused, sharing_blocks, work_of
 from .hubservice import ServiceReports
 from .kernelwatch import SYNC_SECONDS, KernelWatch
 from .memoryhistory import MemoryHistory, record_usage
@@ -31,7 +32,7 @@ from .nvml import GpuReading, unavailable
 from .processes import looks_like_container, parent_pid
 from .sampler import Sampler
 from .sessionreport import SessionIdentity, SessionReporter, report_document
-from .sessionstats import SessionStats, busy_of_ours, reading_from_usage
+from .sessionstats import SessionStats, reading_from_usage
 from .usage import KernelInfo, build_usage
 
 
@@ -142,12 +143,48 @@ class FracnbMeter(ExtensionApp):
         c.FracnbMeter.session_report_interval = 300""",
     ).tag(config=True)
 
+    gpu_unused_interval = Float(
+        5.0,
+        help="""How often, in seconds, the meter reads NVML's per-process utilisation samples to count
+        how long each kernel has done no GPU work (default 5; at most 8, since the driver keeps only
+        about 10 s of samples). The panel shows it per kernel; the session's reports to the hub's
+        fracnb service carry the server's. Client polls count as readings too. 0 turns it off.
+        Example: c.FracnbMeter.gpu_unused_interval = 2""",
+    ).tag(config=True)
+
+    gpu_unused_window = Int(
+        WINDOW_SECONDS,
+        help="""Length, in whole seconds, of the windows GPU-unused time is counted in (default 30, as
+        Run:ai counts its GPU idle time): a window with any GPU work resets the count, a window
+        without it and with data for all of it adds its length. Shorter windows are for tests and
+        demos. Example: c.FracnbMeter.gpu_unused_window = 60""",
+    ).tag(config=True)
+
+    @validate("gpu_unused_window")
+    def _check_gpu_unused_window(self, proposal: Any) -> int:
+        if proposal["value"] < 1:
+            raise TraitError(f"FracnbMeter.gpu_unused_window = {proposal['value']} must be at least 1 second")
+        return int(proposal["value"])
+
+    @validate("gpu_unused_interval")
+    def _check_gpu_unused_interval(self, proposal: Any) -> float:
+        value = float(proposal["value"])
+        if not 0 <= value <= MAX_READING_GAP_SECONDS:
+            raise TraitError(
+                f"FracnbMeter.gpu_unused_interval = {value:g} is not between 0 (off) and "
+                f"{MAX_READING_GAP_SECONDS:g} seconds: NVIDIA's driver keeps only about 10 s of utilisation samples"
+            )
+        return value
+
     def initialize_settings(self) -> None:
-        self.sampler = Sampler(self.sample_interval_floor, utilization=self.record_sessions)
+        counting = self.gpu_unused_interval > 0
+        self.sampler = Sampler(self.sample_interval_floor, utilization=self.record_sessions or counting)
         self.clock: Callable[[], float] = time.monotonic
         self.wall_clock: Callable[[], datetime] = utcnow
         self.budget, self.budget_error = self._read_budget()
         self.no_gpu_reason = gpu_withheld(self.budget, os.environ)
+        self.gpu_unused = GpuUnused(self.gpu_unused_window) if counting and self.no_gpu_reason is None else None
+        self.gpu_sharing_blocks = sharing_blocks(self.budget.backend, self.budget.isolation, os.environ)
         self._cached: tuple[float, str] | None = None
         self._sampling = asyncio.Lock()
         self._activity: PeriodicCallback | None = None
@@ -191,9 +228,21 @@ class FracnbMeter(ExtensionApp):
             # A reading, not a poll: the timer asks the hub's service nothing.
             self._history_timer = PeriodicCallback(self.record_reading, self.history_interval * 1000)
             self._history_timer.start()
+        if self.no_gpu_reason is None:
+            self._start_reading_timer()
         if self.record_sessions and self.no_gpu_reason is None:
             self._start_session_timers()
             self._watch_kernel_output(serverapp)
+
+    def _start_reading_timer(self) -> None:
+        """One timer reads NVML often enough for the session's statistics and for GPU-unused time."""
+        wanted = [self.gpu_unused_interval if self.gpu_unused is not None else 0.0]
+        wanted.append(self.session_sample_interval if self.record_sessions else 0.0)
+        interval = min((value for value in wanted if value > 0), default=0.0)
+        if interval > 0:
+            # Jitter of at most 5 %: the readings stay within the driver's sample buffer.
+            self._session_timers.append(PeriodicCallback(self.record_reading, interval * 1000, jitter=0.1))
+            self._session_timers[-1].start()
 
     def _watch_kernel_output(self, serverapp: Any) -> None:
         """Count GPU out-of-memory errors in the kernels' output (fracnb_meter.kernelwatch)."""
@@ -203,18 +252,18 @@ class FracnbMeter(ExtensionApp):
         self._session_timers[-1].start()
 
     def _start_session_timers(self) -> None:
-        timers = [(self.session_sample_interval, self.record_reading)]
-        if self.session_reporter.enabled:
-            timers.append((self.session_report_interval, self.report_session))
-        for interval, callback in timers:
-            if interval > 0:
-                self._session_timers.append(PeriodicCallback(callback, interval * 1000, jitter=0.1))
-                self._session_timers[-1].start()
+        interval = self.session_report_interval
+        if self.session_reporter.enabled and interval > 0:
+            self._session_timers.append(PeriodicCallback(self.report_session, interval * 1000, jitter=0.1))
+            self._session_timers[-1].start()
 
     def session_report(self, *, ended: bool = False) -> dict[str, Any]:
         """This session's report so far (schemas/session-report.schema.json)."""
         now = self.wall_clock()
-        return report_document(self.session, self.session_stats, reported_at=now, ended_at=now if ended else None)
+        gpu_unused = None if self.gpu_unused is None else self.gpu_unused.report()
+        return report_document(
+            self.session, self.session_stats, reported_at=now, ended_at=now if ended else None, gpu_unused=gpu_unused
+        )
 
     def session_json(self) -> str:
         watched: list[str] = []
@@ -315,7 +364,10 @@ class FracnbMeter(ExtensionApp):
         in_container = self.in_container
         if in_container is None:
             in_container = looks_like_container(os.environ, os.path.exists)
-        reading = self.read_gpus()
+        reading, sampled_at = self.read_gpus(), self.wall_clock()
+        work = work_of(reading, {k.id: k.pid for k in kernels}, os.getpid(), parent_pid,
+                       in_container=in_container, blocked=self.gpu_sharing_blocks)  # fmt: skip
+        counted = self.gpu_unused is not None and self.gpu_unused.observe(self.sampler.reads, self.clock(), work)
         document = build_usage(
             reading=reading,
             kernels=kernels,
@@ -324,13 +376,16 @@ class FracnbMeter(ExtensionApp):
             budget=self.budget,
             budget_error=self.budget_error,
             in_container=in_container,
-            sampled_at=self.wall_clock(),
+            sampled_at=sampled_at,
+            gpu_unused=self.gpu_unused,
         )
+        if counted and self.gpu_unused is not None:
+            busy = sum(k.execution_state == "busy" for k in kernels)
+            held = document["server"]["gpu_memory_bytes"]
+            self.gpu_unused.note(measured_at=isoformat(sampled_at), gpu_memory_bytes=held, busy_kernels=busy)
         document["history"] = record_usage(self.memory_history, document, self.clock() - self._history_origin)
         if self.record_sessions:
-            kernel_pids = [k.pid for k in kernels if k.pid is not None]
-            busy = busy_of_ours(reading, kernel_pids, os.getpid(), parent_pid, in_container=in_container)
-            self.session_stats.observe(reading_from_usage(document, self.clock(), busy))
+            self.session_stats.observe(reading_from_usage(document, self.clock(), work.server.worked))
         return document
 
     def read_gpus(self) -> GpuReading:

@@ -130,9 +130,9 @@ def test_no_utilisation_samples_on_mig(nvml_state: StateFile, nvml) -> None:
     with pytest.raises(nvml.NVMLError_NotSupported):
         nvml.nvmlDeviceGetProcessUtilization(nvml.nvmlDeviceGetMigDeviceHandleByIndex(parent, 1), 0)
     reading = meter_nvml.read_devices(nvml, 0)
-    assert reading.busy_pids == frozenset()  # the whole GPU answers; the MIG one is skipped
-    nvml_state.write(FakeState(devices=[mig_device()], utilization=[FakeUtilization(0, 61, 90)]))
-    assert meter_nvml.read_devices(nvml, 0).busy_pids is None  # no device gives samples
+    assert reading.available
+    # Work on the MIG instances would go unseen: whose work there is, is unknown.
+    assert (reading.busy_pids, reading.utilization_reason) == (None, meter_nvml.MIG_NO_SAMPLES)
 
 
 def test_utilisation_errors_are_injectable(nvml_state: StateFile, nvml) -> None:
@@ -140,6 +140,10 @@ def test_utilisation_errors_are_injectable(nvml_state: StateFile, nvml) -> None:
                                errors={"nvmlDeviceGetProcessUtilization": 999}))  # fmt: skip
     with pytest.raises(nvml.NVMLError_Unknown):
         nvml.nvmlDeviceGetProcessUtilization(nvml.nvmlDeviceGetHandleByIndex(0), 0)
+    reading = meter_nvml.read_devices(nvml, 0)
+    assert reading.available  # memory is still read; only whose GPU work it was is unknown
+    assert reading.busy_pids is None
+    assert "NVML failed" in (reading.utilization_reason or "")
 
 
 def test_the_versioned_utilisation_query(nvml_state: StateFile, nvml) -> None:
