@@ -120,7 +120,7 @@ class UnusedCount:
         return self._reason if self._windows is None else None
 
     def as_json(self) -> dict[str, Any]:
-        """The usage schema's gpuUnused shape."""
+        """The shape of gpu-unused.schema.json."""
         return {"seconds": self.seconds, "reason": self.reason}
 
     def observe(self, at: float, work: Work) -> None:
