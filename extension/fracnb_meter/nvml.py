@@ -54,7 +54,7 @@ class GpuReading:
     gpus: tuple[Gpu, ...] = ()
     processes: tuple[GpuProcess, ...] = field(default_factory=tuple)
     # Pids that used the GPU (SMs, memory bandwidth, encoder or decoder) since ``utilization_since``
-    # (NVML's per-process utilisation samples); None where no device gives such samples (MIG, old drivers).
+    # (NVML's per-process utilisation samples); None where some device gives none (MIG, errors, old drivers).
     busy_pids: frozenset[int] | None = None
     utilization_stamp: int = 0  # microseconds: the newest sample seen, for the next read's "since"
     utilization_reason: str | None = None  # why busy_pids is None, when it was asked for
