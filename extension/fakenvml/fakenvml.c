@@ -24,11 +24,24 @@
  *   device.0.mig.0.name=NVIDIA A100-SXM4-80GB MIG 1g.10gb
  *   device.0.mig.0.memory_total=10737418240
  *   process=0:1234:1073741824               (device[/mig slot]:pid:bytes or 'na'[:graphics])
- *   utilization=0:1234:35                   (device:pid:SM percent, a per-process utilisation
- *                                            sample stamped at each call; none: NOT_FOUND)
+ *   utilization=0:1234:35                   (device:pid:SM percent[:memory percent][@FROM[-TO]]:
+ *                                            the process is busy at every sampling tick from FROM
+ *                                            to TO, CPU epoch microseconds; without '@', at every
+ *                                            tick; see "Per-process utilisation" below)
+ *   utilization_period_us=138889            (the driver's sampling period; default 10 s / 72)
+ *   utilization_buffer=72                   (ticks the driver keeps; default 72: about 10 s)
+ *   host_pid_offset=100000                  (drivers before 570.86.15 put host pids in utilisation
+ *                                            samples: a container's pid plus this; default 0)
  *   error.nvmlDeviceGetCount_v2=999         (that call returns this NVML return code)
  *   release_exited=1                        (processes that no longer exist hold no memory,
  *                                            as with a real driver; default 0 keeps them)
+ *
+ * Per-process utilisation, as the driver keeps it: it samples the engines every period (ticks at
+ * multiples of the period on the CPU's epoch clock, in microseconds) into a ring of the last
+ * `utilization_buffer` ticks, so samples older than about 10 s are gone. A query answers one
+ * sample per process that was busy (any non-zero utilisation) at some tick in the ring newer than
+ * lastSeenTimeStamp, stamped with the newest such tick; with none, NVML_ERROR_NOT_FOUND. A GPU in
+ * MIG mode and its instances answer NVML_ERROR_NOT_SUPPORTED.
  *
  * Only the NVML functions the fracnb meter (and common tools) call are implemented.
  * Everything here is written for this project from the public NVML API description.
@@ -98,7 +111,8 @@ struct proc {
 
 struct sample {
     int device;
-    unsigned int pid, sm;
+    unsigned int pid, sm, mem;
+    u64 from, to; /* CPU epoch microseconds; to 0: still busy */
 };
 
 struct failure {
@@ -109,6 +123,8 @@ struct failure {
 struct state {
     char driver_version[80], nvml_version[80];
     int device_count, proc_count, failure_count, release_exited, sample_count;
+    u64 util_period_us;
+    unsigned int util_buffer, host_pid_offset;
     struct device devices[MAX_DEVICES];
     struct proc procs[MAX_PROCS];
     struct sample samples[MAX_PROCS];
@@ -201,16 +217,23 @@ static void parse_process(const char *value) {
     st.proc_count++;
 }
 
-/* utilization=DEVICE:PID:SM_PERCENT */
+/* utilization=DEVICE:PID:SM_PERCENT[:MEMORY_PERCENT][@FROM[-TO]] */
 static void parse_sample(const char *value) {
     if (st.sample_count >= MAX_PROCS) return;
     struct sample *sa = &st.samples[st.sample_count];
+    memset(sa, 0, sizeof *sa);
     char *end;
     sa->device = (int)strtol(value, &end, 10);
     if (*end != ':' || sa->device < 0 || sa->device >= MAX_DEVICES) return;
     sa->pid = (unsigned)strtoul(end + 1, &end, 10);
     if (*end != ':') return;
     sa->sm = (unsigned)strtoul(end + 1, &end, 10);
+    if (*end == ':') sa->mem = (unsigned)strtoul(end + 1, &end, 10);
+    if (*end == '@') {
+        sa->from = strtoull(end + 1, &end, 10);
+        if (*end == '-') sa->to = strtoull(end + 1, &end, 10);
+    }
+    if (*end) return;
     st.sample_count++;
 }
 
@@ -226,6 +249,9 @@ static void parse_line(char *line) {
     if (!strcmp(key, "driver_version")) copy_text(st.driver_version, 80, value);
     else if (!strcmp(key, "nvml_version")) copy_text(st.nvml_version, 80, value);
     else if (!strcmp(key, "release_exited")) st.release_exited = atoi(value) != 0;
+    else if (!strcmp(key, "utilization_period_us")) st.util_period_us = strtoull(value, NULL, 10);
+    else if (!strcmp(key, "utilization_buffer")) st.util_buffer = (unsigned)strtoul(value, NULL, 10);
+    else if (!strcmp(key, "host_pid_offset")) st.host_pid_offset = (unsigned)strtoul(value, NULL, 10);
     else if (!strncmp(key, "device.", 7)) parse_device_key(key, value);
     else if (!strcmp(key, "process")) parse_process(value);
     else if (!strcmp(key, "utilization")) parse_sample(value);
@@ -256,9 +282,13 @@ static int refresh_state(void) {
     memset(&st, 0, sizeof st);
     copy_text(st.driver_version, 80, "565.57.01");
     copy_text(st.nvml_version, 80, "12.565.57.01");
+    st.util_period_us = 10000000ULL / 72; /* the RM ring: 72 samples over 10 s */
+    st.util_buffer = 72;
     char line[1024];
     while (fgets(line, sizeof line, f)) parse_line(line);
     fclose(f);
+    if (st.util_period_us == 0) st.util_period_us = 1;
+    if (st.util_buffer == 0) st.util_buffer = 1;
     loaded = 1;
     loaded_stat = now;
     copy_text(loaded_path, sizeof loaded_path, path);
@@ -508,39 +538,137 @@ typedef struct {
     unsigned int smUtil, memUtil, encUtil, decUtil;
 } nvmlProcessUtilizationSample_t;
 
-/* The state's utilization lines, each stamped now (so always newer than last_seen); with none,
- * NOT_FOUND, as real NVML answers when no sample is new. Same size protocol as the process lists. */
-nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t handle, nvmlProcessUtilizationSample_t *samples,
-                                             unsigned int *count, u64 last_seen) {
-    (void)last_seen;
-    ENTER("nvmlDeviceGetProcessUtilization");
-    int d, m;
-    DECODE(handle, d, m);
-    if (!count) return leave(NVML_ERROR_INVALID_ARGUMENT);
-    if (m >= 0) return leave(NVML_ERROR_NOT_SUPPORTED);
-    unsigned int needed = 0;
-    for (int i = 0; i < st.sample_count; i++) needed += st.samples[i].device == d;
-    if (!needed) {
-        *count = 0;
-        return leave(NVML_ERROR_NOT_FOUND);
-    }
-    if (needed > *count || !samples) {
-        *count = needed;
-        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
-    }
+typedef struct {
+    u64 timeStamp;
+    unsigned int pid, smUtil, memUtil, encUtil, decUtil, jpgUtil, ofaUtil;
+} nvmlProcessUtilizationInfo_v1_t;
+
+typedef struct {
+    unsigned int version, processSamplesCount;
+    u64 lastSeenTimeStamp;
+    nvmlProcessUtilizationInfo_v1_t *procUtilArray;
+} nvmlProcessesUtilizationInfo_t;
+
+#define PROCESSES_UTILIZATION_INFO_V1 0x01000018U /* sizeof | 1 << 24 */
+
+struct busy {
+    unsigned int pid, sm, mem;
+    u64 stamp;
+};
+
+static struct busy busy_now[MAX_PROCS];
+
+static u64 now_us(void) {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    u64 stamp = (u64)now.tv_sec * 1000000ULL + (u64)now.tv_nsec / 1000ULL;
-    unsigned int k = 0;
+    return (u64)now.tv_sec * 1000000ULL + (u64)now.tv_nsec / 1000ULL;
+}
+
+/* The newest tick still in the ring, after last_seen and within the sample's span; 0 if none. */
+static u64 newest_tick(const struct sample *s, u64 now, u64 last_seen) {
+    u64 period = st.util_period_us;
+    u64 newest = now / period * period;
+    u64 span = (u64)(st.util_buffer - 1) * period;
+    u64 low = newest > span ? newest - span : 0;
+    if (s->from > low) low = s->from;
+    if (last_seen + 1 > low) low = last_seen + 1;
+    u64 high = s->to && s->to < newest ? s->to : newest;
+    if (high < low) return 0;
+    u64 tick = high / period * period;
+    return tick >= low ? tick : 0;
+}
+
+/* Drivers before 570.86.15 do not translate utilisation samples into the caller's pid namespace. */
+static unsigned int reported_pid(unsigned int pid) {
+    int major = 0, minor = 0, patch = 0;
+    sscanf(st.driver_version, "%d.%d.%d", &major, &minor, &patch);
+    int translated = major > 570 || (major == 570 && (minor > 86 || (minor == 86 && patch >= 15)));
+    return translated ? pid : pid + st.host_pid_offset;
+}
+
+/* The busy processes of device d newer than last_seen, one each with its newest tick, into busy_now. */
+static nvmlReturn_t collect_busy(nvmlDevice_t handle, u64 last_seen, unsigned int *found) {
+    int d, m;
+    if (!decode(handle, &d, &m)) return NVML_ERROR_INVALID_ARGUMENT;
+    if (m >= 0 || st.devices[d].mig_mode == 1) return NVML_ERROR_NOT_SUPPORTED;
+    u64 now = now_us();
+    unsigned int n = 0;
     for (int i = 0; i < st.sample_count; i++) {
-        if (st.samples[i].device != d) continue;
-        nvmlProcessUtilizationSample_t *out = &samples[k++];
-        memset(out, 0, sizeof *out);
-        out->pid = st.samples[i].pid;
-        out->timeStamp = stamp;
-        out->smUtil = st.samples[i].sm;
+        const struct sample *s = &st.samples[i];
+        if (s->device != d || (!s->sm && !s->mem)) continue;
+        u64 tick = newest_tick(s, now, last_seen);
+        if (!tick) continue;
+        unsigned int k = 0;
+        while (k < n && busy_now[k].pid != s->pid) k++;
+        if (k == n) {
+            memset(&busy_now[n++], 0, sizeof busy_now[0]);
+            busy_now[k].pid = s->pid;
+        }
+        struct busy *b = &busy_now[k];
+        if (tick > b->stamp) {
+            b->stamp = tick;
+            b->sm = b->mem = 0;
+        }
+        if (tick == b->stamp) {
+            if (s->sm > b->sm) b->sm = s->sm;
+            if (s->mem > b->mem) b->mem = s->mem;
+        }
     }
-    *count = k;
+    *found = n;
+    return n ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
+}
+
+/* Same size protocol as the process lists: a NULL or short buffer gets the count and
+ * INSUFFICIENT_SIZE; nothing newer than last_seen is NOT_FOUND. */
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t handle, nvmlProcessUtilizationSample_t *samples,
+                                             unsigned int *count, u64 last_seen) {
+    ENTER("nvmlDeviceGetProcessUtilization");
+    if (!count) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    unsigned int n = 0;
+    nvmlReturn_t code = collect_busy(handle, last_seen, &n);
+    if (code != NVML_SUCCESS) {
+        *count = 0;
+        return leave(code);
+    }
+    if (n > *count || !samples) {
+        *count = n;
+        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    for (unsigned int k = 0; k < n; k++) {
+        memset(&samples[k], 0, sizeof samples[k]);
+        samples[k].pid = reported_pid(busy_now[k].pid);
+        samples[k].timeStamp = busy_now[k].stamp;
+        samples[k].smUtil = busy_now[k].sm;
+        samples[k].memUtil = busy_now[k].mem;
+    }
+    *count = n;
+    return leave(NVML_SUCCESS);
+}
+
+/* The versioned form of the same query (NVML 12.4+), with the same samples. */
+nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t handle, nvmlProcessesUtilizationInfo_t *info) {
+    ENTER("nvmlDeviceGetProcessesUtilizationInfo");
+    if (!info) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (info->version != PROCESSES_UTILIZATION_INFO_V1) return leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    unsigned int n = 0;
+    nvmlReturn_t code = collect_busy(handle, info->lastSeenTimeStamp, &n);
+    if (code != NVML_SUCCESS) {
+        info->processSamplesCount = 0;
+        return leave(code);
+    }
+    if (n > info->processSamplesCount || !info->procUtilArray) {
+        info->processSamplesCount = n;
+        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    for (unsigned int k = 0; k < n; k++) {
+        nvmlProcessUtilizationInfo_v1_t *out = &info->procUtilArray[k];
+        memset(out, 0, sizeof *out);
+        out->pid = reported_pid(busy_now[k].pid);
+        out->timeStamp = busy_now[k].stamp;
+        out->smUtil = busy_now[k].sm;
+        out->memUtil = busy_now[k].mem;
+    }
+    info->processSamplesCount = n;
     return leave(NVML_SUCCESS);
 }
 

@@ -3,6 +3,7 @@
 Per-process GPU memory is attributed by matching NVML process ids to a kernel's pid and
 its descendants. Inside a container, drivers before 565 either list host pids (which match
 nothing here) or give no per-process memory; then no per-kernel number is reported at all.
+Per-process utilisation samples need a newer driver still (NAMESPACED_UTILIZATION_DRIVER).
 """
 
 from __future__ import annotations
@@ -15,6 +16,15 @@ from .nvml import GpuProcess
 
 # Drivers from this version report per-process memory in the caller's pid namespace.
 NAMESPACED_MEMORY_DRIVER = (565, 57, 1)
+
+# Drivers from this version put the caller's pids into per-process utilisation samples
+# (nvmlDeviceGetProcessUtilization). NVIDIA's release notes say nothing of it; NVIDIA's driver
+# source does: from tag 570.86.15 of NVIDIA/open-gpu-kernel-modules (released 2025-01-27,
+# developer.download.nvidia.com/compute/nvidia-driver/redist/redistrib_570.86.15.json), the RM
+# translates each sample's process id with osFindNsPid
+# (src/nvidia/src/kernel/gpu/perf/kern_perf_ctrl.c); 565.77, the release before, does not. Before
+# it, a container sees host pids, which never match its own: every kernel would look idle.
+NAMESPACED_UTILIZATION_DRIVER = (570, 86, 15)
 
 MAX_DEPTH = 4096  # guards against a corrupt ancestry; real trees are shallow
 
@@ -49,6 +59,18 @@ def per_process_support(driver_version: str | None, in_container: bool) -> tuple
     return False, (
         f"NVIDIA driver {driver_version} does not report per-process GPU memory inside "
         "containers (driver 565 or newer does); per-kernel figures are unknown"
+    )
+
+
+def per_process_utilization_support(driver_version: str | None, in_container: bool) -> tuple[bool, str | None]:
+    """Whether NVML's per-process utilisation samples name this container's pids, and why not if not."""
+    if not in_container or driver_version is None:
+        return True, None
+    if parse_driver_version(driver_version) >= NAMESPACED_UTILIZATION_DRIVER:
+        return True, None
+    return False, (
+        f"NVIDIA driver {driver_version} gives host process ids in GPU utilisation samples inside "
+        "containers (driver 570.86.15 or newer gives the container's)"
     )
 
 

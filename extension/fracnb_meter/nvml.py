@@ -53,10 +53,11 @@ class GpuReading:
     simulated: bool = False
     gpus: tuple[Gpu, ...] = ()
     processes: tuple[GpuProcess, ...] = field(default_factory=tuple)
-    # Pids that used the GPU's SMs since ``utilization_since`` (NVML's per-process utilisation
-    # samples); None where no device gives such samples (MIG instances, old drivers).
+    # Pids that used the GPU (SMs, memory bandwidth, encoder or decoder) since ``utilization_since``
+    # (NVML's per-process utilisation samples); None where some device gives none (MIG, errors, old drivers).
     busy_pids: frozenset[int] | None = None
     utilization_stamp: int = 0  # microseconds: the newest sample seen, for the next read's "since"
+    utilization_reason: str | None = None  # why busy_pids is None, when it was asked for
 
 
 def unavailable(reason: str) -> GpuReading:
@@ -133,31 +134,53 @@ def _mig_handles(nvml: ModuleType, handle: Any) -> list[Any] | None:
     return handles
 
 
-def _busy_pids(nvml: ModuleType, handle: Any, since: int) -> tuple[set[int] | None, int]:
-    """Pids with SM utilisation in the samples newer than ``since`` (µs), and the newest stamp."""
+MIG_NO_SAMPLES = "MIG instances have no per-process GPU utilisation."
+NO_SAMPLES = "This GPU or its driver gives no per-process GPU utilisation."
+
+
+@dataclass(frozen=True)
+class Utilization:
+    """Pids that used the GPU in samples newer than a stamp; None with a reason where that is unknown."""
+
+    busy_pids: frozenset[int] | None
+    stamp: int  # microseconds: the newest sample seen
+    reason: str | None = None
+
+
+def _busy_pids(nvml: ModuleType, handle: Any, since: int) -> Utilization:
+    """Pids that worked in the samples newer than ``since`` (µs), and the newest stamp."""
     try:
         samples = nvml.nvmlDeviceGetProcessUtilization(handle, since)
     except nvml.NVMLError_NotFound:  # no sample is newer: nothing ran
-        return set(), since
+        return Utilization(frozenset(), since)
     except (nvml.NVMLError_NotSupported, nvml.NVMLError_FunctionNotFound):
-        return None, since
+        return Utilization(None, since, NO_SAMPLES)
+    except nvml.NVMLError as error:  # unknown work, but the memory figures still stand
+        return Utilization(None, since, describe_failure(nvml, error))
     newest = max((int(s.timeStamp) for s in samples), default=since)
-    return {int(s.pid) for s in samples if int(s.smUtil) > 0}, newest
+    return Utilization(frozenset(int(s.pid) for s in samples if _worked(s)), newest)
 
 
-def read_utilization(nvml: ModuleType, since: int) -> tuple[frozenset[int] | None, int]:
-    """Busy pids over every whole GPU (None when no device gives samples) and the newest stamp."""
-    busy: set[int] | None = None
-    newest = since
+def _worked(sample: Any) -> bool:
+    # The driver lists only processes with some non-zero utilisation; a copy shows as memory only.
+    return any(int(getattr(sample, engine)) > 0 for engine in ("smUtil", "memUtil", "encUtil", "decUtil"))
+
+
+def read_utilization(nvml: ModuleType, since: int) -> Utilization:
+    """Busy pids over every device and the newest stamp; None (and why) when any device gives no
+    samples, since work there would go unseen."""
+    busy: set[int] = set()
+    newest, reason = since, None
     for index in range(nvml.nvmlDeviceGetCount()):
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         if _mig_handles(nvml, handle) is not None:
-            continue  # MIG instances have no per-process utilisation
-        pids, stamp = _busy_pids(nvml, handle, since)
-        newest = max(newest, stamp)
-        if pids is not None:
-            busy = (busy or set()) | pids
-    return (None if busy is None else frozenset(busy)), newest
+            reason = reason or MIG_NO_SAMPLES
+            continue
+        found = _busy_pids(nvml, handle, since)
+        newest = max(newest, found.stamp)
+        reason = reason or found.reason
+        busy |= found.busy_pids or set()
+    return Utilization(None if reason else frozenset(busy), newest, reason)
 
 
 def _read_device(nvml: ModuleType, index: int) -> tuple[list[Gpu], list[GpuProcess]]:
@@ -199,15 +222,16 @@ def read_devices(nvml: ModuleType, utilization_since: int | None = None) -> GpuR
         processes.extend(device_processes)
     if not gpus:
         return GpuReading(available=False, reason="No GPU is visible to this server.")
-    busy, stamp = None, 0
+    utilization = Utilization(None, 0)
     if utilization_since is not None:
-        busy, stamp = read_utilization(nvml, utilization_since)
+        utilization = read_utilization(nvml, utilization_since)
     return GpuReading(
         available=True,
         driver_version=driver,
         simulated=is_simulated(nvml),
         gpus=tuple(gpus),
         processes=tuple(processes),
-        busy_pids=busy,
-        utilization_stamp=stamp,
+        busy_pids=utilization.busy_pids,
+        utilization_stamp=utilization.stamp,
+        utilization_reason=utilization.reason,
     )

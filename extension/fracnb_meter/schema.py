@@ -22,6 +22,8 @@ module (shipped in the wheel):
 - ``hibernation-*.schema.json`` and ``restore-*.schema.json``: hibernation (docs/hibernation.md):
   the hub service's request to save a server's kernels and the report it gets back, a saved
   state's manifest, the list of saved states, and the front ends' restore request and report.
+- ``gpu-unused.schema.json``: how long a kernel or the server has done no GPU work (:mod:`.gpuunused`),
+  in the usage document and in the session report.
 
 The schemas refer to one another by file name. jsonschema is in the notebook extra (jupyter_server
 needs it too).
@@ -53,6 +55,7 @@ HIBERNATION_MANIFEST = "hibernation-manifest.schema.json"
 HIBERNATION_STATES = "hibernation-states.schema.json"
 RESTORE_REQUEST = "restore-request.schema.json"
 RESTORE_REPORT = "restore-report.schema.json"
+GPU_UNUSED = "gpu-unused.schema.json"
 NAMES = (
     USAGE,
     SERVICE_REPORT,
@@ -69,6 +72,7 @@ NAMES = (
     HIBERNATION_STATES,
     RESTORE_REQUEST,
     RESTORE_REPORT,
+    GPU_UNUSED,
 )
 
 

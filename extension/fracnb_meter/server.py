@@ -1,5 +1,6 @@
 """The Jupyter server extension: ``GET {base_url}fracnb/api/usage`` and ``.../session``
-(fracnb_meter.routes), and busy-kernel activity reported to the hub (fracnb_meter.activity).
+(fracnb_meter.routes), busy-kernel activity reported to the hub (fracnb_meter.activity), GPU-unused
+time per kernel (fracnb_meter.gpuunused), and hibernation (fracnb_meter.hibernation).
 
 Configuration (``jupyter_server_config.py``): ``c.FracnbMeter.<trait> = ...``.
 """
@@ -16,10 +17,11 @@ from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
 from tornado.ioloop import PeriodicCallback
-from traitlets import Bool, Float, Int
+from traitlets import Bool, Float, Int, TraitError, validate
 
-from .activity import HubActivity
+from .activity import HubActivity, isoformat
 from .contract import Budget, ContractError, gpu_withheld, read_budget
+from .gpuunused import MAX_READING_GAP_SECONDS, WINDOW_SECONDS, GpuUnused, sharing_blocks, work_of
 from .hibernation import handlers as hibernation_handlers
 from .hibernation.kernelcall import call_in_kernel
 from .hibernation.serverside import hibernate, kernel_views
@@ -32,7 +34,7 @@ from .processes import looks_like_container, parent_pid
 from .routes import ROUTES
 from .sampler import Sampler
 from .sessionreport import SessionIdentity, SessionReporter, report_document
-from .sessionstats import SessionStats, busy_of_ours, reading_from_usage
+from .sessionstats import SessionStats, reading_from_usage
 from .usage import KernelInfo, build_usage
 
 
@@ -40,10 +42,12 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def reading_interval(history_interval: float, session_sample_interval: float, record_sessions: bool) -> float:
-    """Seconds between the timer's GPU readings: the shorter of what the charts' history and the
-    session's statistics ask for (a reading serves both); 0 when neither asks for one."""
-    wanted = [history_interval, session_sample_interval if record_sessions else 0.0]
+def reading_interval(
+    history_interval: float, session_sample_interval: float, record_sessions: bool, gpu_unused_interval: float = 0.0
+) -> float:
+    """Seconds between the timer's GPU readings: the shortest of what the charts' history, the session's
+    statistics and GPU-unused time ask for (a reading serves all); 0 when none asks for one."""
+    wanted = [history_interval, session_sample_interval if record_sessions else 0.0, gpu_unused_interval]
     return min((seconds for seconds in wanted if seconds > 0), default=0.0)
 
 
@@ -147,12 +151,48 @@ class FracnbMeter(ExtensionApp):
         c.FracnbMeter.restore_timeout = 1200""",
     ).tag(config=True)
 
+    gpu_unused_interval = Float(
+        5.0,
+        help="""How often, in seconds, the meter reads NVML's per-process utilisation samples to count
+        how long each kernel has done no GPU work (default 5; at most 8, since the driver keeps only
+        about 10 s of samples). The panel shows it per kernel; the session's reports to the hub's
+        fracnb service carry the server's. Client polls count as readings too. 0 turns it off.
+        Example: c.FracnbMeter.gpu_unused_interval = 2""",
+    ).tag(config=True)
+
+    gpu_unused_window = Int(
+        WINDOW_SECONDS,
+        help="""Length, in whole seconds, of the windows GPU-unused time is counted in (default 30, as
+        Run:ai counts its GPU idle time): a window with any GPU work resets the count, a window
+        without it and with data for all of it adds its length. Shorter windows are for tests and
+        demos. Example: c.FracnbMeter.gpu_unused_window = 60""",
+    ).tag(config=True)
+
+    @validate("gpu_unused_window")
+    def _check_gpu_unused_window(self, proposal: Any) -> int:
+        if proposal["value"] < 1:
+            raise TraitError(f"FracnbMeter.gpu_unused_window = {proposal['value']} must be at least 1 second")
+        return int(proposal["value"])
+
+    @validate("gpu_unused_interval")
+    def _check_gpu_unused_interval(self, proposal: Any) -> float:
+        value = float(proposal["value"])
+        if not 0 <= value <= MAX_READING_GAP_SECONDS:
+            raise TraitError(
+                f"FracnbMeter.gpu_unused_interval = {value:g} is not between 0 (off) and "
+                f"{MAX_READING_GAP_SECONDS:g} seconds: NVIDIA's driver keeps only about 10 s of utilisation samples"
+            )
+        return value
+
     def initialize_settings(self) -> None:
-        self.sampler = Sampler(self.sample_interval_floor, utilization=self.record_sessions)
+        counting = self.gpu_unused_interval > 0
+        self.sampler = Sampler(self.sample_interval_floor, utilization=self.record_sessions or counting)
         self.clock: Callable[[], float] = time.monotonic
         self.wall_clock: Callable[[], datetime] = utcnow
         self.budget, self.budget_error = self._read_budget()
         self.no_gpu_reason = gpu_withheld(self.budget, os.environ)
+        self.gpu_unused = GpuUnused(self.gpu_unused_window) if counting and self.no_gpu_reason is None else None
+        self.gpu_sharing_blocks = sharing_blocks(self.budget.backend, self.budget.isolation, os.environ)
         self._cached: tuple[float, str] | None = None
         self._sampling = asyncio.Lock()
         self._activity: PeriodicCallback | None = None
@@ -192,7 +232,8 @@ class FracnbMeter(ExtensionApp):
         if self.activity_interval > 0:
             self._activity = PeriodicCallback(self.report_activity, self.activity_interval * 1000, jitter=0.1)
             self._activity.start()
-        interval = reading_interval(self.history_interval, self.session_sample_interval, self.record_sessions)
+        counting = self.gpu_unused_interval if self.gpu_unused is not None else 0.0
+        interval = reading_interval(self.history_interval, self.session_sample_interval, self.record_sessions, counting)
         if interval > 0 and self.no_gpu_reason is None:
             # A reading, not a poll: the timer asks the hub's service nothing.
             self._reading_timer = PeriodicCallback(self.record_reading, interval * 1000, jitter=0.1)
@@ -209,15 +250,18 @@ class FracnbMeter(ExtensionApp):
         self._session_timers[-1].start()
 
     def _start_session_timers(self) -> None:
-        if self.session_reporter.enabled and self.session_report_interval > 0:
-            interval = self.session_report_interval * 1000
-            self._session_timers.append(PeriodicCallback(self.report_session, interval, jitter=0.1))
+        interval = self.session_report_interval
+        if self.session_reporter.enabled and interval > 0:
+            self._session_timers.append(PeriodicCallback(self.report_session, interval * 1000, jitter=0.1))
             self._session_timers[-1].start()
 
     def session_report(self, *, ended: bool = False) -> dict[str, Any]:
         """This session's report so far (schemas/session-report.schema.json)."""
         now = self.wall_clock()
-        return report_document(self.session, self.session_stats, reported_at=now, ended_at=now if ended else None)
+        gpu_unused = None if self.gpu_unused is None else self.gpu_unused.report()
+        return report_document(
+            self.session, self.session_stats, reported_at=now, ended_at=now if ended else None, gpu_unused=gpu_unused
+        )
 
     def session_json(self) -> str:
         watched: list[str] = []
@@ -318,7 +362,10 @@ class FracnbMeter(ExtensionApp):
         in_container = self.in_container
         if in_container is None:
             in_container = looks_like_container(os.environ, os.path.exists)
-        reading = self.read_gpus()
+        reading, sampled_at = self.read_gpus(), self.wall_clock()
+        work = work_of(reading, {k.id: k.pid for k in kernels}, os.getpid(), parent_pid,
+                       in_container=in_container, blocked=self.gpu_sharing_blocks)  # fmt: skip
+        counted = self.gpu_unused is not None and self.gpu_unused.observe(self.sampler.reads, self.clock(), work)
         document = build_usage(
             reading=reading,
             kernels=kernels,
@@ -327,13 +374,16 @@ class FracnbMeter(ExtensionApp):
             budget=self.budget,
             budget_error=self.budget_error,
             in_container=in_container,
-            sampled_at=self.wall_clock(),
+            sampled_at=sampled_at,
+            gpu_unused=self.gpu_unused,
         )
+        if counted and self.gpu_unused is not None:
+            busy = sum(k.execution_state == "busy" for k in kernels)
+            held = document["server"]["gpu_memory_bytes"]
+            self.gpu_unused.note(measured_at=isoformat(sampled_at), gpu_memory_bytes=held, busy_kernels=busy)
         document["history"] = record_usage(self.memory_history, document, self.clock() - self._history_origin)
         if self.record_sessions:
-            kernel_pids = [k.pid for k in kernels if k.pid is not None]
-            busy = busy_of_ours(reading, kernel_pids, os.getpid(), parent_pid, in_container=in_container)
-            self.session_stats.observe(reading_from_usage(document, self.clock(), busy))
+            self.session_stats.observe(reading_from_usage(document, self.clock(), work.server.worked))
         return document
 
     def read_gpus(self) -> GpuReading:

@@ -50,9 +50,16 @@ class SessionIdentity:
 
 
 def report_document(
-    identity: SessionIdentity, stats: SessionStats, *, reported_at: datetime, ended_at: datetime | None = None
+    identity: SessionIdentity,
+    stats: SessionStats,
+    *,
+    reported_at: datetime,
+    ended_at: datetime | None = None,
+    gpu_unused: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report of schemas/session-report.schema.json: identity, times, and the statistics so far."""
+    """The report of schemas/session-report.schema.json: identity, times, and the statistics so far;
+    with ``gpu_unused`` (fracnb_meter.gpuunused.GpuUnused.report), the server's GPU-unused time."""
+    extra = {} if gpu_unused is None else {"gpu_unused": dict(gpu_unused)}
     return {
         "session_id": identity.session_id,
         "server_name": identity.server_name,
@@ -65,6 +72,7 @@ def report_document(
         "ended_at": None if ended_at is None else isoformat(ended_at),
         "reported_at": isoformat(reported_at),
         **stats.summary(),
+        **extra,
     }
 
 

@@ -22,12 +22,9 @@ readings) belongs beside this module, not in it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-from .attribution import ParentOf, find_owners, per_process_support
-from .nvml import GpuReading
 
 NEAR_SHARE = 0.80
 FULL_SHARE = 0.95
@@ -74,19 +71,6 @@ def reading_from_usage(document: Mapping[str, Any], at: float, busy: bool | None
         KernelReading(kernel["id"], kernel["name"], kernel["gpu_memory_bytes"]) for kernel in document["kernels"]
     )
     return Reading(at=at, server_bytes=document["server"]["gpu_memory_bytes"], kernels=kernels, busy=busy)
-
-
-def busy_of_ours(
-    reading: GpuReading, kernel_pids: Iterable[int], server_pid: int, parent_of: ParentOf, *, in_container: bool
-) -> bool | None:
-    """Whether any of this server's processes used the GPU since the previous reading; None when unknown
-    (no per-process utilisation, or pids that cannot be matched inside this container)."""
-    if reading.busy_pids is None or not per_process_support(reading.driver_version, in_container)[0]:
-        return None
-    if not reading.busy_pids:
-        return False
-    owners = find_owners(reading.busy_pids, set(kernel_pids), server_pid, parent_of)
-    return any(owner.in_server or owner.kernel_pid is not None for owner in owners.values())
 
 
 @dataclass

@@ -9,6 +9,7 @@ from typing import Any
 
 from .attribution import ParentOf, attribute, find_owners, per_process_support
 from .contract import Budget
+from .gpuunused import GpuUnused, not_measured
 from .nvml import GpuReading
 
 
@@ -24,7 +25,7 @@ class KernelInfo:
     pid: int | None  # None for kernels that are not local processes
 
 
-def _kernel_json(kernel: KernelInfo, memory: int | None) -> dict[str, Any]:
+def _kernel_json(kernel: KernelInfo, memory: int | None, gpu_unused: GpuUnused | None) -> dict[str, Any]:
     return {
         "id": kernel.id,
         "name": kernel.name,
@@ -33,6 +34,7 @@ def _kernel_json(kernel: KernelInfo, memory: int | None) -> dict[str, Any]:
         "execution_state": kernel.execution_state,
         "pid": kernel.pid,
         "gpu_memory_bytes": memory,
+        "gpu_unused": not_measured() if gpu_unused is None else gpu_unused.kernel_json(kernel.id),
     }
 
 
@@ -51,15 +53,19 @@ def build_usage(
     budget_error: str | None,
     in_container: bool,
     sampled_at: datetime,
+    gpu_unused: GpuUnused | None = None,
 ) -> dict[str, Any]:
-    """The usage document; per-kernel memory is None wherever it cannot be known."""
+    """The usage document; per-kernel memory is None wherever it cannot be known.
+
+    ``gpu_unused``: the meter's GPU-unused counts (fracnb_meter.gpuunused); None: not measured.
+    """
     document: dict[str, Any] = {
         "available": reading.available,
         "reason": reading.reason,
         "simulated": reading.simulated,
         "per_process_memory": False,
         "gpus": [gpu.as_json() for gpu in reading.gpus],
-        "kernels": [_kernel_json(k, None) for k in kernels],
+        "kernels": [_kernel_json(k, None, gpu_unused) for k in kernels],
         "server": {"gpu_memory_bytes": None},
         "other_tenants": {"gpu_memory_bytes": None},
         "budget": {**budget.as_json(), "error": budget_error},
@@ -67,6 +73,7 @@ def build_usage(
         "cull": None,
         "history": None,
         "advice": None,
+        "gpu_unused": not_measured() if gpu_unused is None else gpu_unused.server_json(),
         "sampled_at": sampled_at.isoformat(timespec="microseconds"),
     }
     if not reading.available:
@@ -84,7 +91,9 @@ def build_usage(
     )
     document["per_process_memory"] = per_process
     document["reason"] = _join(support_reason, result.reason)
-    document["kernels"] = [_kernel_json(k, None if k.pid is None else result.per_kernel.get(k.pid)) for k in kernels]
+    document["kernels"] = [
+        _kernel_json(k, None if k.pid is None else result.per_kernel.get(k.pid), gpu_unused) for k in kernels
+    ]
     document["server"] = {"gpu_memory_bytes": result.server_bytes}
     document["other_tenants"] = {"gpu_memory_bytes": result.other_tenants_bytes}
     return document

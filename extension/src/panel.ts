@@ -7,6 +7,7 @@ import { Widget } from '@lumino/widgets';
 
 import { sparklineElement } from './chart';
 import { formatBytes, formatGiB, formatShare } from './format';
+import { gpuUnusedText } from './gpuunused';
 import type { Hibernation } from './hibernation';
 import { savedStatesView } from './savedstates';
 import { CARRIED_NOTE } from './sparkline';
@@ -151,6 +152,14 @@ function kernelName(kernel: IKernelUsage, openPath: PathOpener | null): HTMLElem
   return link;
 }
 
+/** "GPU unused for 42 min" under the kernel's name, or nothing (fracnb_meter.gpuunused). */
+function unusedLine(kernel: IKernelUsage): HTMLElement | null {
+  const text = gpuUnusedText(kernel.gpu_unused);
+  return text === null
+    ? null
+    : el('div', 'fracnb-meter-kernel-detail fracnb-meter-kernel-unused', text);
+}
+
 function kernelRow(
   kernel: IKernelUsage,
   budget: number | null,
@@ -174,6 +183,7 @@ function kernelRow(
       `${kernel.name} · ${kernel.execution_state ?? 'unknown state'}` +
         (kernel.pid === null ? '' : ` · pid ${kernel.pid}`)
     ),
+    unusedLine(kernel),
     bytes !== null && budget !== null ? meterBar(bytes, budget) : null,
     chart
   );

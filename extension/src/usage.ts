@@ -61,6 +61,7 @@ export interface IUsage {
    * The user's right-sizing advice for their next session on this server's choice, from the hub's fracnb service; null: no service is configured, it did not answer, or the document comes from the in-kernel widget before its first answer.
    */
   advice: null | ServiceAdvice;
+  gpu_unused: IGpuUnused;
   /**
    * When the figures were read, ISO 8601 with time zone.
    */
@@ -108,6 +109,20 @@ export interface IKernelUsage {
    * Null when the driver cannot attribute memory to processes; never estimated.
    */
   gpu_memory_bytes: null | Bytes;
+  gpu_unused: IGpuUnused;
+}
+/**
+ * How long a kernel, or a whole server, has done no GPU work, from NVML's per-process utilisation samples, counted in windows of 30 s (the meter's gpu_unused_window): a window with any GPU work resets the count to 0; a window without GPU work and with data for all of it adds a window; a window with a stretch without data makes the count unknown, never unused (MIG, MPS, a driver before 570.86.15 in a container, NVML errors, a gap between the meter's readings longer than the driver keeps samples). A kernel's count covers the kernel and its child processes, from the meter's first reading of the kernel; the server's covers all its processes (kernels, their children, terminals, the server itself). Produced by fracnb_meter.gpuunused; used in usage.schema.json (each kernel's gpu_unused, and the server's at the top level) and session-report.schema.json (the server's, for the hub's fracnb service).
+ */
+export interface IGpuUnused {
+  /**
+   * Seconds without GPU work: the whole windows since the last window with GPU work or without data; 0: GPU work in the current or the last window; null: unknown, reason says why.
+   */
+  seconds: null | number;
+  /**
+   * Why seconds is unknown, as a sentence; null when it is known.
+   */
+  reason: string | null;
 }
 /**
  * GPU memory of a group of processes: server (this server's kernels and the server itself) or other_tenants (processes on the same device(s) that are not this server's).

@@ -79,9 +79,15 @@ def running_lab(
         json.dumps(
             {
                 "ServerApp": {"jpserver_extensions": {"fracnb_meter": True}},
-                # Test latency, not production advice: re-read NVML at most every 0.2 s,
-                # and ask the hub's service on every sample.
-                "FracnbMeter": {"sample_interval_floor": 0.2, "service_interval": 0.0, **(meter_config or {})},
+                # Test latency, not production advice: re-read NVML at most every 0.2 s, ask the
+                # hub's service on every sample, and count GPU-unused time in 1 s windows.
+                "FracnbMeter": {
+                    "sample_interval_floor": 0.2,
+                    "service_interval": 0.0,
+                    "gpu_unused_window": 1,
+                    "gpu_unused_interval": 0.25,
+                    **(meter_config or {}),
+                },
             }
         )
     )

@@ -53,20 +53,32 @@ class FakeGpu:
     processes: dict[int, int | None] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     device_used: int | None = None  # None: what its processes use
+    work: dict[int, int] = field(default_factory=dict)  # pid -> SM percent in utilisation samples
 
     def write(self) -> None:
         device = fakenvml.FakeDevice.a100(0)
         device.utilization_gpu = 37
         device.memory_used = self.device_used
         state = fakenvml.FakeState(
+            # The first driver whose utilisation samples name a container's own pids.
+            driver_version="570.86.15",
             devices=[device],
             processes=[fakenvml.FakeProcess(0, pid, mem) for pid, mem in self.processes.items()],
             errors=dict(self.errors),
+            utilization=[fakenvml.FakeUtilization(0, pid, sm) for pid, sm in self.work.items()],
         )
         fakenvml.write_state(self.state_path, state)
 
     def set_kernel_memory(self, pid: int, memory: int | None) -> None:
         self.processes[pid] = memory
+        self.write()
+
+    def set_kernel_work(self, pid: int, sm_percent: int | None) -> None:
+        """``pid`` keeps the GPU's SMs busy from now on (None: does no GPU work)."""
+        if sm_percent is None:
+            self.work.pop(pid, None)
+        else:
+            self.work[pid] = sm_percent
         self.write()
 
     def fail(self, call: str, code: int = 999) -> None:

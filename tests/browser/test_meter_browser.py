@@ -127,6 +127,24 @@ def test_panel_lists_the_kernel_by_notebook_with_device_and_budget(
     expect(current_tab).to_contain_text(NOTEBOOK)
 
 
+def test_panel_shows_how_long_the_kernels_gpu_has_been_unused(
+    lab: Page, fake_gpu: FakeGpu, kernel: tuple[str, int], artifacts: Path
+) -> None:
+    set_memory(fake_gpu, kernel, 8 * GIB)  # held, with no GPU work
+    open_panel(lab)
+    row = lab.locator(f'#fracnb-meter-panel [data-kernel-id="{kernel[0]}"]')
+    unused = row.locator(".fracnb-meter-kernel-unused")
+    expect(row.locator(".fracnb-meter-kernel-memory")).to_have_text("8 GiB", timeout=UPDATE_TIMEOUT_MS)
+    expect(unused).to_have_text(re.compile(r"^GPU unused for [1-9]\d* s$"), timeout=UPDATE_TIMEOUT_MS)
+    lab.screenshot(path=artifacts / "lab-panel-gpu-unused.png")
+    try:
+        fake_gpu.set_kernel_work(kernel[1], 70)
+        expect(unused).to_have_count(0, timeout=UPDATE_TIMEOUT_MS)  # GPU work resets the count
+    finally:
+        fake_gpu.set_kernel_work(kernel[1], None)
+    expect(unused).to_have_count(1, timeout=UPDATE_TIMEOUT_MS)
+
+
 def test_critical_colour_and_one_notification_per_crossing(
     lab: Page, fake_gpu: FakeGpu, kernel: tuple[str, int], artifacts: Path
 ) -> None:
@@ -277,6 +295,7 @@ def test_notebook7_shows_the_meter(
         status.click()
         row = page.locator(f'#fracnb-meter-panel [data-kernel-id="{kernel[0]}"]')
         expect(row.locator(".fracnb-meter-kernel-memory")).to_have_text("5 GiB")
+        expect(row.locator(".fracnb-meter-kernel-unused")).to_have_text(re.compile(r"^GPU unused for \d+ (s|min)$"))
         page.screenshot(path=artifacts / "notebook7.png")
     finally:
         context.close()

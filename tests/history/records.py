@@ -39,6 +39,19 @@ def report(
     }
 
 
+def gpu_unused(seconds: int | None = 3600, **fields: Any) -> dict[str, Any]:
+    """A session report's gpu_unused (gpu-unused.schema.json#/$defs/serverReport)."""
+    return {
+        "seconds": seconds,
+        "reason": None if seconds is not None else "MIG instances have no per-process GPU utilisation.",
+        "measured_at": "2026-11-01T10:59:55Z",
+        "window_seconds": 30,
+        "gpu_memory_bytes": 18 * GIB,
+        "busy_kernels": 0,
+        **fields,
+    }
+
+
 def row(user: str, number: int, start: datetime, **figures: Any) -> dict[str, Any]:
     """A prepared database row (store.insert_many), ``number`` making its session id unique."""
     return {

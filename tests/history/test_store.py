@@ -9,7 +9,7 @@ from sqlalchemy import inspect, text
 
 from fracnb_meter.schema import SESSION_REPORT, problems
 from fracnb_spawner.history import db, store
-from tests.history.records import GIB, report
+from tests.history.records import GIB, gpu_unused, report
 
 
 def test_migrations_build_the_schema_from_an_empty_database(db_url: str) -> None:
@@ -29,6 +29,16 @@ def test_migrations_build_the_schema_from_an_empty_database(db_url: str) -> None
 
 def test_the_literal_reports_fit_the_schema() -> None:
     assert problems(SESSION_REPORT, report(ended="2026-11-01T12:00:00Z"), check_formats=True) == []
+    for unused in (gpu_unused(), gpu_unused(None)):
+        assert problems(SESSION_REPORT, report(gpu_unused=unused), check_formats=True) == []
+
+
+def test_gpu_unused_time_is_taken_but_not_stored(history) -> None:
+    """A live figure for culling, not a statistic of the session: the record keeps its columns only."""
+    assert store.store_report(history, "ann", report(gpu_unused=gpu_unused())) is not None
+    [record] = store.sessions_of(history, "ann")
+    assert "gpu_unused" not in record
+    assert record["peak_bytes"] == 6 * GIB
 
 
 def test_a_report_is_stored_and_replaced_by_later_ones_of_its_session(history) -> None:

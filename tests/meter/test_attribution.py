@@ -12,6 +12,7 @@ from fracnb_meter.attribution import (
     find_owners,
     parse_driver_version,
     per_process_support,
+    per_process_utilization_support,
 )
 from fracnb_meter.contract import Budget
 from fracnb_meter.nvml import Gpu, GpuProcess, GpuReading
@@ -61,6 +62,26 @@ def test_per_process_support(driver: str, container: bool, supported: bool) -> N
     ok, reason = per_process_support(driver, container)
     assert ok is supported
     assert (reason is None) is supported
+
+
+@pytest.mark.parametrize(
+    ("driver", "container", "supported"),
+    [
+        ("565.57.01", True, False),  # per-process memory, but host pids in utilisation samples
+        ("565.77", True, False),
+        ("570.86.14", True, False),
+        ("570.86.15", True, True),
+        ("580.65.06", True, True),
+        ("565.57.01", False, True),  # outside a container, host pids are ours
+    ],
+)
+def test_per_process_utilization_support(driver: str, container: bool, supported: bool) -> None:
+    ok, reason = per_process_utilization_support(driver, container)
+    assert ok is supported
+    assert (reason is None) is supported
+    if not supported:
+        assert driver in (reason or "")
+        assert "570.86.15" in (reason or "")
 
 
 def processes(*pairs: tuple[int, int | None]) -> list[GpuProcess]:

@@ -17,6 +17,7 @@ from fracnb_meter.testing.fakenvml import (
     FakeProcess,
     FakeState,
     FakeUtilization,
+    epoch_us,
     read_state,
 )
 from fracnb_meter.testing.server import StateFile
@@ -46,28 +47,116 @@ def test_state_file_round_trip() -> None:
             FakeProcess(0, 13, 5, graphics=True),
         ],
         errors={"nvmlDeviceGetName": 3},
-        utilization=[FakeUtilization(0, 11, 40)],
+        utilization=[
+            FakeUtilization(0, 11, 40),
+            FakeUtilization(0, 12, 0, memory_percent=3, start_us=1_700_000_000_000_000),
+            FakeUtilization(0, 13, 9, end_us=1_700_000_005_000_000),
+        ],
+        utilization_period_us=100_000,
+        utilization_buffer=100,
+        host_pid_offset=4096,
     )
     assert FakeState.parse(state.render()) == state
 
 
 def test_per_process_utilisation_samples(nvml_state: StateFile, nvml) -> None:
-    """Samples as NVML gives them: none is NOT_FOUND; MIG instances have none; the meter reads busy pids."""
+    """Samples as NVML gives them: none is NOT_FOUND; idle processes are not listed; the meter reads busy pids."""
     handle = nvml.nvmlDeviceGetHandleByIndex(0)
     with pytest.raises(nvml.NVMLError_NotFound):
         nvml.nvmlDeviceGetProcessUtilization(handle, 0)
     assert meter_nvml.read_devices(nvml, 0).busy_pids == frozenset()
-    nvml_state.write(FakeState(devices=[FakeDevice.a100(0), mig_device()],
-                               utilization=[FakeUtilization(0, 11, 40), FakeUtilization(0, 12, 0)]))  # fmt: skip
+    utilization = [FakeUtilization(0, 11, 40), FakeUtilization(0, 12, 0), FakeUtilization(0, 13, 0, memory_percent=5)]
+    nvml_state.write(FakeState(devices=[FakeDevice.a100(0)], utilization=utilization))
     samples = nvml.nvmlDeviceGetProcessUtilization(handle, 0)
-    assert sorted((s.pid, s.smUtil) for s in samples) == [(11, 40), (12, 0)]
+    # "One utilization sample structure is returned per process ... that had some non-zero utilization"
+    assert sorted((s.pid, s.smUtil, s.memUtil) for s in samples) == [(11, 40, 0), (13, 0, 5)]
     reading = meter_nvml.read_devices(nvml, 0)
-    assert reading.busy_pids == frozenset({11})  # pid 12 ran no SM work
-    assert reading.utilization_stamp > 0
+    assert reading.busy_pids == frozenset({11, 13})  # a copy (memory bandwidth only) is GPU work too
+    assert reading.utilization_stamp == max(s.timeStamp for s in samples)
     assert meter_nvml.read_devices(nvml).busy_pids is None  # not asked for
-    mig_handle = nvml.nvmlDeviceGetMigDeviceHandleByIndex(nvml.nvmlDeviceGetHandleByIndex(1), 1)
+
+
+def test_samples_sit_on_the_sampling_ticks_one_per_process(nvml_state: StateFile, nvml) -> None:
+    period = 250_000
+    now = epoch_us()
+    utilization = [FakeUtilization(0, 21, 30), FakeUtilization(0, 21, 70, end_us=now - 3_000_000)]
+    nvml_state.write(FakeState(devices=[FakeDevice.a100(0)], utilization=utilization, utilization_period_us=period))
+    (sample,) = nvml.nvmlDeviceGetProcessUtilization(nvml.nvmlDeviceGetHandleByIndex(0), 0)
+    # The newest tick wins: the process is busy at 30 % now, its 70 % stretch ended 3 s ago.
+    assert (sample.pid, sample.smUtil) == (21, 30)
+    assert sample.timeStamp % period == 0
+    assert now - period <= sample.timeStamp <= epoch_us()
+
+
+def test_last_seen_timestamp_returns_only_newer_samples(nvml_state: StateFile, nvml) -> None:
+    now = epoch_us()
+    finished = FakeUtilization(0, 31, 50, start_us=now - 5_000_000, end_us=now - 2_000_000)
+    nvml_state.write(FakeState(devices=[FakeDevice.a100(0)], utilization=[finished]))
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    (sample,) = nvml.nvmlDeviceGetProcessUtilization(handle, 0)
+    assert finished.start_us <= sample.timeStamp <= finished.end_us
+    with pytest.raises(nvml.NVMLError_NotFound):  # nothing newer than what was seen
+        nvml.nvmlDeviceGetProcessUtilization(handle, sample.timeStamp)
+    # An older "last seen" gets the newest sample again, as long as the buffer still holds it.
+    (again,) = nvml.nvmlDeviceGetProcessUtilization(handle, sample.timeStamp - 1)
+    assert again.timeStamp == sample.timeStamp
+
+
+def test_the_buffer_holds_about_ten_seconds(nvml_state: StateFile, nvml) -> None:
+    now = epoch_us()
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    recent = FakeUtilization(0, 41, 60, start_us=now - 60_000_000, end_us=now - 8_000_000)
+    old = FakeUtilization(0, 42, 60, start_us=now - 60_000_000, end_us=now - 12_000_000)
+    nvml_state.write(FakeState(devices=[FakeDevice.a100(0)], utilization=[recent, old]))
+    assert [s.pid for s in nvml.nvmlDeviceGetProcessUtilization(handle, 0)] == [41]  # 72 ticks of 10/72 s
+    nvml_state.write(FakeState(devices=[FakeDevice.a100(0)], utilization=[recent, old], utilization_buffer=36))
+    with pytest.raises(nvml.NVMLError_NotFound):  # half the ring: about 5 s
+        nvml.nvmlDeviceGetProcessUtilization(handle, 0)
+
+
+def test_drivers_before_570_86_15_give_host_pids(nvml_state: StateFile, nvml) -> None:
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    for driver, pid in (("565.57.01", 100_051), ("570.86.14", 100_051), ("570.86.15", 51), ("580.65.06", 51)):
+        nvml_state.write(FakeState(driver_version=driver, devices=[FakeDevice.a100(0)],
+                                   utilization=[FakeUtilization(0, 51, 10)], host_pid_offset=100_000))  # fmt: skip
+        assert [s.pid for s in nvml.nvmlDeviceGetProcessUtilization(handle, 0)] == [pid], driver
+
+
+def test_no_utilisation_samples_on_mig(nvml_state: StateFile, nvml) -> None:
+    nvml_state.write(FakeState(devices=[FakeDevice.a100(0), mig_device()], utilization=[FakeUtilization(1, 61, 90)]))
+    parent = nvml.nvmlDeviceGetHandleByIndex(1)
     with pytest.raises(nvml.NVMLError_NotSupported):
-        nvml.nvmlDeviceGetProcessUtilization(mig_handle, 0)
+        nvml.nvmlDeviceGetProcessUtilization(parent, 0)
+    with pytest.raises(nvml.NVMLError_NotSupported):
+        nvml.nvmlDeviceGetProcessUtilization(nvml.nvmlDeviceGetMigDeviceHandleByIndex(parent, 1), 0)
+    reading = meter_nvml.read_devices(nvml, 0)
+    assert reading.available
+    # Work on the MIG instances would go unseen: whose work there is, is unknown.
+    assert (reading.busy_pids, reading.utilization_reason) == (None, meter_nvml.MIG_NO_SAMPLES)
+
+
+def test_utilisation_errors_are_injectable(nvml_state: StateFile, nvml) -> None:
+    nvml_state.write(FakeState(devices=[FakeDevice.a100(0)], utilization=[FakeUtilization(0, 71, 10)],
+                               errors={"nvmlDeviceGetProcessUtilization": 999}))  # fmt: skip
+    with pytest.raises(nvml.NVMLError_Unknown):
+        nvml.nvmlDeviceGetProcessUtilization(nvml.nvmlDeviceGetHandleByIndex(0), 0)
+    reading = meter_nvml.read_devices(nvml, 0)
+    assert reading.available  # memory is still read; only whose GPU work it was is unknown
+    assert reading.busy_pids is None
+    assert "NVML failed" in (reading.utilization_reason or "")
+
+
+def test_the_versioned_utilisation_query(nvml_state: StateFile, nvml) -> None:
+    """nvmlDeviceGetProcessesUtilizationInfo (NVML 12.4+): the same samples in the versioned struct."""
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    with pytest.raises(nvml.NVMLError_NotFound):
+        nvml.nvmlDeviceGetProcessesUtilizationInfo(handle, 0)
+    nvml_state.write(FakeState(devices=[FakeDevice.a100(0)],
+                               utilization=[FakeUtilization(0, 81, 35, memory_percent=4), FakeUtilization(0, 82, 5)]))  # fmt: skip
+    infos = nvml.nvmlDeviceGetProcessesUtilizationInfo(handle, 0)
+    assert sorted((i.pid, i.smUtil, i.memUtil) for i in infos) == [(81, 35, 4), (82, 5, 0)]
+    newest = max(i.timeStamp for i in infos)
+    assert newest == max(s.timeStamp for s in nvml.nvmlDeviceGetProcessUtilization(handle, 0))
 
 
 def test_devices_memory_and_processes(nvml_state: StateFile, nvml) -> None:

@@ -72,7 +72,9 @@ def hold(server: MeterServer, pid: int, memory: int, sm_percent: int = 0) -> Non
     assert server.state is not None
     utilization = [FakeUtilization(0, pid, sm_percent)] if sm_percent else []
     processes = [FakeProcess(0, pid, memory)]
-    server.state.write(FakeState(devices=[FakeDevice.a100(0)], processes=processes, utilization=utilization))
+    # 570.86.15: the first driver whose utilisation samples name a container's own pids.
+    server.state.write(FakeState(driver_version="570.86.15", devices=[FakeDevice.a100(0)], processes=processes,
+                                 utilization=utilization))  # fmt: skip
     wait_until(lambda: server.usage()["server"]["gpu_memory_bytes"] == memory, what=f"{memory} bytes read", timeout=30)
 
 

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fracnb_meter.schema import HISTORY_REPORT, SESSION_RECORDS, problems
 from fracnb_testbed.procs import wait_until
-from tests.history.records import GIB, report
+from tests.history.records import GIB, gpu_unused, report
 from tests.service.test_hub_service import ACCESS, user_token
 from tests.service.test_service_page import get
 
@@ -38,7 +38,7 @@ def post(hub, body, token):
 
 def test_a_server_reports_its_sessions_and_its_user_reads_them(hub, new_user):
     user = new_user()
-    sent = new_report(peak_bytes=6 * GIB, ended="2026-11-01T11:00:00Z")
+    sent = new_report(peak_bytes=6 * GIB, ended="2026-11-01T11:00:00Z", gpu_unused=gpu_unused(1800))
     assert post(hub, sent, server_token(hub, user))[0] == 204
     status, body = hub.http("GET", hub.service_url + "api/sessions", token=user_token(hub, user))
     assert status == 200, body
@@ -91,8 +91,9 @@ def test_no_token_a_bad_token_and_a_service_token_are_refused(hub):
         ({"session_id": "x"}, "not a session report"),
         ({**report(), "peak_bytes": -1}, "not a session report"),
         ({**report(), "notebook": "secret.ipynb"}, "not a session report"),
+        ({**report(), "gpu_unused": gpu_unused(-30)}, "not a session report"),
     ],
-    ids=["text", "partial", "negative", "extra-field"],
+    ids=["text", "partial", "negative", "extra-field", "negative-gpu-unused"],
 )
 def test_malformed_reports_are_refused_before_anything_is_stored(hub, new_user, body, message):
     user = new_user()

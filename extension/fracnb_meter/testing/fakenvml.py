@@ -96,13 +96,46 @@ class FakeProcess:
     graphics: bool = False
 
 
+def epoch_us() -> int:
+    """Now on the clock NVML stamps utilisation samples with: CPU epoch time in microseconds."""
+    return time.time_ns() // 1000
+
+
 @dataclass
 class FakeUtilization:
-    """A per-process utilisation sample: ``pid`` keeps ``sm_percent`` of the device's SMs busy."""
+    """``pid`` keeps ``sm_percent`` of the device's SMs (and ``memory_percent`` of its memory
+    bandwidth) busy at every sampling tick from ``start_us`` to ``end_us`` (epoch microseconds,
+    see :func:`epoch_us`; None: from before the driver's buffer / still busy). The driver keeps
+    about 10 s of ticks, so a process that stopped more than that ago has no samples left."""
 
     device: int
     pid: int
     sm_percent: int
+    memory_percent: int = 0
+    start_us: int | None = None
+    end_us: int | None = None
+
+    def render(self) -> str:
+        value = f"{self.device}:{self.pid}:{self.sm_percent}"
+        if self.memory_percent:
+            value += f":{self.memory_percent}"
+        if self.start_us is not None or self.end_us is not None:
+            value += f"@{self.start_us or 0}" + ("" if self.end_us is None else f"-{self.end_us}")
+        return value
+
+    @classmethod
+    def parse(cls, value: str) -> FakeUtilization:
+        percents, _, span = value.partition("@")
+        device, pid, sm, *memory = percents.split(":")
+        start, _, end = span.partition("-")
+        return cls(
+            device=int(device),
+            pid=int(pid),
+            sm_percent=int(sm),
+            memory_percent=int(memory[0]) if memory else 0,
+            start_us=(int(start) or None) if span else None,
+            end_us=int(end) if end else None,
+        )
 
 
 @dataclass
@@ -113,13 +146,22 @@ class FakeState:
     errors: dict[str, int] = field(default_factory=dict)  # NVML function -> return code
     release_exited: bool = False  # like a real driver: processes that exited hold no memory
     utilization: list[FakeUtilization] = field(default_factory=list)
+    utilization_period_us: int | None = None  # None: the driver's 10 s / 72
+    utilization_buffer: int | None = None  # ticks kept; None: 72 (about 10 s)
+    host_pid_offset: int = 0  # drivers before 570.86.15: utilisation samples carry pid + this
 
     def render(self) -> str:
         lines = [f"driver_version={self.driver_version}", f"release_exited={int(self.release_exited)}"]
+        if self.utilization_period_us is not None:
+            lines.append(f"utilization_period_us={self.utilization_period_us}")
+        if self.utilization_buffer is not None:
+            lines.append(f"utilization_buffer={self.utilization_buffer}")
+        if self.host_pid_offset:
+            lines.append(f"host_pid_offset={self.host_pid_offset}")
         for index, device in enumerate(self.devices):
             lines += _device_lines(index, device)
         lines += [f"process={_process_value(p)}" for p in self.processes]
-        lines += [f"utilization={u.device}:{u.pid}:{u.sm_percent}" for u in self.utilization]
+        lines += [f"utilization={u.render()}" for u in self.utilization]
         lines += [f"error.{call}={code}" for call, code in self.errors.items()]
         return "\n".join(lines) + "\n"
 
@@ -183,8 +225,13 @@ def _parse(text: str) -> FakeState:
         elif key == "process":
             state.processes.append(_parse_process(value))
         elif key == "utilization":
-            device, pid, sm = value.split(":")
-            state.utilization.append(FakeUtilization(int(device), int(pid), int(sm)))
+            state.utilization.append(FakeUtilization.parse(value))
+        elif key == "utilization_period_us":
+            state.utilization_period_us = int(value)
+        elif key == "utilization_buffer":
+            state.utilization_buffer = int(value)
+        elif key == "host_pid_offset":
+            state.host_pid_offset = int(value)
         elif key == "release_exited":
             state.release_exited = value.strip() == "1"
         elif key.startswith("error."):

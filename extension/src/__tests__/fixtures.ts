@@ -26,6 +26,7 @@ export function kernel(overrides: Partial<IKernelUsage> = {}): IKernelUsage {
     execution_state: 'idle',
     pid: 4242,
     gpu_memory_bytes: GIB,
+    gpu_unused: { seconds: 0, reason: null },
     ...overrides
   };
 }
@@ -65,6 +66,7 @@ export function usage(overrides: Partial<IUsage> = {}): IUsage {
     cull: null,
     history: null,
     advice: null,
+    gpu_unused: { seconds: 0, reason: null },
     sampled_at: '2026-03-01T12:00:00.000000+00:00',
     ...overrides
   };
