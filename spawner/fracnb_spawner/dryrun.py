@@ -24,11 +24,6 @@ import yaml
 from traitlets import TraitError
 from traitlets.config import Config, PyFileConfigLoader
 
-from fracnb_spawner.common.podkeys import (
-    IDLE_TIMEOUT_ANNOTATION,
-    IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION,
-    MAX_AGE_ANNOTATION,
-)
 from fracnb_spawner.config.overrides import OverrideError
 from fracnb_spawner.config.profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
 from fracnb_spawner.config.traits import configured_traits
@@ -98,8 +93,9 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
             await spawner.load_user_options()
             pod = await spawner.get_pod_manifest()
             container = pod.spec.containers[0]
-            plan = spawner.spawn_plan.gpu if spawner.spawn_plan else None
-            annotations = pod.metadata.annotations or {}
+            spawn = spawner.spawn_plan  # what the hub resolves the choice into; the pod is built from it
+            plan = spawn.gpu if spawn else None
+            cull = spawn.cull if spawn else CullPolicy()
             entry: dict[str, Any] = {
                 "profile": slug,
                 "choice": choice,
@@ -109,12 +105,14 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
                 "memory_budget_bytes": plan.memory_bytes if plan else 0,
                 "isolation": plan.isolation if plan else "none",
                 "summary": plan_summary(plan) if plan else "",
-                "kai_fraction": annotations.get(KAI_FRACTION_ANNOTATION),
+                "kai_fraction": spawn.pod.annotations.get(KAI_FRACTION_ANNOTATION) if spawn else None,
                 # Objects created beside the pod, as the spawner creates them (a DRA claim template).
-                "companions": spawner.spawn_plan.pod.companions if spawner.spawn_plan else [],
-                "idle_timeout_seconds": int(annotations.get(IDLE_TIMEOUT_ANNOTATION, 0)),
-                "max_age_seconds": int(annotations.get(MAX_AGE_ANNOTATION, 0)),
-                "idle_timeout_under_demand_seconds": int(annotations.get(IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION, 0)),
+                "companions": spawn.pod.companions if spawn else [],
+                "idle_timeout_seconds": int(cull.idle_timeout),
+                "max_age_seconds": int(cull.max_age),
+                "idle_timeout_under_demand_seconds": int(cull.demand_timeout) if plan and plan.fraction else 0,
+                "queue_slot_kind": spawn.ask.kind if spawn and spawn.ask else None,
+                "queue_max_wait_seconds": spawn.max_wait if spawn else 0,
             }
             if manifest:
                 entry["pod"] = spawner.api.api_client.sanitize_for_serialization(pod)
@@ -157,6 +155,10 @@ def _print_table(rows: list[dict]) -> None:
                 f"; {duration_text(row['idle_timeout_under_demand_seconds'])} idle while someone waits for its GPU"
             )
         print(f"  idle policy: {policy}")
+        if row.get("queue_slot_kind"):
+            wait = row["queue_max_wait_seconds"]
+            waits = f"waits up to {duration_text(wait)} in the GPU queue" if wait else "never waits in the queue"
+            print(f"  when no slot is free: {waits} (slot kind {row['queue_slot_kind']})")
         if "pod" in row:
             print("  pod manifest:")
             print("    " + yaml.safe_dump(row["pod"], sort_keys=False).replace("\n", "\n    ").rstrip())
