@@ -20,7 +20,7 @@ from .test_spawner_offline import EXPECTED, env_of, options_for
 def test_the_schema_lists_exactly_the_backends_of_the_table() -> None:
     """The meter reads its backends from the schema; the schema must follow the spawner's table.
 
-    Adding a record to ``backend_table.TABLE`` without adding its name to the schema's enum fails
+    Adding a record to ``gpu.table.TABLE`` without adding its name to the schema's enum fails
     here, instead of every notebook of the new backend reading "budget unknown".
     """
     plannable = [backend.name for backend in TABLE]  # the selectable ones, whole and none

@@ -8,11 +8,11 @@ methods, whatever the backend:
 
 - :class:`ResourceAsk`, for device-plugin backends: ``units`` of an extended resource on nodes
   matching a node selector. Its kind is the resource plus the selector's values; its free capacity
-  is node allocatable minus the requests of pods bound there (:mod:`.availability`).
+  is node allocatable minus the requests of pods bound there (:mod:`.nodes`).
 - :class:`DraAsk`, for the ``dra`` backend: a memory slice, a MIG device or whole GPUs of a device
   class and product. Its kind is the device class, product and MIG profile, not the slice size:
   a 20 GiB and a 40 GiB waiter for the same GPUs are one queue, and each one's fit is decided by
-  capacity, device by device (ResourceSlices minus allocated claims, :mod:`.dra_availability`).
+  capacity, device by device (ResourceSlices minus allocated claims, :mod:`.devices`).
 
 A :class:`Ledger` is the free capacity of one kind, from which the queue takes, in order, what the
 spawns already on their way to the scheduler hold and then what each waiter asks, until one does not
@@ -41,8 +41,8 @@ COUNT_LIMIT = 10_000  # the most servers a ledger counts for the spawn form ("N 
 
 @dataclass(frozen=True)
 class Cluster:
-    """What the queue reads of the cluster: trimmed nodes and pods (:mod:`.clusterview`), and for
-    DRA asks, trimmed ResourceSlices and allocated claims (:mod:`.dra_availability`)."""
+    """What the queue reads of the cluster: trimmed nodes and pods (:mod:`.view`), and for
+    DRA asks, trimmed ResourceSlices and allocated claims (:mod:`.devices`)."""
 
     nodes: list[dict[str, Any]]
     pods: list[dict[str, Any]]
@@ -163,7 +163,7 @@ def dra_slot_kind(device_class: str, want: DraWant) -> str:
 
 @dataclass
 class DeviceLedger:
-    """Free capacity of each device a kind can use (:func:`.dra_availability.device_ledger`)."""
+    """Free capacity of each device a kind can use (:func:`.devices.device_ledger`)."""
 
     devices: list[dict[str, Any]]
 

@@ -112,7 +112,7 @@ class FractionalTraits(HasTraits):
         "time-slicing",
         help="""Sharing mechanism for profiles whose ``gpu`` entry names no ``backend``.
 
-        One of the selectable backends of ``backend_table.TABLE``: time-slicing, mps, mig, hami,
+        One of the selectable backends of ``gpu.table.TABLE``: time-slicing, mps, mig, hami,
         kai, dra. Default: time-slicing.
         Example: ``c.FractionalSpawner.gpu_backend = "hami"``
         """,

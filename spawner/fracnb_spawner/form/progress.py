@@ -12,7 +12,7 @@ from fracnb_spawner.gpu.words import describe_plan, where
 def _waits_for_a_slot(scheduler_text: str, plan: GPUPlan | None) -> bool:
     # "0/10 nodes are available: 2 Insufficient nvidia.com/gpu.shared, 8 node(s) didn't match ...":
     # some node offers the resource and is full. Without "Insufficient", no node offers it at all.
-    # Each backend's record says how its scheduler words "full" (backend_table.Backend.full_markers).
+    # Each backend's record says how its scheduler words "full" (gpu.table.Backend.full_markers).
     backend = (plan.scheduler_backend or plan.backend) if plan else "none"
     return any(marker in scheduler_text for marker in backend_named(backend).full_markers)
 

@@ -1,9 +1,8 @@
-"""Pod fields per GPU-sharing mechanism: pure functions from a ``GPUPlan`` to manifest parts.
-
-Each function returns the extended resources, node selector, scheduler, labels,
-annotations and environment one mechanism needs; :mod:`.contract` adds the ``FRACNB_*``
-contract (docs/contract.md) every pod carries. Which function serves which backend is
-said once, in :mod:`.table`.
+"""What every GPU-sharing backend shares: the cluster's names (``BackendSettings``), the pod
+fields a backend gives a pod (``PodFields``), the resources that give a pod a GPU, and the
+framework soft caps of mechanisms that enforce nothing. Each backend's own pod fields are
+written beside its record, in :mod:`.table`; :mod:`.contract` adds the ``FRACNB_*`` contract
+(docs/contract.md) every pod carries.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from fracnb_spawner.common.units import format_decimal
 from fracnb_spawner.gpu.mig import MIG_RESOURCE_PREFIX
 
 if TYPE_CHECKING:
@@ -70,97 +68,6 @@ class PodFields:
     pod_claims: list[dict[str, Any]] = field(default_factory=list)
     container_claims: list[dict[str, Any]] = field(default_factory=list)
     companions: list[dict[str, Any]] = field(default_factory=list)
-
-
-def cpu_only_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
-    # A runtime that honours the variable exposes no GPU to a pod that asked for none.
-    return PodFields(environment={"NVIDIA_VISIBLE_DEVICES": "void"})
-
-
-def _product_selector(plan: GPUPlan, suffix: str = "") -> dict[str, str]:
-    return {"nvidia.com/gpu.product": plan.product + suffix} if plan.product else {}
-
-
-def hami_whole_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
-    return PodFields(
-        resources={WHOLE_GPU_RESOURCE: str(plan.fraction.numerator)},
-        scheduler_name=settings.hami_scheduler,
-        annotations=_hami_gputype(plan),
-    )
-
-
-def kai_whole_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
-    return PodFields(
-        resources={WHOLE_GPU_RESOURCE: str(plan.fraction.numerator)},
-        scheduler_name=settings.kai_scheduler,
-        node_selector=_product_selector(plan),
-        labels={settings.kai_queue_label: settings.kai_queue},
-    )
-
-
-def whole_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
-    """Whole GPUs from the device plugin (a backend with its own scheduler has its own ``build_whole``)."""
-    count = str(plan.fraction.numerator)
-    return PodFields(
-        resources={settings.whole_gpu_resource: count},
-        node_selector={"nvidia.com/gpu.sharing-strategy": "none", **_product_selector(plan)},
-    )
-
-
-def _shared(plan: GPUPlan, resource: str, strategy: str) -> PodFields:
-    # GFD appends -SHARED to the product label unless the plugin renames the resource.
-    suffix = "-SHARED" if resource == WHOLE_GPU_RESOURCE else ""
-    return PodFields(
-        resources={resource: "1"},
-        node_selector={
-            "nvidia.com/gpu.sharing-strategy": strategy,
-            "nvidia.com/gpu.replicas": str(plan.replicas),
-            **_product_selector(plan, suffix),
-        },
-    )
-
-
-def time_slicing_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
-    return _shared(plan, settings.time_slicing_resource, "time-slicing")
-
-
-def mps_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
-    return _shared(plan, settings.mps_resource, "mps")
-
-
-def mig_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
-    assert plan.mig_slice is not None  # noqa: S101 - plan_gpu always sets it for mig
-    return PodFields(
-        resources={plan.mig_slice.resource_name: "1"},
-        node_selector={"nvidia.com/mig.strategy": "mixed", **_product_selector(plan)},
-    )
-
-
-def _hami_gputype(plan: GPUPlan) -> dict[str, str]:
-    return {"nvidia.com/use-gputype": plan.product} if plan.product else {}
-
-
-def hami_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
-    percent = str(max(1, round(plan.fraction * 100)))
-    resources = {WHOLE_GPU_RESOURCE: "1", HAMI_CORES_RESOURCE: percent}
-    if plan.memory_bytes and plan.memory_bytes != int(plan.fraction * plan.device_memory):
-        resources[HAMI_MEMORY_RESOURCE] = str(plan.memory_bytes // 2**20)
-    else:
-        resources[HAMI_MEMORY_PERCENT_RESOURCE] = percent
-    return PodFields(
-        resources=resources,
-        scheduler_name=settings.hami_scheduler,
-        annotations=_hami_gputype(plan),
-    )
-
-
-def kai_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
-    return PodFields(
-        scheduler_name=settings.kai_scheduler,
-        node_selector=_product_selector(plan),
-        labels={settings.kai_queue_label: settings.kai_queue},
-        annotations={KAI_FRACTION_ANNOTATION: format_decimal(plan.fraction, 4)},
-    )
 
 
 def soft_caps(plan: GPUPlan, ratio: float) -> dict[str, str]:

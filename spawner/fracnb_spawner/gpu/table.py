@@ -5,7 +5,8 @@ A record says what the rest of fracnb needs to know about a mechanism:
 - its name (the ``backend`` key of a profile's ``gpu`` entry, ``FRACNB_GPU_BACKEND`` in the pod);
 - who enforces the memory budget (``FRACNB_ISOLATION``, and the words the form and the dry run use);
 - how a fraction is planned (equal 1/N slots; a full GPU as a whole one; MIG profiles);
-- the pod fields it needs (a pure function of the plan, in :mod:`.backends` or its own module);
+- the pod fields it needs (a pure function of the plan, written below beside its record, or in its own
+  module when it is large: :mod:`.dra`);
 - how the spawn form and the GPU queue count its free capacity (a ``Counting`` tag, which
   :mod:`fracnb_spawner.cluster.slots` maps to what its pods compete for);
 - how the scheduler's refusals read when every matching GPU is taken, rather than none offered.
@@ -21,8 +22,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from fracnb_spawner.gpu import backends, dra
-from fracnb_spawner.gpu.backends import BackendSettings, PodFields, soft_caps
+from fracnb_spawner.common.units import format_decimal
+from fracnb_spawner.gpu import dra
+from fracnb_spawner.gpu.backends import (
+    HAMI_CORES_RESOURCE,
+    HAMI_MEMORY_PERCENT_RESOURCE,
+    HAMI_MEMORY_RESOURCE,
+    KAI_FRACTION_ANNOTATION,
+    WHOLE_GPU_RESOURCE,
+    BackendSettings,
+    PodFields,
+    soft_caps,
+)
 from fracnb_spawner.gpu.plan import HARD, NO_GPU, NOT_ENFORCED, WHOLE, GPUPlan, Isolation
 
 Build = Callable[[GPUPlan, BackendSettings], PodFields]
@@ -57,22 +68,116 @@ class Backend:
         return self.isolation_for(plan) if self.isolation_for else self.isolation
 
 
+# ---- each backend's pod fields: pure, the plan and the cluster's names in, PodFields out ------------
+
+
+def cpu_only_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    # A runtime that honours the variable exposes no GPU to a pod that asked for none.
+    return PodFields(environment={"NVIDIA_VISIBLE_DEVICES": "void"})
+
+
+def _product_selector(plan: GPUPlan, suffix: str = "") -> dict[str, str]:
+    return {"nvidia.com/gpu.product": plan.product + suffix} if plan.product else {}
+
+
+def hami_whole_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    return PodFields(
+        resources={WHOLE_GPU_RESOURCE: str(plan.fraction.numerator)},
+        scheduler_name=settings.hami_scheduler,
+        annotations=_hami_gputype(plan),
+    )
+
+
+def kai_whole_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    return PodFields(
+        resources={WHOLE_GPU_RESOURCE: str(plan.fraction.numerator)},
+        scheduler_name=settings.kai_scheduler,
+        node_selector=_product_selector(plan),
+        labels={settings.kai_queue_label: settings.kai_queue},
+    )
+
+
+def whole_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    """Whole GPUs from the device plugin (a backend with its own scheduler has its own ``build_whole``)."""
+    count = str(plan.fraction.numerator)
+    return PodFields(
+        resources={settings.whole_gpu_resource: count},
+        node_selector={"nvidia.com/gpu.sharing-strategy": "none", **_product_selector(plan)},
+    )
+
+
+def _shared(plan: GPUPlan, resource: str, strategy: str) -> PodFields:
+    # GFD appends -SHARED to the product label unless the plugin renames the resource.
+    suffix = "-SHARED" if resource == WHOLE_GPU_RESOURCE else ""
+    return PodFields(
+        resources={resource: "1"},
+        node_selector={
+            "nvidia.com/gpu.sharing-strategy": strategy,
+            "nvidia.com/gpu.replicas": str(plan.replicas),
+            **_product_selector(plan, suffix),
+        },
+    )
+
+
+def time_slicing_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    return _shared(plan, settings.time_slicing_resource, "time-slicing")
+
+
+def mps_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    return _shared(plan, settings.mps_resource, "mps")
+
+
+def mig_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    assert plan.mig_slice is not None  # noqa: S101 - plan_gpu always sets it for mig
+    return PodFields(
+        resources={plan.mig_slice.resource_name: "1"},
+        node_selector={"nvidia.com/mig.strategy": "mixed", **_product_selector(plan)},
+    )
+
+
+def _hami_gputype(plan: GPUPlan) -> dict[str, str]:
+    return {"nvidia.com/use-gputype": plan.product} if plan.product else {}
+
+
+def hami_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    percent = str(max(1, round(plan.fraction * 100)))
+    resources = {WHOLE_GPU_RESOURCE: "1", HAMI_CORES_RESOURCE: percent}
+    if plan.memory_bytes and plan.memory_bytes != int(plan.fraction * plan.device_memory):
+        resources[HAMI_MEMORY_RESOURCE] = str(plan.memory_bytes // 2**20)
+    else:
+        resources[HAMI_MEMORY_PERCENT_RESOURCE] = percent
+    return PodFields(
+        resources=resources,
+        scheduler_name=settings.hami_scheduler,
+        annotations=_hami_gputype(plan),
+    )
+
+
+def kai_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
+    return PodFields(
+        scheduler_name=settings.kai_scheduler,
+        node_selector=_product_selector(plan),
+        labels={settings.kai_queue_label: settings.kai_queue},
+        annotations={KAI_FRACTION_ANNOTATION: format_decimal(plan.fraction, 4)},
+    )
+
+
 TABLE: tuple[Backend, ...] = (
     Backend(
-        "time-slicing", NOT_ENFORCED, backends.time_slicing_fields, equal_slots=True, full_gpu_is_whole=True
+        "time-slicing", NOT_ENFORCED, time_slicing_fields, equal_slots=True, full_gpu_is_whole=True
     ),
     Backend(
-        "mps", Isolation("per-process", "per process (MPS)"), backends.mps_fields,
+        "mps", Isolation("per-process", "per process (MPS)"), mps_fields,
         equal_slots=True, full_gpu_is_whole=True,
     ),
-    Backend("mig", HARD, backends.mig_fields, mig_profiles=True),
+    Backend("mig", HARD, mig_fields, mig_profiles=True),
     Backend(
-        "hami", Isolation("enforced", "enforced by HAMi"), backends.hami_fields,
-        own_scheduler=True, counted_by="not-counted", build_whole=backends.hami_whole_fields,
+        "hami", Isolation("enforced", "enforced by HAMi"), hami_fields,
+        own_scheduler=True, counted_by="not-counted", build_whole=hami_whole_fields,
     ),
     Backend(
-        "kai", NOT_ENFORCED, backends.kai_fields, full_gpu_is_whole=True, own_scheduler=True,
-        counted_by="not-counted", build_whole=backends.kai_whole_fields,
+        "kai", NOT_ENFORCED, kai_fields, full_gpu_is_whole=True, own_scheduler=True,
+        counted_by="not-counted", build_whole=kai_whole_fields,
     ),
     Backend(
         "dra", NOT_ENFORCED, dra.dra_fields, own_scheduler=True, mig_profiles=True, counted_by="dra",
@@ -80,8 +185,8 @@ TABLE: tuple[Backend, ...] = (
         sharing_modes=dra.SHARING_VALUES,
     ),
     # Not selectable: what a plan becomes for ``count`` whole GPUs, and for a CPU-only profile.
-    Backend("whole", WHOLE, backends.whole_fields, selectable=False),
-    Backend("none", NO_GPU, backends.cpu_only_fields, selectable=False),
+    Backend("whole", WHOLE, whole_fields, selectable=False),
+    Backend("none", NO_GPU, cpu_only_fields, selectable=False),
 )  # fmt: skip
 
 BACKENDS = tuple(backend.name for backend in TABLE if backend.selectable)

@@ -110,7 +110,7 @@ class QueueEntry:
 
 
 def queue_entries(pods: Iterable[Pod]) -> list[QueueEntry]:
-    """The waiting spawns in the hub's order (``queueorder.queue_order``), unknown queue times last.
+    """The waiting spawns in the hub's order (``queue.order.queue_order``), unknown queue times last.
 
     The service knows no quota shares, so within a priority it lists by arrival; the hub also
     puts the group using less of its quota first, so it may lift gates in a slightly different order.
