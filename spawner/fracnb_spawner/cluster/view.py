@@ -231,27 +231,36 @@ class Mirror:
         await asyncio.sleep(delay)
 
 
-class ClusterView:
-    """Nodes and GPU-holding pods of the whole cluster, for :func:`availability.free_units`."""
+class MirrorPair:
+    """Two kinds of objects kept current together: read as one snapshot, or not at all."""
 
-    def __init__(self, api: Any, log: logging.Logger | logging.LoggerAdapter = default_log) -> None:
-        self.changed = asyncio.Event()  # either kind changed
-        self.nodes = Mirror("nodes", api.list_node, trim_node, log=log, changed=self.changed)
-        self.pods = Mirror("pods", api.list_pod_for_all_namespaces, trim_pod, LIVE_PODS, log=log, changed=self.changed)
-        self.tasks = [asyncio.ensure_future(mirror.run()) for mirror in (self.nodes, self.pods)]
-        self.api = api
+    def __init__(self, first: Mirror, second: Mirror, changed: asyncio.Event) -> None:
+        self.changed = changed  # either kind changed: the GPU queue waits on it
+        self.mirrors = (first, second)
+        self.tasks = [asyncio.ensure_future(mirror.run()) for mirror in self.mirrors]
 
     async def snapshot(self, wait: float = FIRST_LOAD_WAIT) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Nodes and pods now; empty while either kind cannot be read (the form then shows no counts)."""
-        mirrors = (self.nodes, self.pods)
-        if not all(m.settled.is_set() for m in mirrors):
+        """Both kinds now; empty while either cannot be read (the form then shows no counts)."""
+        if not all(m.settled.is_set() for m in self.mirrors):
             with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*(m.settled.wait() for m in mirrors)), wait)
-        if not all(m.loaded.is_set() for m in mirrors):
+                await asyncio.wait_for(asyncio.gather(*(m.settled.wait() for m in self.mirrors)), wait)
+        if not all(m.loaded.is_set() for m in self.mirrors):
             return [], []
-        return self.nodes.objects(), self.pods.objects()
+        first, second = self.mirrors
+        return first.objects(), second.objects()
 
     async def stop(self) -> None:
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+class ClusterView(MirrorPair):
+    """Nodes and GPU-holding pods of the whole cluster, for :func:`.nodes.free_units`."""
+
+    def __init__(self, api: Any, log: logging.Logger | logging.LoggerAdapter = default_log) -> None:
+        changed = asyncio.Event()
+        self.nodes = Mirror("nodes", api.list_node, trim_node, log=log, changed=changed)
+        self.pods = Mirror("pods", api.list_pod_for_all_namespaces, trim_pod, LIVE_PODS, log=log, changed=changed)
+        super().__init__(self.nodes, self.pods, changed)
+        self.api = api
