@@ -70,6 +70,7 @@ class ChoiceHost(Protocol):
     def cull_defaults(self) -> Any: ...
     def quota_policy(self) -> QuotaPolicy: ...
     def is_gpu_resource(self, name: str) -> bool: ...
+    def derived(self, name: str, make: Any) -> Any: ...
     async def _start_watching_pods(self) -> Any: ...
     async def form_advice(self, user: str, profiles: Any, rows: Any, history: Any) -> FormAdvice: ...
 
@@ -170,9 +171,18 @@ class Choosing:
             return None
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in options.items()):
             return None
-        selector = host.values.configured(host, "node_selector")
-        context = (tuple(sorted(selector.items())), host.fracnb_service_url, str(host.gpu_kernel_cull_idle_timeout))
-        return (tuple(sorted(options.items())), context)
+        return (tuple(sorted(options.items())), self._plan_context())
+
+    def _plan_context(self) -> tuple:
+        """The spawner's settings a plan depends on besides the profile list (while no override is applied:
+        read once per hub configuration)."""
+        host = self.host
+
+        def context() -> tuple:
+            selector = host.values.configured(host, "node_selector")
+            return (tuple(sorted(selector.items())), host.fracnb_service_url, str(host.gpu_kernel_cull_idle_timeout))
+
+        return context() if host.values.overridden() else host.derived("plan context", context)
 
     def _plan(self, profiles: list[dict], options: object) -> SpawnPlan:
         try:
@@ -232,7 +242,9 @@ class Choosing:
     async def read_cluster(self, ask: Ask | None, *, wait: bool) -> Cluster | None:
         """What the hub-wide watches show of the cluster, as ``ask`` reads it; None while unreadable."""
         devices = ask is not None and ask.needs_devices
-        return await self.host.hub_state.cluster(self.host.api, self.host.log).read(devices=devices, wait=wait)
+        state = self.host.hub_state
+        watches = state.watches or state.cluster(self.host.api, self.host.log)
+        return await watches.read(devices=devices, wait=wait)
 
     async def no_node_refusal(self, plan: SpawnPlan | None, events: list[dict], waited: float) -> Exception:
         """The refusal when no node took the pod before the hub's timeout (without a scheduler's refusal

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from kubernetes_asyncio.client.models import CoreV1ResourceClaim, V1PodResourceClaim
+from kubernetes_asyncio.client.models import CoreV1ResourceClaim, V1EnvVar, V1PodResourceClaim
 
 from fracnb_spawner.cluster.slots import Ask, ask_for, slot_kind
 from fracnb_spawner.common.podkeys import SLOT_KIND_LABEL
@@ -160,11 +160,6 @@ def is_reserved_env(name: str) -> bool:
     return name in GPU_VISIBILITY_VARIABLES or name.startswith(RESERVED_ENV_PREFIX)
 
 
-def _env_name(variable: Any) -> str:
-    # KubeSpawner builds V1EnvVar objects; extra_container_config may add plain dicts.
-    return variable["name"] if isinstance(variable, dict) else variable.name
-
-
 def pod_with_plan(pod: Any, plan: PodFields) -> Any:
     """KubeSpawner's pod (``V1Pod``) with fracnb's fields merged in; ``pod`` itself is left as it was.
 
@@ -184,10 +179,10 @@ def pod_with_plan(pod: Any, plan: PodFields) -> Any:
         spec.scheduler_name = plan.scheduler_name
     container = copy.copy(pod.spec.containers[0])
     spec.containers = [container, *pod.spec.containers[1:]]
-    kept = [var for var in container.env or [] if not is_reserved_env(_env_name(var))]
-    # Plain entries (the API client sends them as they are): a V1EnvVar copies the client's default
-    # configuration each time it is made.
-    container.env = kept + [{"name": name, "value": value} for name, value in plan.environment.items()]
+    kept = [
+        var for var in container.env or [] if not is_reserved_env(var["name"] if isinstance(var, dict) else var.name)
+    ]
+    container.env = kept + [V1EnvVar(name=name, value=value) for name, value in plan.environment.items()]
     if plan.resources or plan.container_claims:
         container.resources = resources = copy.copy(container.resources)
         resources.limits = {**(resources.limits or {}), **plan.resources}

@@ -176,11 +176,7 @@ async def test_missing_profile_gets_default_validated(make_spawner) -> None:
     spawner = make_spawner(config(), {})
     await spawner.load_user_options()
     assert spawner.user_options == {"profile": "cpu"}
-    env = {
-        var["name"]: var["value"]
-        for var in (await spawner.get_pod_manifest()).spec.containers[0].env
-        if isinstance(var, dict)
-    }
+    env = {var.name: var.value for var in (await spawner.get_pod_manifest()).spec.containers[0].env}
     assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
 
 

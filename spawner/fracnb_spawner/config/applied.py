@@ -32,6 +32,10 @@ class SpawnValues:
             if name not in self._configured:
                 self._configured[name] = copy_plain(getattr(spawner, name))
 
+    def overridden(self) -> bool:
+        """Whether an override of this spawn changed a trait (until the next restore)."""
+        return bool(self._configured)
+
     def configured(self, spawner: Any, name: str) -> Any:
         """A trait's value before this spawn's overrides."""
         return self._configured[name] if name in self._configured else getattr(spawner, name)

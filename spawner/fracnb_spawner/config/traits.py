@@ -34,12 +34,13 @@ def gpu_memory_size(value: object) -> int:
 
 
 T = TypeVar("T")
-# The traits that gpu_defaults, cull_defaults and backend_settings read.
+# The traits whose values derived() keeps what it made from (gpu_defaults, cull_defaults, backend_settings,
+# and the spawner's plan context).
 DERIVED_FROM = (
     "gpu_backend", "gpu_memory", "gpu_memory_by_product", "mig_default_model", "gpu_idle_timeout", "gpu_max_age",
     "cpu_idle_timeout", "cpu_max_age", "time_slicing_resource", "mps_resource", "hami_scheduler_name",
     "kai_scheduler_name", "kai_queue_label", "kai_queue", "soft_cap_ratio", "dra_device_class",
-    "dra_mig_device_class", "dra_driver_name",
+    "dra_mig_device_class", "dra_driver_name", "node_selector", "fracnb_service_url", "gpu_kernel_cull_idle_timeout",
 )  # fmt: skip
 
 
@@ -47,12 +48,12 @@ class FractionalTraits(HasTraits):
     """Mixed into ``FractionalSpawner``; kept apart so the spawner module stays about behaviour."""
 
     def share_settings(self, shared: dict[str, Any]) -> None:
-        """Read gpu_defaults, cull_defaults and backend_settings from ``shared``, a dict kept for every object
-        made from one hub configuration, until a trait they read is set on this object itself."""
+        """Read what :meth:`derived` keeps (gpu_defaults, cull_defaults, backend_settings, ...) from ``shared``,
+        a dict kept for every object made from one hub configuration, until a trait is set on this object."""
         self.__dict__["_fracnb_derived"] = shared
 
-    def _derived(self, name: str, make: Callable[[], T]) -> T:
-        # Read on every spawn and form row; made again only when one of the traits they read changes.
+    def derived(self, name: str, make: Callable[[], T]) -> T:
+        """``make()``, kept until a trait it may read changes (values read on every spawn and form row)."""
         cache = self.__dict__.setdefault("_fracnb_derived", {})
         if name not in cache:
             cache[name] = make()
@@ -64,7 +65,7 @@ class FractionalTraits(HasTraits):
 
     def gpu_defaults(self) -> GPUDefaults:
         """What a profile's ``gpu`` entry falls back on, from these traits."""
-        return self._derived("gpu_defaults", self._gpu_defaults)
+        return self.derived("gpu_defaults", self._gpu_defaults)
 
     def _gpu_defaults(self) -> GPUDefaults:
         # The traits' validators have run unless traitlets holds them back while loading
@@ -83,7 +84,7 @@ class FractionalTraits(HasTraits):
 
     def cull_defaults(self) -> tuple[CullPolicy, CullPolicy]:
         """Idle timeout and maximum age of GPU and of CPU-only servers, in seconds."""
-        return self._derived("cull_defaults", self._cull_defaults)
+        return self.derived("cull_defaults", self._cull_defaults)
 
     def _cull_defaults(self) -> tuple[CullPolicy, CullPolicy]:
         gpu = CullPolicy(parse_duration(self.gpu_idle_timeout), parse_duration(self.gpu_max_age))
@@ -92,7 +93,7 @@ class FractionalTraits(HasTraits):
 
     def backend_settings(self) -> BackendSettings:
         """The cluster-specific names the backends need, from these traits."""
-        return self._derived("backend_settings", self._backend_settings)
+        return self.derived("backend_settings", self._backend_settings)
 
     def _backend_settings(self) -> BackendSettings:
         return BackendSettings(
