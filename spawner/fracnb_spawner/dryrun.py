@@ -24,6 +24,7 @@ import yaml
 from traitlets import TraitError
 from traitlets.config import Config, PyFileConfigLoader
 
+from fracnb_spawner.common.units import share_text
 from fracnb_spawner.config.overrides import OverrideError
 from fracnb_spawner.config.profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
 from fracnb_spawner.config.traits import configured_traits
@@ -32,7 +33,7 @@ from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.gpu.backends import KAI_FRACTION_ANNOTATION
 from fracnb_spawner.gpu.words import plan_summary
 from fracnb_spawner.quota.config import FracnbQuotas
-from fracnb_spawner.quota.policy import QuotaPolicy, share_text
+from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.service.page import duration_text
 
 OFFLINE_KUBECONFIG = """apiVersion: v1

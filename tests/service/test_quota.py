@@ -7,13 +7,13 @@ from traitlets import TraitError
 from traitlets.config import Config
 
 from fracnb_meter.schema import SERVICE_REPORT, problems
+from fracnb_spawner.common.units import format_gpus
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.policy import (
     Allocation,
     QuotaPolicy,
     allocations_from_pods,
     check_request,
-    format_gpus,
     parse_gpus,
     usage_report,
 )

@@ -9,16 +9,8 @@ from fractions import Fraction
 
 import pytest
 
-from fracnb_spawner.common.units import format_bytes
-from fracnb_spawner.quota.policy import (
-    QuotaPolicy,
-    check_request,
-    format_gpus,
-    gpus_text,
-    share_text,
-    share_words,
-    use_text,
-)
+from fracnb_spawner.common.units import format_bytes, format_gpus, gpus_text, share_text, share_words, use_text
+from fracnb_spawner.quota.policy import QuotaPolicy, check_request
 from fracnb_spawner.quota.words import quota_line
 from fracnb_spawner.service.page import ServerRow, UseRow, UserView
 from tests.shared_cases import exact, shared_cases

@@ -145,3 +145,41 @@ def _parse_duration(value: int | str) -> int:
         if match is not None:
             return int(match["number"]) * _DURATION_UNITS[match["unit"]]
     raise QuantityError(f"{_shown(value)} is not a duration; {DURATION_EXAMPLE}")
+
+
+# ---- GPU amounts in words (the cases both sides are held to: extension/test-data/gpu-shares.json) -----
+
+
+def format_gpus(amount: Fraction) -> str:
+    """Human form of an amount: ``0.125``, ``5.75``, ``2``; thirds show as ``0.333`` (halves up).
+
+    The wording of amounts is shared with the notebook side: extension/test-data/gpu-shares.json."""
+    return rounded_text(float(amount), 3)
+
+
+def _gpu_unit(amount: str) -> str:
+    return "GPU" if 0 < float(amount) <= 1 else "GPUs"
+
+
+def gpus_text(amount: Fraction) -> str:
+    """An amount held or allowed: ``0 GPUs``, ``0.25 GPU``, ``1 GPU``, ``2 GPUs``."""
+    written = format_gpus(amount)
+    return f"{written} {_gpu_unit(written)}"
+
+
+def share_words(amount: Fraction) -> str:
+    """A server's share: ``0.25 GPU``, ``2 GPUs``, and ``no GPU`` for none."""
+    written = format_gpus(amount)
+    return "no GPU" if float(written) == 0 else f"{written} {_gpu_unit(written)}"
+
+
+def use_text(used: Fraction, limit: Fraction) -> str:
+    """A use against a limit, in the limit's unit: ``0 of 1 GPU``, ``0.75 of 2 GPUs``."""
+    written = format_gpus(limit)
+    return f"{format_gpus(used)} of {written} {_gpu_unit(written)}"
+
+
+def share_text(amount: Fraction | None) -> str:
+    """An amount held or allowed, as the form and the meter write it: "0 GPUs", "0.25 GPU", "1.5 GPUs"
+    (:func:`gpus_text`); ``None`` is "no limit"."""
+    return "no limit" if amount is None else gpus_text(amount)

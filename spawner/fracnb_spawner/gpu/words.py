@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from fracnb_spawner.common.units import format_bytes
+from fracnb_spawner.common.units import format_bytes, share_words
 from fracnb_spawner.gpu.plan import GPUPlan
-from fracnb_spawner.quota.policy import share_words
 
 
 def describe_plan(plan: GPUPlan) -> str:

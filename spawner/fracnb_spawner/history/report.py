@@ -30,10 +30,9 @@ from typing import Any
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from fracnb_spawner.common.units import format_bytes
+from fracnb_spawner.common.units import format_bytes, share_words
 from fracnb_spawner.history.models import SessionDay, SessionRecord
 from fracnb_spawner.history.rollup import UNKNOWN_PEAK
-from fracnb_spawner.quota.policy import share_words
 
 PER_MILLE = 1000
 DEFAULT_HEADROOM = 0.20

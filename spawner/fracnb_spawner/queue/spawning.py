@@ -23,7 +23,7 @@ from fracnb_spawner.common.podkeys import (
     SLOT_KIND_LABEL,
     USERNAME_ANNOTATION,
 )
-from fracnb_spawner.common.units import parse_fraction
+from fracnb_spawner.common.units import format_gpus, parse_fraction
 from fracnb_spawner.culling import CullPolicy, ServerActivity, decide, policy_from_annotations
 from fracnb_spawner.gpu.plan import GPUPlan
 from fracnb_spawner.queue.config import FracnbQueue
@@ -31,7 +31,7 @@ from fracnb_spawner.queue.coordinator import QueueCoordinator, Ticket
 from fracnb_spawner.queue.metrics import GAVE_UP, WAIT_SECONDS
 from fracnb_spawner.queue.order import pod_is_gated, queue_annotations, wait_deadline
 from fracnb_spawner.queue.text import Release, estimate, form_text, gave_up_message, kept_place_message, queued_message
-from fracnb_spawner.quota.policy import QuotaPolicy, format_gpus
+from fracnb_spawner.quota.policy import QuotaPolicy
 
 PROGRESS_POLL_SECONDS = 1.0
 

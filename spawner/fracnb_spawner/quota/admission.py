@@ -8,19 +8,13 @@ instead (no request per form load); the spawn itself counts exactly.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
-import aiohttp
-from kubernetes_asyncio.client.exceptions import ApiException
-
-from fracnb_spawner.cluster.kube import list_pods_in
-from fracnb_spawner.common.errors import InvalidRequestError, RefusedSpawnError
+from fracnb_spawner.common.errors import InvalidRequestError
 from fracnb_spawner.quota.ledger import QuotaLedger
-from fracnb_spawner.quota.policy import Allocation, QuotaDecision, QuotaPolicy, allocations_from_pods, check_request
+from fracnb_spawner.quota.policy import Allocation, QuotaDecision, QuotaPolicy, check_request
 from fracnb_spawner.quota.words import quota_refusal
 
 
@@ -59,14 +53,3 @@ async def admit(
             raise InvalidRequestError(403, quota_refusal(found), reason="quota")
         if reserve:
             ledger.reserve(request)
-
-
-async def listed_allocations(api: Any, namespaces: list[str] | None, selector: str, log: Any) -> list[Allocation]:
-    """GPUs held by singleuser pods in ``namespaces``, from one LIST now; a 503 while the cluster is unreadable."""
-    try:
-        pods = await list_pods_in(api, namespaces, selector)
-    except (ApiException, aiohttp.ClientError, OSError, asyncio.TimeoutError) as error:
-        log.error("fracnb: cannot list singleuser pods to count GPU quotas: %r", error)
-        message = "GPU quotas cannot be checked now: the hub could not read the cluster's pods; try again later"
-        raise RefusedSpawnError(503, message, reason="cluster-unreadable") from None
-    return allocations_from_pods(pods)

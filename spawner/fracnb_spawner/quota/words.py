@@ -5,7 +5,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from fracnb_spawner.common.logsafe import escape_controls
-from fracnb_spawner.quota.policy import QuotaDecision, gpus_text, use_text
+from fracnb_spawner.common.units import gpus_text, use_text
+from fracnb_spawner.quota.policy import QuotaDecision
 
 
 def quota_line(decision: QuotaDecision) -> str | None:

@@ -17,10 +17,10 @@ from typing import Any
 from fracnb_spawner.cluster.nodes import requested_by_node
 from fracnb_spawner.common.clock import clock_text, duration_text
 from fracnb_spawner.common.podkeys import GPU_MEMORY_ANNOTATION
-from fracnb_spawner.common.units import format_bytes
+from fracnb_spawner.common.units import format_bytes, gpus_text, share_text, share_words
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy
 from fracnb_spawner.queue.demand import QueueEntry
-from fracnb_spawner.quota.policy import Allocation, QuotaPolicy, gpus_text, share_text, share_words, used_by
+from fracnb_spawner.quota.policy import Allocation, QuotaPolicy, used_by
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 
