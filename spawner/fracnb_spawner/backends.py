@@ -33,6 +33,7 @@ HAMI_MEMORY_RESOURCE = "nvidia.com/gpumem"
 HAMI_MEMORY_PERCENT_RESOURCE = "nvidia.com/gpumem-percentage"
 # Every name NVIDIA's device plugin (whole, shared, renamed, MIG) and HAMi advertise starts so.
 GPU_RESOURCE_PREFIXES = (WHOLE_GPU_RESOURCE, MIG_RESOURCE_PREFIX)
+HAMI_GPU_POLICY_ANNOTATION = "hami.io/gpu-scheduler-policy"  # which card of the node: binpack, spread, ...
 KAI_FRACTION_ANNOTATION = "gpu-fraction"
 # KAI also gives a GPU share for these (docs/spawner.md); fracnb writes only the fraction.
 GPU_REQUEST_ANNOTATIONS = (KAI_FRACTION_ANNOTATION, "gpu-memory", "gpu-fraction-num-devices")
@@ -62,6 +63,7 @@ class BackendSettings:
     kai_queue_label: str
     kai_queue: str
     soft_cap_ratio: float
+    hami_gpu_policy: str = "binpack"
     whole_gpu_resource: str = WHOLE_GPU_RESOURCE  # the device plugin's own name; not configurable
     dra_device_class: str = "gpu.nvidia.com"
     dra_mig_device_class: str = "mig.nvidia.com"
@@ -164,10 +166,11 @@ def hami_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
         resources[HAMI_MEMORY_RESOURCE] = str(plan.memory_bytes // 2**20)
     else:
         resources[HAMI_MEMORY_PERCENT_RESOURCE] = percent
+    policy = {HAMI_GPU_POLICY_ANNOTATION: settings.hami_gpu_policy} if settings.hami_gpu_policy else {}
     return PodFields(
         resources=resources,
         scheduler_name=settings.hami_scheduler,
-        annotations=_hami_gputype(plan),
+        annotations={**_hami_gputype(plan), **policy},
     )
 
 

@@ -61,6 +61,7 @@ class FractionalTraits(HasTraits):
             time_slicing_resource=self.time_slicing_resource,
             mps_resource=self.mps_resource,
             hami_scheduler=self.hami_scheduler_name,
+            hami_gpu_policy=self.hami_gpu_scheduler_policy,
             kai_scheduler=self.kai_scheduler_name,
             kai_queue_label=self.kai_queue_label,
             kai_queue=self.kai_queue,
@@ -152,6 +153,16 @@ class FractionalTraits(HasTraits):
         "hami-scheduler",
         help="""Scheduler for HAMi pods. Default: "hami-scheduler".
         Example: ``c.FractionalSpawner.hami_scheduler_name = "hami-scheduler"``
+        """,
+    ).tag(config=True)
+
+    hami_gpu_scheduler_policy = Unicode(
+        "binpack",
+        help="""HAMi's card policy for fractional GPU pods, as the pod annotation ``hami.io/gpu-scheduler-policy``:
+        ``binpack`` fills the fullest card of a node first, so whole cards stay free for whole-GPU work;
+        ``spread`` (HAMi's own default) puts each share on the least used card. An empty string sets no
+        annotation, leaving HAMi's chart default (``scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy``).
+        Default: "binpack". Example: ``c.FractionalSpawner.hami_gpu_scheduler_policy = "spread"``
         """,
     ).tag(config=True)
 

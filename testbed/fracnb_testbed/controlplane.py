@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -63,8 +64,16 @@ def random_pod_network() -> str:
     return f"127.{rng.randint(64, 250)}.{rng.randint(0, 255)}.0/24"
 
 
+USER_SCHEDULER_PROFILE = "z2jh-user-scheduler.yaml"
+
+
+def user_scheduler_profile() -> dict:
+    """Zero-to-JupyterHub 4.4.0's user-scheduler profile, from the chart's values (the file says which)."""
+    return yaml.safe_load((resources.files("fracnb_testbed") / USER_SCHEDULER_PROFILE).read_text())
+
+
 def scheduler_config(kubeconfig: Path) -> dict:
-    """One kube-scheduler serving the default name plus HAMi's and KAI's scheduler names."""
+    """One kube-scheduler serving the default name, z2jh's ``user-scheduler``, and HAMi's and KAI's names."""
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -84,6 +93,7 @@ def scheduler_config(kubeconfig: Path) -> dict:
                 ],
             },
             {"schedulerName": "kai-scheduler"},
+            user_scheduler_profile(),
         ],
     }
 
