@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
@@ -32,6 +32,7 @@ from bench.replay_measures import Holder, Outcomes, StepFigures, Waiting, step_f
 from bench.replay_model import Day, Kind, Parameters, Researcher, Segment
 from bench.replay_runs import DAY_ORIGIN, HubServer, RunSetup
 from fracnb_spawner.availability import requested_by_node
+from fracnb_spawner.culling import isoformat
 
 log = logging.getLogger("replay")
 RETRY_AFTER = 600  # assumption: a refused researcher tries again after 10 minutes ...
@@ -40,6 +41,7 @@ GIVE_UP_PAUSE = 3600  # ... for an hour
 SETTLE_LIMIT = 30.0  # real seconds a step may wait for the cluster to settle
 QUEUE_GATE = "fracnb.io/queue"  # the queue's scheduling gate (issue 11's contract)
 FRACTION_ANNOTATION = "fracnb.io/gpu-fraction"
+QUEUED_AT_ANNOTATION = "fracnb.io/queued-at"  # when a queued spawn joined the queue (docs/contract.md)
 GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 POOL_LABEL = "node-pool"
 RESOURCE_GROUP, RESOURCE_VERSION = "resource.k8s.io", "v1"
@@ -192,6 +194,21 @@ def waits_for_a_slot(
     if any(gate.get("name") == QUEUE_GATE for gate in gates):
         return True  # the hub lifts the gate in its own time; the next step sees it
     return _no_room(pod, nodes, pods, devices)
+
+
+def on_virtual_clock(pods: list[dict[str, Any]], queued_at: Mapping[str, datetime]) -> list[dict[str, Any]]:
+    """The pods with each queued spawn's ``fracnb.io/queued-at`` on the virtual clock. The hub writes the
+    real time; the culler compares it with the virtual now (demand for a slot kind starts then)."""
+    moved = []
+    for pod in pods:
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        moment = queued_at.get(pod["metadata"]["name"])
+        if QUEUED_AT_ANNOTATION not in annotations or moment is None:
+            moved.append(pod)
+            continue
+        annotations = {**annotations, QUEUED_AT_ANNOTATION: isoformat(moment)}
+        moved.append({**pod, "metadata": {**pod["metadata"], "annotations": annotations}})
+    return moved
 
 
 def asked_share(pod: Mapping[str, Any]) -> Fraction:
@@ -364,7 +381,8 @@ class DayRun:
             if d.running_since is not None
         ]
         now = DAY_ORIGIN + timedelta(seconds=moment)
-        doomed = self.setup.culler.to_cull(servers, await self.list_pods(), now)
+        queued_at = {d.spawner.pod_name: DAY_ORIGIN + timedelta(seconds=d.attempt_since) for d in self._starting()}
+        doomed = self.setup.culler.to_cull(servers, on_virtual_clock(await self.list_pods(), queued_at), now)
         for desk in running:
             if desk.name not in doomed:
                 continue

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 from fractions import Fraction
 
 import pytest
 
 from bench.replay_claims import claim_cards, fits_on, quantity_bytes, requested_share
-from bench.replay_day import asked_share, fits_somewhere, undecided, waits_for_a_slot
+from bench.replay_day import asked_share, fits_somewhere, on_virtual_clock, undecided, waits_for_a_slot
 from bench.replay_measures import (
     DEV_POOL,
     TRAIN_POOL,
@@ -234,3 +235,15 @@ def _pod(
     if gates:
         spec["schedulingGates"] = gates
     return {"metadata": {"name": name}, "spec": spec, "status": {"phase": phase}}
+
+
+def test_the_culler_sees_queue_times_on_the_virtual_clock() -> None:
+    origin = datetime(2026, 3, 2, 7, 0, tzinfo=timezone.utc)
+    queued = {
+        "metadata": {"name": "jupyter-a", "annotations": {"fracnb.io/queued-at": "2026-11-25T17:00:00Z", "x": "y"}}
+    }
+    running = {"metadata": {"name": "jupyter-b", "annotations": {}}}
+    moved = on_virtual_clock([queued, running], {"jupyter-a": origin, "jupyter-b": origin})
+    assert moved[0]["metadata"]["annotations"] == {"fracnb.io/queued-at": "2026-03-02T07:00:00Z", "x": "y"}
+    assert moved[1] == running
+    assert queued["metadata"]["annotations"]["fracnb.io/queued-at"] == "2026-11-25T17:00:00Z"  # not changed in place
