@@ -118,7 +118,7 @@ async def drive(
             outcomes = await run.run(spawner_factory(setup, setup.config(namespace, quotas), day))
         finally:
             await close_kube_clients()
-    summary = summarize(run.steps, step, outcomes)
+    summary = summarize(run.steps, outcomes)
     return RunResult(setup.name, run.steps, summary, time.perf_counter() - started)
 
 

@@ -39,6 +39,8 @@ RETRY_AFTER = 600  # assumption: a refused researcher tries again after 10 minut
 MAX_ATTEMPTS = 3  # ... up to 3 times, then gives up ...
 GIVE_UP_PAUSE = 3600  # ... for an hour
 SETTLE_LIMIT = 30.0  # real seconds a step may wait for the cluster to settle
+QUIET_FROM = 14 * 3600  # 21:00: nobody is at the desk any more (departures end by 20:30) ...
+QUIET_STEP = 300  # ... so the night goes in 5-minute steps (or the day's, if longer)
 QUEUE_GATE = "fracnb.io/queue"  # the queue's scheduling gate (issue 11's contract)
 FRACTION_ANNOTATION = "fracnb.io/gpu-fraction"
 QUEUED_AT_ANNOTATION = "fracnb.io/queued-at"  # when a queued spawn joined the queue (docs/contract.md)
@@ -217,6 +219,15 @@ def asked_share(pod: Mapping[str, Any]) -> Fraction:
     return Fraction(text) if text else Fraction(1)
 
 
+def step_moments(length: int, step: int, quiet_from: int = QUIET_FROM, quiet_step: int = QUIET_STEP) -> list[int]:
+    """The moments the clock stops at: every ``step`` seconds, and at night every ``quiet_step`` seconds
+    (servers left running, long cells, culls and training jobs change slowly; nobody starts a server)."""
+    moments = list(range(0, min(quiet_from, length), step))
+    night = max(step, quiet_step)
+    start = moments[-1] + step if moments else 0
+    return moments + list(range(start, length, night))
+
+
 # ---- the run ----------------------------------------------------------------------------------------------
 
 
@@ -250,6 +261,8 @@ class DayRun:
         self.card_bytes = 0
         self.claims: list[dict[str, Any]] = []
         self.next_cull = setup.culler.every
+        self.previous = 0  # the moment of the step before
+        self.seconds = step
 
     # ---- cluster I/O -------------------------------------------------------------------------------------
 
@@ -302,7 +315,9 @@ class DayRun:
         await self.load_cards()
         for researcher in self.day.researchers:
             self.desks[researcher.name] = Desk(researcher, make_spawner(researcher), PersonalClock(researcher.segments))
-        for moment in range(0, self.day.length, self.step):
+        moments = step_moments(self.day.length, self.step)
+        for moment, following in zip(moments, [*moments[1:], self.day.length], strict=True):
+            self.seconds = following - moment  # what this step's snapshot stands for
             await self.advance(moment)
         await self.finish()
         c = self.counters
@@ -324,7 +339,8 @@ class DayRun:
 
     async def advance(self, moment: int) -> None:
         if moment:
-            await self.researchers_move_on(moment)
+            await self.researchers_move_on(moment - self.previous, moment)
+        self.previous = moment
         await self.end_jobs(moment)
         self.feed_activity(moment)
         if moment >= self.next_cull:  # a pass every `every` seconds, at most one per step
@@ -339,12 +355,12 @@ class DayRun:
         self.batch.observe(moment, self._running_jobs(pods), {p["metadata"]["name"] for p in pods if _is_job(p)})
         self.steps.append(self.snapshot(moment, pods))
 
-    async def researchers_move_on(self, moment: int) -> None:
-        """Each researcher's clock moves one step; those whose session ended in it stop their server."""
+    async def researchers_move_on(self, elapsed: int, moment: int) -> None:
+        """Each researcher's clock moves on; those whose session ended meanwhile stop their server."""
         stops = []
         for desk in self.desks.values():
             before = desk.clock.now
-            desk.clock.advance(self.step, desk.stretch, running=desk.running_since is not None, wall_now=moment)
+            desk.clock.advance(elapsed, desk.stretch, running=desk.running_since is not None, wall_now=moment)
             for session in desk.researcher.sessions:
                 if session.stops and before < session.end <= desk.clock.now:
                     stops.append(self.stop(desk))
@@ -550,7 +566,7 @@ class DayRun:
             if pod is not None and waits_for_a_slot(pod, self.nodes, pods, devices):
                 pool = (pod["spec"].get("nodeSelector") or {}).get(POOL_LABEL, "")
                 waiting.append(Waiting(pool, asked_share(pod)))
-        return step_figures(moment, holders, self.cards_by_pool(), waiting)
+        return step_figures(moment, holders, self.cards_by_pool(), waiting, self.seconds)
 
     def set_stretches(self, holders: list[Holder], desk_card: Mapping[str, str]) -> None:
         """Busy work on a card whose busy holders would use more than the card runs that much slower."""

@@ -55,6 +55,7 @@ class PoolStep:
     busy: int  # cards with a busy holder
     shares: float  # shares held, summed (GPUs)
     notebooks: int
+    notebook_cards: int  # cards with a notebook on them
     notebook_shares: float
     idle_notebook_shares: float  # shares of notebooks that are not busy
     job_shares: float
@@ -67,6 +68,7 @@ class StepFigures:
     moment: int
     pools: Mapping[str, PoolStep]
     waiting: int = 0  # notebook starts waiting for a slot
+    seconds: int = 60  # how long the snapshot stands for (up to the next step)
 
     def total(self, name: str) -> float:
         return sum(getattr(pool, name) for pool in self.pools.values())
@@ -88,6 +90,7 @@ def step_figures(
     holders: Iterable[Holder],
     cards: Mapping[str, Sequence[str]],
     waiting: Sequence[Waiting] = (),
+    seconds: int = 60,
 ) -> StepFigures:
     """The figures of one snapshot. ``cards``: each pool's schedulable cards."""
     holders = list(holders)
@@ -108,13 +111,14 @@ def step_figures(
             busy=len(demand),
             shares=float(sum(held.values(), Fraction(0))),
             notebooks=len(notebooks),
+            notebook_cards=len({h.card for h in notebooks}),
             notebook_shares=float(sum((h.share for h in notebooks), Fraction(0))),
             idle_notebook_shares=float(sum((h.share for h in notebooks if not h.busy), Fraction(0))),
             job_shares=float(sum((h.share for h in mine if not h.notebook), Fraction(0))),
             utilisation=sum(min(1.0, load) for load in demand.values()),
             stranded=float(_stranded(free, waiting, pool)),
         )
-    return StepFigures(moment, pools, len(waiting))
+    return StepFigures(moment, pools, len(waiting), seconds)
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
@@ -163,6 +167,7 @@ class Summary:
     peak_notebooks: int
     peak_dev_shares: float  # at the development pool's peak
     peak_dev_cards_held: int
+    peak_notebook_cards: int  # cards of any pool holding a notebook, at the development pool's peak
     dev_cards: int
     queue_peak: int
     outcomes: Outcomes = field(default_factory=Outcomes)
@@ -199,18 +204,24 @@ class Summary:
         return self.outcomes.jobs_finished * 7
 
 
-def _pool_summary(pools: Sequence[PoolStep], hours: float, scale: float) -> PoolSummary:
-    cards = max((p.cards for p in pools), default=0)
+def _pool_summary(pools: Sequence[tuple[PoolStep, float]], scale: float) -> PoolSummary:
+    """``pools``: each step's figures with the hours it stands for."""
+    cards = max((p.cards for p, _ in pools), default=0)
     per_card_day = scale / cards if cards else 0.0
+    span = sum(hours for _, hours in pools) or 1.0
+
+    def hours_of(name: str) -> float:
+        return sum(getattr(p, name) * hours for p, hours in pools)
+
     return PoolSummary(
         cards=cards,
-        occupancy=sum(p.held for p in pools) * hours * per_card_day,
-        busy=sum(p.busy for p in pools) * hours * per_card_day,
-        utilisation=sum(p.utilisation for p in pools) / (cards * max(1, len(pools))) if cards else 0.0,
-        idle_notebook_hours=sum(p.idle_notebook_shares for p in pools) * hours,
-        notebook_hours=sum(p.notebook_shares for p in pools) * hours,
-        job_hours=sum(p.job_shares for p in pools) * hours,
-        stranded_hours=sum(p.stranded for p in pools) * hours,
+        occupancy=hours_of("held") * per_card_day,
+        busy=hours_of("busy") * per_card_day,
+        utilisation=hours_of("utilisation") / (cards * span) if cards else 0.0,
+        idle_notebook_hours=hours_of("idle_notebook_shares"),
+        notebook_hours=hours_of("notebook_shares"),
+        job_hours=hours_of("job_shares"),
+        stranded_hours=hours_of("stranded"),
     )
 
 
@@ -218,21 +229,24 @@ def _merged(pools: Sequence[PoolStep]) -> PoolStep:
     return PoolStep(*(sum(getattr(p, name) for p in pools) for name in PoolStep.__dataclass_fields__))
 
 
-def summarize(steps: Sequence[StepFigures], step_seconds: int, outcomes: Outcomes) -> Summary:
+def summarize(steps: Sequence[StepFigures], outcomes: Outcomes) -> Summary:
     """The day's figures. Hours per card per day are scaled to a 24-hour day when the run is shorter."""
-    hours = step_seconds / 3600
-    scale = DAY / (max(1, len(steps)) * step_seconds)  # occupancy per card-hour -> per card per day
+    scale = DAY / (sum(s.seconds for s in steps) or DAY)  # card-hours over the run -> per card per day
     names = sorted({name for s in steps for name in s.pools})
-    pools = {name: _pool_summary([s.pools[name] for s in steps if name in s.pools], hours, scale) for name in names}
-    cluster = _pool_summary([_merged(list(s.pools.values())) for s in steps], hours, scale)
+    pools = {
+        name: _pool_summary([(s.pools[name], s.seconds / 3600) for s in steps if name in s.pools], scale)
+        for name in names
+    }
+    cluster = _pool_summary([(_merged(list(s.pools.values())), s.seconds / 3600) for s in steps], scale)
     peak = max(steps, key=lambda s: (s.pools[DEV_POOL].shares, -s.moment), default=None) if DEV_POOL in names else None
     return Summary(
         pools=pools,
         cluster=cluster,
-        researcher_hours=sum(s.total("notebooks") for s in steps) * hours,
+        researcher_hours=sum(s.total("notebooks") * s.seconds / 3600 for s in steps),
         peak_notebooks=max((int(s.total("notebooks")) for s in steps), default=0),
         peak_dev_shares=peak.pools[DEV_POOL].shares if peak else 0.0,
         peak_dev_cards_held=peak.pools[DEV_POOL].held if peak else 0,
+        peak_notebook_cards=int(peak.total("notebook_cards")) if peak else 0,
         dev_cards=pools[DEV_POOL].cards if DEV_POOL in pools else 0,
         queue_peak=max((s.waiting for s in steps), default=0),
         outcomes=outcomes,

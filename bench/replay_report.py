@@ -59,6 +59,12 @@ DEV_ROWS = (
         "—",
         "≥ 10/16 (normal day)",
     ),
+    Row(
+        "cards holding notebooks at the peak, both pools",
+        lambda s: f"{s.peak_notebook_cards}",
+        PLACEMENT,
+        "1 → 1/8 a developer (n/v)",
+    ),
     Row("occupancy: hours held per card per day", _pool(DEV_POOL, "occupancy"), PLACEMENT, "n/v"),
     Row(
         "busy: hours with a busy holder per card per day",

@@ -9,7 +9,14 @@ from fractions import Fraction
 import pytest
 
 from bench.replay_claims import claim_cards, fits_on, quantity_bytes, requested_share
-from bench.replay_day import asked_share, fits_somewhere, on_virtual_clock, undecided, waits_for_a_slot
+from bench.replay_day import (
+    asked_share,
+    fits_somewhere,
+    on_virtual_clock,
+    step_moments,
+    undecided,
+    waits_for_a_slot,
+)
 from bench.replay_measures import (
     DEV_POOL,
     TRAIN_POOL,
@@ -66,24 +73,25 @@ def test_stranded_capacity_is_free_pieces_too_small_for_a_waiting_start_that_tog
 
 def day(shares_at_peak: list[Fraction]) -> list:
     """Two steps of an hour: a quiet one and a peak of idle notebooks with these shares, packed first fit."""
-    quiet = step_figures(0, [Holder("dev-0/0", DEV_POOL, EIGHTH, busy=True, demand=0.5)], CARDS, [])
+    quiet = step_figures(0, [Holder("dev-0/0", DEV_POOL, EIGHTH, busy=True, demand=0.5)], CARDS, [], 3600)
     peak_holders, filled = [], [Fraction(0)] * 3
     for share in shares_at_peak:
         card = next(i for i, used in enumerate(filled) if used + share <= 1)
         filled[card] += share
         peak_holders.append(Holder(f"dev-0/{card}", DEV_POOL, share, busy=False))
     peak_holders.append(Holder("train-0/0", TRAIN_POOL, Fraction(1), busy=True, demand=0.65, notebook=False))
-    peak = step_figures(3600, peak_holders, CARDS, [Waiting(DEV_POOL, EIGHTH)])
+    peak = step_figures(3600, peak_holders, CARDS, [Waiting(DEV_POOL, EIGHTH)], 3600)
     return [quiet, peak]
 
 
 def test_the_day_summary_finds_the_peak_and_scales_per_card_hours_to_a_day() -> None:
     outcomes = Outcomes(waits=(0.0, 30.0, 600.0), served=9, slowdowns=(1.0, 1.2, 2.5), jobs_finished=3)
-    summary = summarize(day([EIGHTH] * 9), 3600, outcomes)
+    summary = summarize(day([EIGHTH] * 9), outcomes)
     assert summary.researcher_hours == 10  # 1 + 9 notebooks for an hour each
     assert (summary.peak_dev_cards_held, summary.peak_dev_shares) == (2, 9 / 8)
     assert summary.packing == 1.0  # ⌈9/8⌉ = 2 cards for 2 held
     assert (summary.dev_cards_freed, summary.dev_cards) == (1, 3)
+    assert summary.peak_notebook_cards == 2  # the training card holds a job
     assert summary.queue_peak == 1
     dev = summary.pools[DEV_POOL]
     # 1 then 2 cards held, over 3 cards and 2 simulated hours, scaled to 24 hours.
@@ -97,6 +105,14 @@ def test_the_day_summary_finds_the_peak_and_scales_per_card_hours_to_a_day() -> 
     assert summary.jobs_a_week == 21
 
 
+def test_steps_of_different_lengths_count_for_their_own_time() -> None:
+    holder = [Holder("dev-0/0", DEV_POOL, EIGHTH, busy=False)]
+    steps = [step_figures(0, holder, CARDS, seconds=60), step_figures(60, [], CARDS, seconds=300)]
+    summary = summarize(steps, Outcomes())
+    assert summary.researcher_hours == pytest.approx(60 / 3600)
+    assert summary.pools[DEV_POOL].occupancy == pytest.approx(60 / 3600 / 3 * 86400 / 360)
+
+
 def test_packing_efficiency_counts_cards_held_beyond_the_shares() -> None:
     # 9 eighths over cards 0 and 1, plus a lone eighth on card 2: 3 cards for ⌈10/8⌉ = 2.
     steps = day([EIGHTH] * 9)
@@ -107,8 +123,9 @@ def test_packing_efficiency_counts_cards_held_beyond_the_shares() -> None:
             Holder("dev-0/2", DEV_POOL, EIGHTH, False),
         ],
         CARDS,
+        seconds=3600,
     )
-    summary = summarize(steps, 3600, Outcomes())
+    summary = summarize(steps, Outcomes())
     assert summary.peak_dev_cards_held == 3
     assert summary.packing == pytest.approx(2 / 3)
     assert summary.dev_cards_freed == 0
@@ -133,11 +150,11 @@ LAST_LINE = re.compile(
 
 
 def test_the_last_line_takes_the_better_fracnb_run_for_packing_and_names_it() -> None:
-    baseline = summarize(day([Fraction(1)] * 3), 3600, Outcomes(served=3, state_lost=4, waits=(900.0,)))
-    sliced = summarize(day([EIGHTH] * 9), 3600, Outcomes(served=9, state_lost=1, busy_culled=0, slowdowns=(1.5,)))
-    dra = summarize(day([Fraction(1, 2)] * 2), 3600, Outcomes(served=2))  # both halves on one card
+    baseline = summarize(day([Fraction(1)] * 3), Outcomes(served=3, state_lost=4, waits=(900.0,)))
+    sliced = summarize(day([EIGHTH] * 9), Outcomes(served=9, state_lost=1, busy_culled=0, slowdowns=(1.5,)))
+    dra = summarize(day([Fraction(1, 2)] * 2), Outcomes(served=2))  # both halves on one card
     normal = {"baseline": baseline, "fracnb": sliced, "fracnb-dra": dra}
-    busy = {"baseline": baseline, "fracnb": summarize(day([EIGHTH]), 3600, Outcomes(waits=(10.0, 420.0)))}
+    busy = {"baseline": baseline, "fracnb": summarize(day([EIGHTH]), Outcomes(waits=(10.0, 420.0)))}
     line = final_line(normal, busy)
     match = LAST_LINE.match(line)
     assert match, line
@@ -171,6 +188,15 @@ def test_the_clock_waits_for_pods_the_scheduler_can_still_place_and_not_for_queu
     batch = _pod("job", "dev-0", "Running", priority=-100)
     assert fits_somewhere(waiting, nodes, [*one_held, batch])
     assert not fits_somewhere(_pod("job2", priority=-100), nodes, [*one_held, batch])
+
+
+def test_the_night_goes_in_longer_steps() -> None:
+    moments = step_moments(24 * 3600, 60)
+    assert moments[:2] == [0, 60]
+    assert moments[moments.index(14 * 3600) + 1] == 14 * 3600 + 300
+    assert moments[-1] == 24 * 3600 - 300
+    assert len(moments) == 14 * 60 + 10 * 12
+    assert step_moments(24 * 3600, 300) == list(range(0, 24 * 3600, 300))
 
 
 def test_a_notebook_pod_says_which_share_it_waits_for() -> None:
