@@ -33,11 +33,11 @@ from bench.replay_jobs import claim_template, priority_class
 from bench.replay_measures import StepFigures, Summary, summarize
 from bench.replay_model import SOURCES, Day, Parameters, busy_parameters, generate_day, quick_parameters
 from bench.replay_report import final_line, plot, table
-from bench.replay_runs import RunSetup, runs
+from bench.replay_runs import USER_SCHEDULER, RunSetup, runs
 from bench.replay_training import Calibration
 from fracnb_testbed.binaries import find_bin_dir
 from fracnb_testbed.clusters import ALLOCATION_POLICIES, ClusterSpec, load_cluster
-from fracnb_testbed.controlplane import down, up
+from fracnb_testbed.controlplane import GPU_PACKING_SCHEDULER, down, up
 from fracnb_testbed.handle import Testbed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -184,6 +184,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(default: the cluster description's, packed)",
     )
     parser.add_argument(
+        "--gpu-scoring",
+        action="store_true",
+        help="fracnb's notebooks use z2jh's user-scheduler with GPU shares in its MostAllocated scoring "
+        "(docs/spawner.md), not the chart's profile as it is",
+    )
+    parser.add_argument(
         "--hibernation",
         action="store_true",
         help="model fracnb's hibernating policy: halved idle timeouts, an idle server's cull saves its kernel state",
@@ -204,7 +210,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.ERROR, format="[replay] %(message)s")
     logging.getLogger("replay").setLevel(logging.INFO if os.environ.get("REPLAY_DEBUG") else logging.WARNING)
     step = args.step or (300 if args.quick else 60)
-    setups = tuple(s for s in runs(args.hibernation) if not args.runs or s.name in args.runs.split(","))
+    scheduler = GPU_PACKING_SCHEDULER if args.gpu_scoring else USER_SCHEDULER
+    setups = tuple(s for s in runs(args.hibernation, scheduler) if not args.runs or s.name in args.runs.split(","))
     labels = {s.name: s.label for s in setups}
     if args.hibernation:
         labels = {

@@ -34,8 +34,9 @@ def _cluster(name: str, fmt: str = "{:.1f}") -> Cell:
     return lambda s: fmt.format(getattr(s.cluster, name))
 
 
-PLACEMENT = "modelled (time-slicing: the device plugin's card choice); real (DRA: claim status)"
+PLACEMENT = "TS modelled, DRA real"  # the card: the device plugin's choice (modelled) or the claim's status
 ACTIVITY = "real holding, modelled activity"
+CULLER = "real culler, modelled activity"
 DEV_ROWS = (
     Row("researchers served", _n("served"), "real"),
     Row("researcher-hours with a running server", lambda s: f"{s.researcher_hours:.0f}", "real"),
@@ -63,13 +64,13 @@ DEV_ROWS = (
         "cards holding notebooks at the peak, both pools",
         lambda s: f"{s.peak_notebook_cards}",
         PLACEMENT,
-        "1 → 1/8 a developer (n/v)",
+        "n/v",
     ),
     Row("occupancy: hours held per card per day", _pool(DEV_POOL, "occupancy"), PLACEMENT, "n/v"),
     Row(
         "busy: hours with a busy holder per card per day",
         _pool(DEV_POOL, "busy"),
-        f"{PLACEMENT}; modelled activity",
+        "TS modelled, DRA real; modelled activity",
         "n/v",
     ),
     Row("modelled utilisation per card", _pool(DEV_POOL, "utilisation", "{:.1%}"), "modelled", "10 % → 80 % (n/v)"),
@@ -91,13 +92,13 @@ DEV_ROWS = (
     Row(
         "servers culled (of which by the timeout under demand)",
         lambda s: f"{s.outcomes.culled} ({s.outcomes.demand_culled})",
-        "real culler, modelled activity",
+        CULLER,
     ),
-    Row("busy kernels culled", _n("busy_culled"), "real culler, modelled activity", "—", "0"),
+    Row("busy kernels culled", _n("busy_culled"), CULLER, "—", "0"),
     Row(
         "kernel state lost (culled servers)",
         _n("state_lost"),
-        "real culler, modelled activity",
+        CULLER,
         "—",
         "0 with hibernation",
     ),

@@ -156,12 +156,13 @@ class RunSetup:
     start_timeout: int = Z2JH_START_TIMEOUT
     cards_from_claims: bool = False  # DRA: the scheduler's allocations say which card; else the device plugin model
     hibernation: bool = False  # culls of idle servers save kernel state (modelled)
+    scheduler: str = USER_SCHEDULER  # the notebooks' scheduler profile
 
 
-def _common(config: Config, section: Any, namespace: str) -> None:
+def _common(config: Config, section: Any, namespace: str, scheduler: str = USER_SCHEDULER) -> None:
     section.namespace = namespace
     section.delete_grace_period = 0
-    section.scheduler_name = USER_SCHEDULER
+    section.scheduler_name = scheduler
     section.mem_guarantee = MEMORY_GUARANTEE
     # The virtual clock times starts out (RunSetup.start_timeout); the real one must never do it first.
     section.start_timeout = 100_000
@@ -208,14 +209,16 @@ def dra_profiles(hibernation: bool) -> list[dict[str, Any]]:
     ]
 
 
-def fracnb_config(profiles: list[dict[str, Any]], **traits: Any) -> Callable[[str, Mapping[str, int]], Config]:
+def fracnb_config(
+    profiles: list[dict[str, Any]], scheduler: str, **traits: Any
+) -> Callable[[str, Mapping[str, int]], Config]:
     def make(namespace: str, quotas: Mapping[str, int]) -> Config:
         config = Config()
         config.FractionalSpawner.profile_list = profiles
         for name, value in traits.items():
             setattr(config.FractionalSpawner, name, value)
         config.FracnbQuotas.group_quotas = dict(quotas)
-        _common(config, config.FractionalSpawner, namespace)
+        _common(config, config.FractionalSpawner, namespace, scheduler)
         return config
 
     return make
@@ -242,8 +245,9 @@ BASELINE = RunSetup(
 )
 
 
-def fracnb_runs(hibernation: bool = False) -> tuple[RunSetup, RunSetup]:
-    """fracnb time-sliced and on DRA; ``hibernation`` models the hibernating policy."""
+def fracnb_runs(hibernation: bool = False, scheduler: str = USER_SCHEDULER) -> tuple[RunSetup, RunSetup]:
+    """fracnb time-sliced and on DRA; ``hibernation`` models the hibernating policy; ``scheduler``: the notebooks'
+    scheduler profile (z2jh's user-scheduler, or the testbed's copy of it that scores GPUs too)."""
     common = {
         "spawner": "FractionalSpawner",
         "culler": FracnbCuller(),
@@ -252,12 +256,13 @@ def fracnb_runs(hibernation: bool = False) -> tuple[RunSetup, RunSetup]:
         # queue.max_wait; the queue's own timer runs in real seconds, so the virtual clock times it.
         "start_timeout": 3600,
         "hibernation": hibernation,
+        "scheduler": scheduler,
     }
     time_slicing = RunSetup(
         name="fracnb",
         label="fracnb (time-slicing)",
         cluster="reference",
-        config=fracnb_config(fracnb_profiles(hibernation)),
+        config=fracnb_config(fracnb_profiles(hibernation), scheduler),
         profile_for=fracnb_profile,
         **common,
     )
@@ -265,7 +270,9 @@ def fracnb_runs(hibernation: bool = False) -> tuple[RunSetup, RunSetup]:
         name="fracnb-dra",
         label="fracnb (DRA)",
         cluster="reference-dra",
-        config=fracnb_config(dra_profiles(hibernation), gpu_backend="dra", gpu_memory=f"{CARD_MEMORY_GIB}Gi"),
+        config=fracnb_config(
+            dra_profiles(hibernation), scheduler, gpu_backend="dra", gpu_memory=f"{CARD_MEMORY_GIB}Gi"
+        ),
         profile_for=dra_profile,
         cards_from_claims=True,
         **common,
@@ -273,8 +280,8 @@ def fracnb_runs(hibernation: bool = False) -> tuple[RunSetup, RunSetup]:
     return time_slicing, dra
 
 
-def runs(hibernation: bool = False) -> tuple[RunSetup, ...]:
-    return (BASELINE, *fracnb_runs(hibernation))
+def runs(hibernation: bool = False, scheduler: str = USER_SCHEDULER) -> tuple[RunSetup, ...]:
+    return (BASELINE, *fracnb_runs(hibernation, scheduler))
 
 
 DAY_ORIGIN = datetime(2026, 3, 2, 7, 0, tzinfo=timezone.utc)  # a Monday, 07:00; the day's start
