@@ -131,7 +131,10 @@ def table(summaries: Mapping[str, Summary], labels: Mapping[str, str]) -> str:
     names = list(summaries)
     header = ["measure", *(labels[n] for n in names), "reference (before → after)", "goal", "source"]
     lines = [f"| {' | '.join(header)} |", "|---|" + "---:|" * len(names) + "---|---|---|"]
-    for title, rows in (("**development pool**", DEV_ROWS), ("**whole cluster** (with the batch queue)", CLUSTER_ROWS)):
+    for title, rows in (
+        ("**notebooks** (development pool unless the row says)", DEV_ROWS),
+        ("**whole cluster** (with the batch queue)", CLUSTER_ROWS),
+    ):
         lines.append(f"| {title} |" + " |" * (len(names) + 3))
         for row in rows:
             cells = [row.measure, *(row.value(summaries[n]) for n in names), row.reference, row.goal, row.source]
@@ -192,12 +195,14 @@ def plot(days: Mapping[str, Mapping[str, Sequence[StepFigures]]], labels: Mappin
                 linestyle="--",
                 label=f"{labels[name]}: cards busy",
             )
+        axis.set_ylim(bottom=0)
         axis.set_title(f"{day} day")
         axis.set_xlabel("time of day (h; past 24 is the next morning)")
         axis.grid(alpha=0.3)
     axes[0][0].set_ylabel("cards (whole cluster)")
-    axes[0][-1].legend(loc="lower right", fontsize="x-small")
+    handles, names = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, names, loc="lower center", ncol=3, fontsize="small")
     figure.suptitle("Cards held and busy over the day: notebooks and the training backlog")
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.12, 1, 1))
     figure.savefig(path)
     plt.close(figure)
