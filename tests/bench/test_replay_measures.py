@@ -9,14 +9,6 @@ from fractions import Fraction
 import pytest
 
 from bench.replay_claims import claim_cards, fits_on, quantity_bytes, requested_share
-from bench.replay_day import (
-    asked_share,
-    fits_somewhere,
-    on_virtual_clock,
-    step_moments,
-    undecided,
-    waits_for_a_slot,
-)
 from bench.replay_measures import (
     DEV_POOL,
     TRAIN_POOL,
@@ -29,6 +21,14 @@ from bench.replay_measures import (
     summarize,
 )
 from bench.replay_report import final_line, table
+from bench.replay_settle import (
+    asked_share,
+    fits_somewhere,
+    on_virtual_clock,
+    step_moments,
+    undecided,
+    waits_for_a_slot,
+)
 
 EIGHTH = Fraction(1, 8)
 CARDS = {DEV_POOL: ["dev-0/0", "dev-0/1", "dev-0/2"], TRAIN_POOL: ["train-0/0", "train-0/1"]}
