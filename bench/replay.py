@@ -1,14 +1,18 @@
-"""Replay a research group's day on the testbed: stock KubeSpawner vs fracnb, side by side (issue 14).
+"""Replay a research group's day on the testbed: stock Zero-to-JupyterHub vs fracnb, side by side (issue 20).
 
-    python -m bench.replay [--seed 1] [--step 60] [--quick] [--out bench/results/replay]
+    python -m bench.replay [--seed 1] [--step 60] [--quick] [--days normal,busy] [--policy packed]
+                           [--hibernation] [--out bench/results/replay]
 
-The day (bench/replay_model.py) is generated once from the seed; each run (bench/replay_runs.py)
-starts its own testbed with its cluster description (``reference-whole`` for the baseline,
-``reference`` for fracnb), drives one real spawner per researcher through the day on a virtual
-clock (bench/replay_day.py), and measures each step (bench/replay_measures.py). The output is
-a Markdown table of both runs (also written to ``<out>/replay.md``), a plot ``<out>/replay.png``,
-and as the last line a one-line summary. ``--quick`` replays a reduced day (one group of 6,
-5-minute steps) for CI.
+Two days are generated from the seed (bench/replay_model.py): the normal day (the reference case's
+50 researchers) and a busy day (80) on which starts find their kind of slot full. Each day goes
+through three runs (bench/replay_runs.py), each on its own testbed with its cluster description:
+the baseline on ``reference-whole``, fracnb time-sliced on ``reference`` and fracnb on DRA on
+``reference-dra``. A run drives one real spawner per researcher and the batch queue's training
+jobs through the day on a virtual clock (bench/replay_day.py) and measures each step
+(bench/replay_measures.py). The output is one Markdown table per day (also written to
+``<out>/replay.md``), a plot ``<out>/replay.png``, the baseline's calibration against the
+reference case, and as the last line a one-line summary. ``--quick`` replays reduced days (6 and
+10 researchers, 5-minute steps) for CI.
 """
 
 from __future__ import annotations
@@ -19,22 +23,25 @@ import logging
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from bench.replay_day import DayRun
-from bench.replay_measures import StepFigures, Summary, final_line, summarize
-from bench.replay_model import SOURCES, Day, Parameters, generate_day, quick_parameters
-from bench.replay_report import plot, table
-from bench.replay_runs import RUNS, RunSetup
+from bench.replay_jobs import claim_template, priority_class
+from bench.replay_measures import StepFigures, Summary, summarize
+from bench.replay_model import SOURCES, Day, Parameters, busy_parameters, generate_day, quick_parameters
+from bench.replay_report import final_line, plot, table
+from bench.replay_runs import USER_SCHEDULER, RunSetup, runs
+from bench.replay_training import Calibration
 from fracnb_testbed.binaries import find_bin_dir
-from fracnb_testbed.clusters import load_cluster
-from fracnb_testbed.controlplane import down, up
+from fracnb_testbed.clusters import ALLOCATION_POLICIES, ClusterSpec, load_cluster
+from fracnb_testbed.controlplane import GPU_PACKING_SCHEDULER, down, up
 from fracnb_testbed.handle import Testbed
 
 REPO = Path(__file__).resolve().parents[1]
+DAYS = ("normal", "busy")
 
 
 @dataclass(frozen=True)
@@ -77,10 +84,21 @@ async def close_kube_clients() -> None:
             clients._client_cache.pop(key, None)
 
 
-async def drive(
-    setup: RunSetup, testbed: Testbed, day: Day, params: Parameters, step: int, *, packed: bool
-) -> RunResult:
+async def prepare(api: Any, namespace: str, dra: bool) -> None:
+    """The batch queue's PriorityClass, and on DRA clusters its jobs' claim template."""
     from kubernetes_asyncio import client
+
+    custom = client.CustomObjectsApi(api)
+    await custom.create_cluster_custom_object("scheduling.k8s.io", "v1", "priorityclasses", priority_class())
+    if dra:
+        await custom.create_namespaced_custom_object(
+            "resource.k8s.io", "v1", namespace, "resourceclaimtemplates", claim_template()
+        )
+
+
+async def drive(
+    setup: RunSetup, testbed: Testbed, spec: ClusterSpec, day: Day, *, params: Parameters, step: int
+) -> RunResult:
     from kubernetes_asyncio.config import kube_config
     from kubespawner import clients
 
@@ -89,73 +107,142 @@ async def drive(
     clients.load_config.cache_clear()
     namespace = testbed.create_namespace(f"replay-{setup.name}")
     quotas = dict.fromkeys(day.groups, params.group_quota_gpus)
+    policies = {name: group.allocation_policy for group in spec.groups for name in group.node_names()}
     started = time.perf_counter()
     async with testbed.api_client() as api:
-        core = client.CoreV1Api(api)
-        run = DayRun(setup, day, params=params, step=step, core=core, namespace=namespace, packed=packed)
+        await prepare(api, namespace, setup.cards_from_claims)
+        run = DayRun(setup, day, params=params, step=step, api=api, namespace=namespace, policies=policies)
         try:
             outcomes = await run.run(spawner_factory(setup, setup.config(namespace, quotas), day))
         finally:
             await close_kube_clients()
-    cards = run.cards.all_cards()
-    dev_cards = [c for c in cards if c.startswith("dev-")]
-    summary = summarize(run.steps, step, len(cards), len(dev_cards), outcomes)
+    summary = summarize(run.steps, outcomes)
     return RunResult(setup.name, run.steps, summary, time.perf_counter() - started)
 
 
-def run_one(setup: RunSetup, day: Day, params: Parameters, step: int, state_root: Path, *, packed: bool) -> RunResult:
-    print(f"[replay] {setup.name}: starting the testbed ({setup.cluster} cluster) ...", flush=True)
-    state = up(load_cluster(setup.cluster), state_root / setup.name, bin_dir=find_bin_dir())
+def cluster_for(setup: RunSetup, policy: str | None) -> ClusterSpec:
+    """The run's cluster description; ``policy`` replaces the device plugin's policy where replicas are shared."""
+    spec = load_cluster(setup.cluster)
+    if policy is None:
+        return spec
+    groups = tuple(
+        replace(g, allocation_policy=policy) if g.labels.get("nvidia.com/gpu.sharing-strategy") == "time-slicing" else g
+        for g in spec.groups
+    )
+    return replace(spec, groups=groups)
+
+
+def run_one(
+    setup: RunSetup, day: Day, *, params: Parameters, step: int, state_root: Path, policy: str | None
+) -> RunResult:
+    spec = cluster_for(setup, policy)
+    print(f"[replay] {setup.name}: starting the testbed ({spec.name} cluster) ...", flush=True)
+    state = up(spec, state_root / setup.name, bin_dir=find_bin_dir())
     try:
-        result = asyncio.run(drive(setup, Testbed(state), day, params, step, packed=packed))
+        result = asyncio.run(drive(setup, Testbed(state), spec, day, params=params, step=step))
     finally:
         down(state.directory)
     print(f"[replay] {setup.name}: {len(result.steps)} steps in {result.seconds:.0f} s", flush=True)
     return result
 
 
-def describe(day: Day, params: Parameters, seed: int, step: int) -> str:
+def describe(name: str, day: Day, params: Parameters, seed: int, step: int) -> str:
     sessions = sum(len(r.sessions) for r in day.researchers)
     assumptions = sum(1 for source in SOURCES.values() if source.startswith("assumption"))
     return (
-        f"seed {seed}; {len(day.researchers)} researchers in {len(day.groups)} groups (quota "
-        f"{params.group_quota_gpus} GPUs each), {sessions} sessions, {len(day.jobs)} training jobs; "
+        f"{name} day: seed {seed}; {len(day.researchers)} researchers in {len(day.groups)} groups (quota "
+        f"{params.group_quota_gpus} GPUs each), {sessions} sessions, {len(day.streams)} training streams; "
         f"{day.length // 3600} h from 07:00 in steps of {step} s; {assumptions} of {len(SOURCES)} "
         "model figures are assumptions (bench/replay_model.py)"
     )
 
 
-def main(argv: list[str] | None = None) -> None:
+def day_parameters(name: str, quick: bool) -> Parameters:
+    if quick:
+        base = quick_parameters()
+        return base if name == "normal" else replace(base, groups=2, researchers_per_group=5, training_streams=6)
+    return Parameters() if name == "normal" else busy_parameters()
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=1, help="which day to generate (default 1)")
+    parser.add_argument("--seed", type=int, default=1, help="which days to generate (default 1)")
     parser.add_argument("--step", type=int, default=0, help="virtual seconds per step (default 60; 300 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="a reduced day (one group of 6), for CI")
+    parser.add_argument("--quick", action="store_true", help="reduced days (6 and 10 researchers), for CI")
     parser.add_argument(
-        "--packed",
+        "--days", default=",".join(DAYS), help=f"which days, comma-separated (default {','.join(DAYS)})"
+    )
+    parser.add_argument(
+        "--runs", default="", help="which runs, comma-separated (default all: baseline,fracnb,fracnb-dra)"
+    )
+    parser.add_argument(
+        "--policy",
+        choices=ALLOCATION_POLICIES,
+        help="the device plugin's shared-device allocation policy for the time-sliced servers "
+        "(default: the cluster description's, packed)",
+    )
+    parser.add_argument(
+        "--gpu-scoring",
         action="store_true",
-        help="model a device plugin that packs shares onto the fullest card instead of spreading them (what-if)",
+        help="fracnb's notebooks use z2jh's user-scheduler with GPU shares in its MostAllocated scoring "
+        "(docs/spawner.md), not the chart's profile as it is",
+    )
+    parser.add_argument(
+        "--hibernation",
+        action="store_true",
+        help="model fracnb's hibernating policy: halved idle timeouts, an idle server's cull saves its kernel state",
     )
     parser.add_argument(
         "--out", type=Path, default=REPO / "bench" / "results" / "replay", help="where replay.md and replay.png go"
     )
     args = parser.parse_args(argv)
+    args.days = [d for d in args.days.split(",") if d]
+    if not args.days or set(args.days) - set(DAYS):
+        parser.error(f"--days takes {' and/or '.join(DAYS)}, comma-separated")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     # The spawners' own warnings (e.g. "No pod ... to delete" after a refused start) are expected here.
     logging.basicConfig(level=logging.ERROR, format="[replay] %(message)s")
-    logging.getLogger("replay").setLevel(logging.WARNING)
-    params = quick_parameters() if args.quick else Parameters()
+    logging.getLogger("replay").setLevel(logging.INFO if os.environ.get("REPLAY_DEBUG") else logging.WARNING)
     step = args.step or (300 if args.quick else 60)
-    day = generate_day(params, args.seed)
-    print(f"[replay] {describe(day, params, args.seed, step)}", flush=True)
+    scheduler = GPU_PACKING_SCHEDULER if args.gpu_scoring else USER_SCHEDULER
+    setups = tuple(s for s in runs(args.hibernation, scheduler) if not args.runs or s.name in args.runs.split(","))
+    labels = {s.name: s.label for s in setups}
+    if args.hibernation:
+        labels = {
+            name: label if name == "baseline" else f"{label}, hibernation (modelled)" for name, label in labels.items()
+        }
+    started = time.perf_counter()
+    summaries: dict[str, dict[str, Summary]] = {}
+    steps: dict[str, dict[str, list[StepFigures]]] = {}
+    report = []
     with tempfile.TemporaryDirectory(prefix="fracnb-replay-") as directory:
-        results = {setup.name: run_one(setup, day, params, step, Path(directory), packed=args.packed) for setup in RUNS}
-    baseline, fracnb = results["baseline"].summary, results["fracnb"].summary
+        for name in args.days:
+            params = day_parameters(name, args.quick)
+            day = generate_day(params, args.seed)
+            text = describe(name, day, params, args.seed, step)
+            print(f"[replay] {text}", flush=True)
+            root = Path(directory) / name
+            results = {
+                s.name: run_one(s, day, params=params, step=step, state_root=root, policy=args.policy) for s in setups
+            }
+            summaries[name] = {run: result.summary for run, result in results.items()}
+            steps[name] = {run: result.steps for run, result in results.items()}
+            report.append(f"## {name} day\n\n{text}\n\n{table(summaries[name], labels)}")
+            if "baseline" in summaries[name]:
+                base = summaries[name]["baseline"]
+                report[-1] += f"\n\nbaseline {Calibration(base.cluster.occupancy, base.jobs_a_week).line()}"
+            print(report[-1], flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    text = table(baseline, fracnb)
-    line = final_line(baseline, fracnb)
-    (args.out / "replay.md").write_text(f"{describe(day, params, args.seed, step)}\n\n{text}\n\n{line}\n")
-    plot({name: result.steps for name, result in results.items()}, args.out / "replay.png")
-    print(text)
-    print(f"[replay] table and plot in {args.out}/replay.md and replay.png", flush=True)
+    first = summaries.get("normal") or summaries["busy"]
+    line = final_line(first, summaries.get("busy")) if {"baseline", "fracnb"} <= set(first) else "replay: partial run"
+    elapsed = f"{len(args.days)} days x {len(setups)} runs in {time.perf_counter() - started:.0f} s"
+    (args.out / "replay.md").write_text("\n\n".join(report) + f"\n\n{elapsed}\n\n{line}\n")
+    plot(steps, labels, args.out / "replay.png")
+    print(f"[replay] {elapsed}; tables and plot in {args.out}/replay.md and replay.png", flush=True)
     print(line)
 
 

@@ -1,13 +1,15 @@
 """One run of the simulated day on the testbed: real spawners, the real scheduler, a virtual clock.
 
-Each step of ``step`` virtual seconds: researchers stop servers, the servers' activity reaches
-the hub (per the run's :class:`~bench.replay_runs.ActivityFeed`), the run's culler decides on
-the hub's view and the real pods, starts that waited too long are given up, researchers at their
-desk without a server start one (``spawner.start()``: quota admission and the pod), training jobs
-are submitted and finished (plain pods). Then the clock waits for the cluster to settle: every
-start is running, refused, or its pod is Pending with no node that could take it (the same
-arithmetic as the scheduler's resource fit, only used to know when to stop waiting). Last,
-one pod list gives the snapshot that is measured.
+Each step of ``step`` virtual seconds: every researcher's own clock moves on (slower through busy
+cells on an over-subscribed card, bench/replay_contention.py), researchers stop servers, training
+jobs that are done end, the servers' activity reaches the hub (per the run's
+:class:`~bench.replay_runs.ActivityFeed`), the run's culler decides on the hub's view and the real
+pods, starts that waited too long are given up, researchers at their desk without a server start
+one (``spawner.start()``: quota admission, the queue and the pod), training streams submit jobs
+(bench/replay_jobs.py). Then the clock waits for the cluster to settle: every start is running,
+refused, or waits for a slot (gated in the queue, or Pending with no room anywhere:
+bench/replay_settle.py). Last, one pod list (and on DRA clusters one claim list) gives the snapshot
+that is measured.
 """
 
 from __future__ import annotations
@@ -16,53 +18,72 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from fractions import Fraction
 from typing import Any
 
 from bench.replay_cards import CardModel
-from bench.replay_measures import Holder, Outcomes, StepFigures, step_figures
-from bench.replay_model import Day, Kind, Parameters, Researcher, Segment, TrainingJob
+from bench.replay_claims import claim_cards, quantity_bytes
+from bench.replay_contention import PersonalClock, stretch_of
+from bench.replay_jobs import JOB_LABEL, BatchQueue, job_manifest
+from bench.replay_measures import Holder, Outcomes, StepFigures, Waiting, step_figures
+from bench.replay_model import Day, Kind, Parameters, Researcher, Segment
 from bench.replay_runs import DAY_ORIGIN, HubServer, RunSetup
-from fracnb_spawner.cluster.nodes import requested_by_node
+from bench.replay_settle import (
+    Devices,
+    asked_share,
+    gpu_request,
+    on_virtual_clock,
+    step_moments,
+    undecided,
+    waits_for_a_slot,
+)
 
 log = logging.getLogger("replay")
 RETRY_AFTER = 600  # assumption: a refused researcher tries again after 10 minutes ...
 MAX_ATTEMPTS = 3  # ... up to 3 times, then gives up ...
 GIVE_UP_PAUSE = 3600  # ... for an hour
 SETTLE_LIMIT = 30.0  # real seconds a step may wait for the cluster to settle
-JOB_LABEL = "replay.fracnb.io/job"
-QUEUE_GATE = "fracnb.io/queue"  # the queue's scheduling gate (issue 11's contract)
-GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
+POOL_LABEL = "node-pool"
+RESOURCE_GROUP, RESOURCE_VERSION = "resource.k8s.io", "v1"
 
 
 @dataclass
 class Desk:
-    """One researcher's server as the hub sees it, and their attempts to get one."""
+    """One researcher's server as the hub sees it, their attempts to get one, and their own clock."""
 
     researcher: Researcher
     spawner: Any
+    clock: PersonalClock
     task: asyncio.Future | None = None
     wanted_since: int | None = None
     attempt_since: int = 0
     attempt_real: float = 0.0
     attempts: int = 0
     retry_at: int = 0
-    running_since: int | None = None
+    running_since: int | None = None  # wall clock
+    started_at: float = 0.0  # the researcher's clock when the server started
     server_activity: int = 0
     hub_activity: int = 0
     last_report: int = 0
+    stretch: float = 1.0  # how much slower busy work runs on this server's card now
+    served: bool = False
 
     @property
     def name(self) -> str:
         return self.researcher.name
 
-    def kernel_busy(self, moment: int) -> Segment | None:
-        """The busy segment at ``moment``, if the running server's kernel is in it (started after the server)."""
-        segment = self.researcher.segment_at(moment)
+    def segment(self) -> Segment | None:
+        return self.researcher.segment_at(self.clock.now)
+
+    def kernel_busy(self) -> Segment | None:
+        """The busy segment the running server's kernel is in (one started after the server), if any."""
+        segment = self.segment()
         if self.running_since is None or segment is None or not segment.gpu_busy:
             return None
-        return segment if segment.start >= self.running_since else None
+        return segment if segment.start >= self.started_at else None
 
 
 @dataclass
@@ -70,63 +91,14 @@ class Counters:
     waits: list[float] = field(default_factory=list)
     refused: int = 0
     given_up: int = 0
-    busy_culled: int = 0
     culled: int = 0
-    jobs_finished: int = 0
-    jobs_submitted: int = 0
+    busy_culled: int = 0
+    demand_culled: int = 0
+    state_lost: int = 0
+    hibernated: int = 0
 
 
-def pod_dict(pod: Any) -> dict[str, Any]:
-    return pod if isinstance(pod, dict) else {}
-
-
-def gpu_request(pod: dict[str, Any]) -> tuple[str, int] | None:
-    for container in pod.get("spec", {}).get("containers") or []:
-        limits = (container.get("resources") or {}).get("limits") or {}
-        for resource in GPU_RESOURCES:
-            if resource in limits:
-                return resource, int(str(limits[resource]))
-    return None
-
-
-def fits_somewhere(pod: dict[str, Any], nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> bool:
-    """Whether some node matching the pod's selector has the GPUs it asks for free now."""
-    request = gpu_request(pod)
-    if request is None:
-        return True
-    resource, amount = request
-    used = requested_by_node(pods, resource)
-    selector = pod.get("spec", {}).get("nodeSelector") or {}
-    for node in nodes:
-        labels = node["metadata"].get("labels") or {}
-        if any(labels.get(k) != v for k, v in selector.items()):
-            continue
-        allocatable = int(str(node["status"]["allocatable"].get(resource, 0)))
-        if allocatable - used.get(node["metadata"]["name"], 0) >= amount:
-            return True
-    return False
-
-
-def undecided(pod: dict[str, Any] | None, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> bool:
-    """A pod the scheduler or KWOK has yet to act on (missing pods are undecided too)."""
-    if pod is None:
-        return True
-    if pod.get("metadata", {}).get("deletionTimestamp"):
-        return True
-    if pod.get("spec", {}).get("nodeName"):
-        return pod.get("status", {}).get("phase") != "Running"
-    return fits_somewhere(pod, nodes, pods)
-
-
-def waits_for_a_slot(pod: dict[str, Any] | None, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> bool:
-    """A start's pod that waits: held in the hub's queue (its scheduling gate, docs/contract.md),
-    or Pending and unbound with no node that has room for it now."""
-    if pod is None or pod.get("spec", {}).get("nodeName") or pod.get("metadata", {}).get("deletionTimestamp"):
-        return False
-    gates = pod.get("spec", {}).get("schedulingGates") or []
-    if any(gate.get("name") == QUEUE_GATE for gate in gates):
-        return True  # the hub lifts the gate in its own time; the next step sees it
-    return not fits_somewhere(pod, nodes, pods)
+# ---- the run ----------------------------------------------------------------------------------------------
 
 
 class DayRun:
@@ -139,21 +111,28 @@ class DayRun:
         *,
         params: Parameters,
         step: int,
-        core: Any,
+        api: Any,
         namespace: str,
-        packed: bool = False,
+        policies: Mapping[str, str],
     ) -> None:
-        self.setup, self.day, self.params, self.step, self.packed = setup, day, params, step, packed
-        self.core, self.namespace = core, namespace
+        from kubernetes_asyncio import client
+
+        self.setup, self.day, self.params, self.step = setup, day, params, step
+        self.core, self.custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        self.namespace, self.policies = namespace, policies
         self.desks: dict[str, Desk] = {}
-        self.counters = Counters(jobs_submitted=len(day.jobs))
+        self.counters = Counters()
+        self.batch = BatchQueue(day.streams)
         self.steps: list[StepFigures] = []
-        self.jobs_running: dict[str, int] = {}
-        self.jobs: dict[str, TrainingJob] = {job.name: job for job in day.jobs}
-        self.jobs_done: set[str] = set()
         self.nodes: list[dict[str, Any]] = []
+        self.pool_of: dict[str, str] = {}
         self.cards = CardModel({})
+        self.cards_of_node: dict[str, list[str]] = {}
+        self.card_bytes = 0
+        self.claims: list[dict[str, Any]] = []
         self.next_cull = setup.culler.every
+        self.previous = 0  # the moment of the step before
+        self.seconds = step
 
     # ---- cluster I/O -------------------------------------------------------------------------------------
 
@@ -161,53 +140,99 @@ class DayRun:
         response = await self.core.list_namespaced_pod(self.namespace, _preload_content=False)
         return json.loads(await response.read())["items"]
 
-    async def load_nodes(self) -> None:
+    async def list_claims(self) -> list[dict[str, Any]]:
+        if not self.setup.cards_from_claims:
+            return []
+        answer = await self.custom.list_namespaced_custom_object(
+            RESOURCE_GROUP, RESOURCE_VERSION, self.namespace, "resourceclaims"
+        )
+        return answer["items"]
+
+    def devices(self) -> Devices | None:
+        return Devices(self.cards_of_node, self.card_bytes, self.claims) if self.setup.cards_from_claims else None
+
+    async def load_cards(self) -> None:
+        """The schedulable nodes, their pools and cards: device-plugin labels, or the DRA driver's ResourceSlices."""
         response = await self.core.list_node(_preload_content=False)
-        self.nodes = json.loads(await response.read())["items"]
+        nodes = json.loads(await response.read())["items"]
+        self.nodes = [n for n in nodes if not (n.get("spec") or {}).get("unschedulable")]
+        self.pool_of = {n["metadata"]["name"]: n["metadata"]["labels"].get(POOL_LABEL, "") for n in self.nodes}
+        if self.setup.cards_from_claims:
+            answer = await self.custom.list_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, "resourceslices")
+            for item in answer["items"]:
+                node, devices = item["spec"]["nodeName"], item["spec"]["devices"]
+                if node in self.pool_of:
+                    self.cards_of_node[node] = [f"{node}/{device['name']}" for device in devices]
+                    self.card_bytes = quantity_bytes(devices[0]["capacity"]["memory"]["value"])
+            return
         layout = {}
         for node in self.nodes:
-            labels = node["metadata"]["labels"]
-            cards = int(labels["nvidia.com/gpu.count"])
-            layout[node["metadata"]["name"]] = (cards, int(labels.get("nvidia.com/gpu.replicas", "1")))
-        self.cards = CardModel(layout, packed=self.packed)
+            labels, name = node["metadata"]["labels"], node["metadata"]["name"]
+            replicas = int(labels.get("nvidia.com/gpu.replicas", "1"))
+            layout[name] = (int(labels["nvidia.com/gpu.count"]), replicas, self.policies.get(name, "distributed"))
+        self.cards = CardModel(layout)
+        self.cards_of_node = {name: [c for c in self.cards.all_cards() if c.startswith(f"{name}/")] for name in layout}
+
+    def cards_by_pool(self) -> dict[str, list[str]]:
+        pools: dict[str, list[str]] = {}
+        for node, cards in self.cards_of_node.items():
+            pools.setdefault(self.pool_of[node], []).extend(cards)
+        return pools
 
     # ---- one step --------------------------------------------------------------------------------------------
 
     async def run(self, make_spawner: Any) -> Outcomes:
-        await self.load_nodes()
+        await self.load_cards()
         for researcher in self.day.researchers:
-            self.desks[researcher.name] = Desk(researcher, make_spawner(researcher))
-        for moment in range(0, self.day.length, self.step):
+            self.desks[researcher.name] = Desk(researcher, make_spawner(researcher), PersonalClock(researcher.segments))
+        moments = step_moments(self.day.length, self.step)
+        for moment, following in zip(moments, [*moments[1:], self.day.length], strict=True):
+            self.seconds = following - moment  # what this step's snapshot stands for
             await self.advance(moment)
         await self.finish()
         c = self.counters
+        slowdowns = [value for desk in self.desks.values() for value in desk.clock.slowdowns()]
         return Outcomes(
-            tuple(c.waits), c.refused, c.given_up, c.busy_culled, c.culled, c.jobs_finished, c.jobs_submitted
+            waits=tuple(c.waits),
+            served=sum(1 for d in self.desks.values() if d.served),
+            refused=c.refused,
+            given_up=c.given_up,
+            culled=c.culled,
+            busy_culled=c.busy_culled,
+            demand_culled=c.demand_culled,
+            state_lost=c.state_lost,
+            hibernated=c.hibernated,
+            slowdowns=tuple(slowdowns),
+            jobs_finished=self.batch.finished_jobs,
+            jobs_preempted=self.batch.preempted,
         )
 
     async def advance(self, moment: int) -> None:
-        await self.stops_by_researchers(moment)
-        await self.finish_jobs(moment)
+        if moment:
+            await self.researchers_move_on(moment - self.previous, moment)
+        self.previous = moment
+        await self.end_jobs(moment)
         self.feed_activity(moment)
         if moment >= self.next_cull:  # a pass every `every` seconds, at most one per step
             self.next_cull = (moment // self.setup.culler.every + 1) * self.setup.culler.every
             await self.cull(moment)
         await self.time_out_starts(moment)
         self.request_servers(moment)
-        await self.submit_jobs(moment)
+        for name in self.batch.due(moment):
+            await self.core.create_namespaced_pod(self.namespace, job_manifest(name, dra=self.setup.cards_from_claims))
         pods = await self.settle()
         await self.collect_starts(moment)
+        self.batch.observe(moment, self._running_jobs(pods), {p["metadata"]["name"] for p in pods if _is_job(p)})
         self.steps.append(self.snapshot(moment, pods))
 
-    def _stopping(self, due: int, moment: int) -> bool:
-        """Whether ``due`` falls in the step that ends at ``moment`` (the first step takes time 0 too)."""
-        return moment - self.step < due <= moment
-
-    async def stops_by_researchers(self, moment: int) -> None:
+    async def researchers_move_on(self, elapsed: int, moment: int) -> None:
+        """Each researcher's clock moves on; those whose session ended meanwhile stop their server."""
         stops = []
         for desk in self.desks.values():
+            before = desk.clock.now
+            desk.clock.advance(elapsed, desk.stretch, running=desk.running_since is not None, wall_now=moment)
             for session in desk.researcher.sessions:
-                if session.stops and self._stopping(session.end, moment):
+                if session.stops and before < session.end <= desk.clock.now:
                     stops.append(self.stop(desk))
                     desk.wanted_since = None
         await asyncio.gather(*stops)
@@ -218,15 +243,15 @@ class DayRun:
             await asyncio.gather(desk.task, return_exceptions=True)
         if desk.task is not None or desk.running_since is not None:
             await desk.spawner.stop()
-        desk.task, desk.running_since = None, None
+        desk.task, desk.running_since, desk.stretch = None, None, 1.0
 
     def feed_activity(self, moment: int) -> None:
         feed = self.setup.activity
         for desk in self.desks.values():
             if desk.running_since is None:
                 continue
-            segment = desk.researcher.segment_at(moment)
-            if (segment is not None and segment.user_active) or (feed.busy_kernel_counts and desk.kernel_busy(moment)):
+            segment = desk.segment()
+            if (segment is not None and segment.user_active) or (feed.busy_kernel_counts and desk.kernel_busy()):
                 desk.server_activity = moment
             if moment - desk.last_report >= feed.report_every:
                 desk.last_report = moment
@@ -242,14 +267,26 @@ class DayRun:
             if d.running_since is not None
         ]
         now = DAY_ORIGIN + timedelta(seconds=moment)
-        doomed = set(self.setup.culler.to_cull(servers, await self.list_pods(), now))
+        queued_at = {d.spawner.pod_name: DAY_ORIGIN + timedelta(seconds=d.attempt_since) for d in self._starting()}
+        doomed = self.setup.culler.to_cull(servers, on_virtual_clock(await self.list_pods(), queued_at), now)
         for desk in running:
-            if desk.name in doomed:
-                self.counters.culled += 1
-                if desk.kernel_busy(moment):
-                    self.counters.busy_culled += 1
-                    log.info("%s: culled %s while its kernel was busy", self.setup.name, desk.name)
+            if desk.name not in doomed:
+                continue
+            self.count_cull(desk, doomed[desk.name])
         await asyncio.gather(*(self.stop(d) for d in running if d.name in doomed))
+
+    def count_cull(self, desk: Desk, reason: str) -> None:
+        c = self.counters
+        c.culled += 1
+        c.demand_culled += reason == "demand"
+        if desk.kernel_busy():
+            c.busy_culled += 1
+            c.state_lost += 1  # a busy kernel cannot be saved: its work and its state go
+            log.info("%s: culled %s while its kernel was busy", self.setup.name, desk.name)
+        elif self.setup.hibernation:
+            c.hibernated += 1
+        else:
+            c.state_lost += 1
 
     async def time_out_starts(self, moment: int) -> None:
         late = [
@@ -272,9 +309,9 @@ class DayRun:
 
     def request_servers(self, moment: int) -> None:
         for desk in self.desks.values():
-            segment = desk.researcher.segment_at(moment)
             if desk.running_since is not None or desk.task is not None or moment < desk.retry_at:
                 continue
+            segment = desk.segment()
             if segment is None or not segment.wants_server:
                 continue
             desk.wanted_since = moment if desk.wanted_since is None else desk.wanted_since
@@ -298,60 +335,52 @@ class DayRun:
                 waited += time.perf_counter() - desk.attempt_real  # placed at once: the real start time
             self.counters.waits.append(float(waited))
             desk.running_since = desk.server_activity = desk.hub_activity = desk.last_report = moment
+            desk.started_at, desk.served = desk.clock.now, True
             desk.wanted_since, desk.attempts = None, 0
 
     # ---- training jobs -----------------------------------------------------------------------------------
 
-    def job_manifest(self, job: TrainingJob) -> dict[str, Any]:
+    async def end_jobs(self, moment: int) -> None:
+        for name in self.batch.finished(moment):
+            await self.delete_pod(name)
+
+    async def delete_pod(self, name: str) -> None:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        try:
+            await self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+        except ApiException as error:
+            if error.status != 404:  # already gone (preempted)
+                raise
+
+    @staticmethod
+    def _running_jobs(pods: list[dict[str, Any]]) -> set[str]:
         return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": job.name, "labels": {JOB_LABEL: "true"}},
-            "spec": {
-                "nodeSelector": {"node-pool": "training"},
-                "restartPolicy": "Never",
-                "containers": [
-                    {
-                        "name": "train",
-                        "image": "example.invalid/train",
-                        "resources": {"limits": {"nvidia.com/gpu": str(job.gpus)}},
-                    }
-                ],
-            },
+            p["metadata"]["name"]
+            for p in pods
+            if _is_job(p) and p["spec"].get("nodeName") and p.get("status", {}).get("phase") == "Running"
         }
 
-    async def submit_jobs(self, moment: int) -> None:
-        due = [job for job in self.day.jobs if self._stopping(job.submit, moment)]
-        for job in due:
-            await self.core.create_namespaced_pod(self.namespace, self.job_manifest(job))
-
-    async def finish_jobs(self, moment: int) -> None:
-        done = [name for name, since in self.jobs_running.items() if moment - since >= self.jobs[name].duration]
-        for name in done:
-            await self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
-            del self.jobs_running[name]
-            self.jobs_done.add(name)
-            self.counters.jobs_finished += 1
-
     # ---- settling and measuring ------------------------------------------------------------------------------
+
+    def _starting(self) -> list[Desk]:
+        return [d for d in self.desks.values() if d.task is not None and not d.task.done()]
 
     async def settle(self) -> list[dict[str, Any]]:
         """Wait until no start or job is still being acted on; return the last pod list."""
         started = time.perf_counter()
         while True:
             pods = await self.list_pods()
+            self.claims = await self.list_claims()
+            devices = self.devices()
             by_name = {p["metadata"]["name"]: p for p in pods}
             waiting = [
                 d.name
-                for d in self.desks.values()
-                if d.task is not None
-                and not d.task.done()
-                and not waits_for_a_slot(by_name.get(d.spawner.pod_name), self.nodes, pods)
+                for d in self._starting()
+                if not waits_for_a_slot(by_name.get(d.spawner.pod_name), self.nodes, pods, devices)
             ]
             waiting += [
-                name
-                for name, pod in by_name.items()
-                if JOB_LABEL in (pod["metadata"].get("labels") or {}) and undecided(pod, self.nodes, pods)
+                name for name, pod in by_name.items() if _is_job(pod) and undecided(pod, self.nodes, pods, devices)
             ]
             if not waiting:
                 return pods
@@ -360,34 +389,70 @@ class DayRun:
                 return pods
             await asyncio.sleep(0.05)
 
-    def snapshot(self, moment: int, pods: list[dict[str, Any]]) -> StepFigures:
-        holders = []
-        owners = {d.spawner.pod_name: d for d in self.desks.values()}
-        pool_of = {n["metadata"]["name"]: n["metadata"]["labels"]["node-pool"] for n in self.nodes}
-        holding = [p for p in pods if p["spec"].get("nodeName") and gpu_request(p) is not None]
-        holding = [p for p in holding if p.get("status", {}).get("phase") == "Running"]
+    def _placements(self, holding: list[dict[str, Any]]) -> dict[str, tuple[str, Fraction]]:
+        """Pod name -> (card, share): from the claims on DRA clusters, else from the device plugin model."""
+        if self.setup.cards_from_claims:
+            return {pod: (c.card, c.share) for pod, c in claim_cards(self.claims, self.card_bytes).items()}
         live = {p["metadata"]["uid"] for p in holding}
         for uid in list(self.cards.placements):  # the device plugin frees a card share when its pod is gone
             if uid not in live:
                 self.cards.release(uid)
+        placed = {}
         for pod in holding:
-            name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
-            placement = self.cards.place(pod["metadata"]["uid"], node)
-            if name in self.jobs:
-                self.jobs_running.setdefault(name, moment)
-                holders.append(
-                    Holder(placement.card, pool_of[node], placement.share, True, self.params.sm_demand_job, False)
-                )
+            placement = self.cards.place(pod["metadata"]["uid"], pod["spec"]["nodeName"])
+            placed[pod["metadata"]["name"]] = (placement.card, placement.share)
+        return placed
+
+    def snapshot(self, moment: int, pods: list[dict[str, Any]]) -> StepFigures:
+        owners = {d.spawner.pod_name: d for d in self.desks.values()}
+        holding = [p for p in pods if p["spec"].get("nodeName") and p.get("status", {}).get("phase") == "Running"]
+        if not self.setup.cards_from_claims:
+            holding = [p for p in holding if gpu_request(p) is not None]
+        placed = self._placements(holding)
+        holders, desk_card = [], {}
+        for pod in holding:
+            name = pod["metadata"]["name"]
+            if name not in placed:
+                continue
+            card, share = placed[name]
+            pool = self.pool_of.get(pod["spec"]["nodeName"], "")
+            if _is_job(pod):
+                holders.append(Holder(card, pool, share, True, self.params.sm_demand_job, notebook=False))
                 continue
             desk = owners.get(name)
-            busy = desk.kernel_busy(moment) if desk is not None and desk.running_since is not None else None
+            busy = desk.kernel_busy() if desk is not None else None
             demand = 0.0
             if busy is not None:
                 demand = self.params.sm_demand_burst if busy.kind is Kind.BURST else self.params.sm_demand_silent
-            holders.append(Holder(placement.card, pool_of[node], placement.share, busy is not None, demand))
-        return step_figures(moment, holders)
+            holders.append(Holder(card, pool, share, busy is not None, demand))
+            if desk is not None:
+                desk_card[desk.name] = card
+        self.set_stretches(holders, desk_card)
+        by_name = {p["metadata"]["name"]: p for p in pods}
+        devices = self.devices()
+        waiting = []
+        for desk in self._starting():
+            pod = by_name.get(desk.spawner.pod_name)
+            if pod is not None and waits_for_a_slot(pod, self.nodes, pods, devices):
+                pool = (pod["spec"].get("nodeSelector") or {}).get(POOL_LABEL, "")
+                waiting.append(Waiting(pool, asked_share(pod)))
+        return step_figures(moment, holders, self.cards_by_pool(), waiting, self.seconds)
+
+    def set_stretches(self, holders: list[Holder], desk_card: Mapping[str, str]) -> None:
+        """Busy work on a card whose busy holders would use more than the card runs that much slower."""
+        demand: dict[str, float] = {}
+        for holder in holders:
+            if holder.busy:
+                demand[holder.card] = demand.get(holder.card, 0.0) + holder.demand
+        for desk in self.desks.values():
+            card = desk_card.get(desk.name)
+            desk.stretch = stretch_of(demand.get(card, 0.0)) if card is not None else 1.0
 
     async def finish(self) -> None:
         await asyncio.gather(*(self.stop(d) for d in self.desks.values()))
-        for name in list(self.jobs_running):
-            await self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+        for name in self.batch.pods():
+            await self.delete_pod(name)
+
+
+def _is_job(pod: Mapping[str, Any]) -> bool:
+    return JOB_LABEL in ((pod.get("metadata") or {}).get("labels") or {})

@@ -8,17 +8,18 @@ day's start (07:00); :func:`clock` turns a time of day into that.
 A researcher's day is a list of sessions, each a run of segments that say what the researcher
 and their kernel do: editing (GPU idle, JupyterLab open and visible), short GPU bursts with
 output, long silent training cells (GPU busy, nothing printed; the tab often hidden), meetings
-and lunch (tab hidden, GPU idle), and the night for servers left running. Training jobs are
-submitted in the evening and run on whole GPUs.
+and lunch (tab hidden, GPU idle), and the night for servers left running. Training work is a
+closed-loop backlog of whole-GPU jobs around the clock (bench/replay_training.py).
 """
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass, fields
 from enum import Enum
 from fractions import Fraction
+
+from bench.replay_training import Stream, training_streams
 
 DAY_START_HOUR = 7
 HOUR = 3600
@@ -87,28 +88,23 @@ class Researcher:
     need: Fraction  # the GPU share their work needs: 1/8, 1/2 or 1
     sessions: tuple[Session, ...]
 
-    def segment_at(self, moment: int) -> Segment | None:
+    def segment_at(self, moment: float) -> Segment | None:
         for session in self.sessions:
             for segment in session.segments:
                 if segment.start <= moment < segment.end:
                     return segment
         return None
 
-
-@dataclass(frozen=True)
-class TrainingJob:
-    name: str
-    owner: str
-    submit: int
-    duration: int
-    gpus: int = 1
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return tuple(segment for session in self.sessions for segment in session.segments)
 
 
 @dataclass(frozen=True)
 class Day:
     length: int
     researchers: tuple[Researcher, ...]
-    jobs: tuple[TrainingJob, ...]
+    streams: tuple[Stream, ...]
     groups: tuple[str, ...]
 
     def members(self, group: str) -> list[str]:
@@ -148,15 +144,14 @@ class Parameters:
         (Fraction(1, 2), 0.15),
         (Fraction(1), 0.05),
     )
-    submits_jobs: float = 0.5
-    extra_jobs_mean: float = 0.6
-    job_submit_window: tuple[float, float] = (17.0, 21.0)
-    job_hours_median: float = 3.0
-    job_hours_sigma: float = 0.5
-    job_hours_range: tuple[float, float] = (0.5, 10.0)
+    training_streams: int = 20
+    job_hours_median: float = 11.0
+    job_hours_sigma: float = 0.6
+    job_hours_range: tuple[float, float] = (2.0, 36.0)
+    think_hours_mean: float = 8.0
     sm_demand_burst: float = 0.5
     sm_demand_silent: float = 0.8
-    sm_demand_job: float = 0.9
+    sm_demand_job: float = 0.65
 
 
 _REFERENCE = "reference case (issue 14)"
@@ -186,21 +181,27 @@ SOURCES: dict[str, str] = {
     "overnight_cell_chance": "assumption: of those, who leave a long cell running",
     "overnight_cell_hours": "assumption",
     "need_shares": "assumption (issue 14: most fit 1/8, some need 1/2 or a whole GPU)",
-    "submits_jobs": "assumption (issue 14: training jobs submitted in the evening)",
-    "extra_jobs_mean": "assumption: jobs beyond the first (Poisson)",
-    "job_submit_window": "assumption (issue 14: evening)",
-    "job_hours_median": "assumption (log-normal)",
+    "training_streams": "calibration: lines of training work, each with one job queued or running at a time",
+    "job_hours_median": f"{_REFERENCE}, back-solved: 160 jobs a week and 14.4 h per card per day give about "
+    "13 GPU-hours a job (log-normal, mean 13.2 h)",
     "job_hours_sigma": "assumption",
     "job_hours_range": "assumption",
+    "think_hours_mean": "calibration: with 20 streams, about 23 jobs (300 GPU-hours) a day on 16 cards, "
+    "the reference's 160 a week (exponential)",
     "sm_demand_burst": "assumption: share of a card's compute a short cell keeps busy",
     "sm_demand_silent": "assumption: share of a card's compute a training cell keeps busy",
-    "sm_demand_job": "assumption: share of a card's compute a training job keeps busy",
+    "sm_demand_job": f"{_REFERENCE}, back-solved: 30 % utilisation before needs about 0.65",
 }
 
 
 def quick_parameters() -> Parameters:
-    """A reduced day for CI: one group of 6 with a quota of 4 GPUs, the same shape of day."""
-    return Parameters(groups=1, researchers_per_group=6, group_quota_gpus=4)
+    """A reduced day for CI: one group of 6 with a quota of 4 GPUs and 4 training streams, the same shape of day."""
+    return Parameters(groups=1, researchers_per_group=6, group_quota_gpus=4, training_streams=4)
+
+
+def busy_parameters() -> Parameters:
+    """The busy day: 80 researchers in 8 groups of 10 on the same cluster, so that starts find their kind full."""
+    return Parameters(groups=8)
 
 
 def check_sources(parameters: type[Parameters] = Parameters) -> list[str]:
@@ -297,38 +298,15 @@ def _sessions(rng: random.Random, p: Parameters, length: int) -> tuple[Session, 
     return tuple(s for s in sessions if s.segments)
 
 
-def _poisson(rng: random.Random, mean: float) -> int:
-    """A Poisson draw (Knuth's method; fine for small means)."""
-    limit, count, product = math.exp(-mean), 0, rng.random()
-    while product > limit:
-        count += 1
-        product *= rng.random()
-    return count
-
-
-def _jobs(rng: random.Random, p: Parameters, owner: str) -> list[TrainingJob]:
-    if rng.random() >= p.submits_jobs:
-        return []
-    count = 1 + _poisson(rng, p.extra_jobs_mean)
-    jobs = []
-    for index in range(count):
-        submit = clock(_uniform(rng, p.job_submit_window))
-        hours = rng.lognormvariate(0, p.job_hours_sigma) * p.job_hours_median
-        hours = min(max(hours, p.job_hours_range[0]), p.job_hours_range[1])
-        jobs.append(TrainingJob(f"{owner}-job{index}", owner, submit, round(hours * HOUR)))
-    return jobs
-
-
 def generate_day(p: Parameters, seed: int) -> Day:
-    """The researchers and training jobs of one day; the same parameters and seed give the same day."""
+    """The researchers and training streams of one day; the same parameters and seed give the same day."""
     rng = random.Random(seed)
     length = round(p.day_hours * HOUR)
     groups = tuple(f"g{g + 1}" for g in range(p.groups))
-    researchers, jobs = [], []
+    researchers = []
     for group in groups:
         for index in range(p.researchers_per_group):
             name = f"{group}-r{index + 1:02d}"
             need = _need(rng, p.need_shares)
             researchers.append(Researcher(name, group, need, _sessions(rng, p, length)))
-            jobs += _jobs(rng, p, name)
-    return Day(length, tuple(researchers), tuple(sorted(jobs, key=lambda j: (j.submit, j.name))), groups)
+    return Day(length, tuple(researchers), training_streams(p, seed, length), groups)

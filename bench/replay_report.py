@@ -1,87 +1,208 @@
-"""The replay's table (pure: summaries in, Markdown out) and its plot of GPUs allocated and in use over the day."""
+"""The replay's tables (pure: summaries in, Markdown out), its last line, and its plot of cards held and busy."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.replay_measures import StepFigures, Summary
+from bench.replay_measures import DEV_POOL, TRAIN_POOL, StepFigures, Summary, reduction
 from bench.replay_model import DAY_START_HOUR
+
+Cell = Callable[[Summary], str]
+TIME_SLICING, DRA = "fracnb", "fracnb-dra"  # the run names the last line picks from
 
 
 @dataclass(frozen=True)
 class Row:
     measure: str
-    value: Callable[[Summary], float]
-    fmt: str
-    reference: str = ""
+    value: Cell
+    source: str  # "real", "modelled", or which part is which
+    reference: str = "—"  # the reference case's before → after; "n/v" where its definition is unknown
     goal: str = ""
-    ratio: bool = True
 
 
-ROWS = (
-    Row("researchers served concurrently at peak", lambda s: s.peak_researchers, "{:.0f}"),
-    Row("researcher-hours with a running server", lambda s: s.researcher_hours, "{:.0f}"),
-    Row("notebooks per GPU at peak (development GPUs)", lambda s: s.notebooks_per_gpu, "{:.1f}", "1 → 8", "≥ 8"),
-    Row("GPU-hours allocated", lambda s: s.allocated_gpu_hours, "{:.0f}"),
-    Row("GPU-hours allocated but idle", lambda s: s.idle_gpu_hours, "{:.0f}", "", "≥ 60 % fewer"),
-    Row("... of which on development GPUs", lambda s: s.dev_idle_gpu_hours, "{:.0f}"),
+def _n(name: str, fmt: str = "{:.0f}") -> Cell:
+    return lambda s: fmt.format(getattr(s.outcomes, name))
+
+
+def _pool(pool: str, name: str, fmt: str = "{:.1f}") -> Cell:
+    return lambda s: fmt.format(getattr(s.pools[pool], name)) if pool in s.pools else "—"
+
+
+def _cluster(name: str, fmt: str = "{:.1f}") -> Cell:
+    return lambda s: fmt.format(getattr(s.cluster, name))
+
+
+PLACEMENT = "TS modelled, DRA real"  # the card: the device plugin's choice (modelled) or the claim's status
+ACTIVITY = "real holding, modelled activity"
+CULLER = "real culler, modelled activity"
+DEV_ROWS = (
+    Row("researchers served", _n("served"), "real"),
+    Row("researcher-hours with a running server", lambda s: f"{s.researcher_hours:.0f}", "real"),
     Row(
-        "GPU time in use per card per day (h)", lambda s: s.in_use_hours_per_card_day, "{:.1f}", "14.4 → 22.8", "≥ 22.8"
+        "cards held at the peak (shares held)",
+        lambda s: f"{s.peak_dev_cards_held} ({s.peak_dev_shares:.2f})",
+        PLACEMENT,
+        "n/v",
     ),
-    Row("modelled utilisation per card", lambda s: 100 * s.utilisation, "{:.0f} %", "30 % → 80 %"),
-    Row("development GPUs' modelled utilisation", lambda s: 100 * s.dev_utilisation, "{:.0f} %", "10 % → 80 %"),
-    Row("spawn wait p50 (s)", lambda s: s.wait_p50, "{:.0f}"),
-    Row("spawn wait p95 (s)", lambda s: s.wait_p95, "{:.0f}", "", "< 600"),
-    Row("start attempts refused or timed out", lambda s: s.refused, "{:.0f}"),
-    Row("times a researcher gave up (for an hour)", lambda s: s.given_up, "{:.0f}"),
-    Row("stranded share of all GPUs", lambda s: 100 * s.stranded_share, "{:.1f} %", "", "≤ 5 %", ratio=False),
-    Row("busy kernels culled", lambda s: s.busy_culled, "{:.0f}", "", "0", ratio=False),
-    Row("servers culled", lambda s: s.culled, "{:.0f}"),
-    Row("training jobs finished in the day", lambda s: s.jobs_finished, "{:.0f}", "160 → 368 a week"),
+    Row(
+        "packing efficiency ⌈shares⌉ / cards held, at the peak",
+        lambda s: f"{s.packing:.2f}",
+        PLACEMENT,
+        "n/v",
+        "≥ 0.95",
+    ),
+    Row(
+        "development cards freed at the peak",
+        lambda s: f"{s.dev_cards_freed}/{s.dev_cards}",
+        PLACEMENT,
+        "—",
+        "≥ 10/16 (normal day)",
+    ),
+    Row(
+        "cards holding notebooks at the peak, both pools",
+        lambda s: f"{s.peak_notebook_cards}",
+        PLACEMENT,
+        "n/v",
+    ),
+    Row("occupancy: hours held per card per day", _pool(DEV_POOL, "occupancy"), PLACEMENT, "n/v"),
+    Row(
+        "busy: hours with a busy holder per card per day",
+        _pool(DEV_POOL, "busy"),
+        "TS modelled, DRA real; modelled activity",
+        "n/v",
+    ),
+    Row("modelled utilisation per card", _pool(DEV_POOL, "utilisation", "{:.1%}"), "modelled", "10 % → 80 % (n/v)"),
+    Row("GPU-hours allocated but idle (all notebooks)", _cluster("idle_notebook_hours", "{:.0f}"), ACTIVITY),
+    Row(
+        "... per served researcher-hour",
+        lambda s: f"{s.idle_per_researcher_hour:.3f}",
+        ACTIVITY,
+        "—",
+        "-60 % vs baseline",
+    ),
+    Row("stranded GPU-hours (fragments a waiting start could have used)", _pool(DEV_POOL, "stranded_hours"), PLACEMENT),
+    Row("slowdown p95 of busy cells (contention)", lambda s: f"{s.slowdown_p95:.2f}x", "modelled", "—", "reported"),
+    Row("spawn wait p50 (s)", lambda s: f"{s.wait_p50:.0f}", "real (1-minute steps)"),
+    Row("spawn wait p95 (s)", lambda s: f"{s.wait_p95:.0f}", "real (1-minute steps)", "—", "< 600 (busy day)"),
+    Row("starts waiting at the peak (queue length)", lambda s: f"{s.queue_peak}", "real"),
+    Row("start attempts refused or timed out", _n("refused"), "real", "—", "fewer than baseline"),
+    Row("times a researcher gave up (for an hour)", _n("given_up"), "real", "—", "fewer than baseline"),
+    Row(
+        "servers culled (of which by the timeout under demand)",
+        lambda s: f"{s.outcomes.culled} ({s.outcomes.demand_culled})",
+        CULLER,
+    ),
+    Row("busy kernels culled", _n("busy_culled"), CULLER, "—", "0"),
+    Row(
+        "kernel state lost (culled servers)",
+        _n("state_lost"),
+        CULLER,
+        "—",
+        "0 with hibernation",
+    ),
+    Row("kernels hibernated (state saved)", _n("hibernated"), "modelled (hibernation)"),
+)
+CLUSTER_ROWS = (
+    Row(
+        "occupancy: hours held per card per day",
+        _cluster("occupancy"),
+        PLACEMENT,
+        "14.4 → 22.8 (n/v)",
+        "22.8 (backlog)",
+    ),
+    Row("busy: hours with a busy holder per card per day", _cluster("busy"), "modelled activity", "n/v"),
+    Row("modelled utilisation per card", _cluster("utilisation", "{:.1%}"), "modelled", "30 % → 80 % (n/v)"),
+    Row("training pool occupancy per card per day", _pool(TRAIN_POOL, "occupancy"), "real", "n/v"),
+    Row("training GPU-hours delivered", _cluster("job_hours", "{:.0f}"), "real"),
+    Row(
+        "training jobs finished (x 7: a week)",
+        lambda s: f"{s.outcomes.jobs_finished} ({s.jobs_a_week:.0f})",
+        "real",
+        "160 → 368 a week",
+    ),
+    Row("training jobs preempted for notebooks", _n("jobs_preempted"), "real"),
 )
 
 
-def _ratio(before: float, after: float) -> str:
-    if before == 0:
-        return "—" if after == 0 else "∞"
-    return f"{after / before:.2f}x"
-
-
-def table(baseline: Summary, fracnb: Summary, rows: Sequence[Row] = ROWS) -> str:
-    """Both runs side by side, fracnb/baseline ratios and the reference case's figures."""
-    lines = [
-        "| measure | baseline | fracnb | fracnb/baseline | reference case (before → after) | goal |",
-        "|---|---:|---:|---:|---|---|",
-    ]
-    for row in rows:
-        before, after = row.value(baseline), row.value(fracnb)
-        ratio = _ratio(before, after) if row.ratio else ""
-        cells = (row.measure, row.fmt.format(before), row.fmt.format(after), ratio, row.reference, row.goal)
-        lines.append(f"| {' | '.join(cells)} |")
+def table(summaries: Mapping[str, Summary], labels: Mapping[str, str]) -> str:
+    """One day's runs side by side: the development pool (fracnb's claims), then the whole cluster."""
+    names = list(summaries)
+    header = ["measure", *(labels[n] for n in names), "reference (before → after)", "goal", "source"]
+    lines = [f"| {' | '.join(header)} |", "|---|" + "---:|" * len(names) + "---|---|---|"]
+    for title, rows in (
+        ("**notebooks** (development pool unless the row says)", DEV_ROWS),
+        ("**whole cluster** (with the batch queue)", CLUSTER_ROWS),
+    ):
+        lines.append(f"| {title} |" + " |" * (len(names) + 3))
+        for row in rows:
+            cells = [row.measure, *(row.value(summaries[n]) for n in names), row.reference, row.goal, row.source]
+            lines.append(f"| {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
-def plot(runs: dict[str, Sequence[StepFigures]], path: Path) -> None:
-    """GPUs allocated and in use over the day, every run on one chart."""
+def _best(summaries: Mapping[str, Summary], key: Callable[[Summary], float]) -> tuple[str, Summary]:
+    candidates = [(name, summaries[name]) for name in (TIME_SLICING, DRA) if name in summaries]
+    return max(candidates, key=lambda item: key(item[1]))
+
+
+def _which(name: str) -> str:
+    return "DRA" if name == DRA else "time-slicing"
+
+
+def final_line(normal: Mapping[str, Summary], busy: Mapping[str, Summary] | None) -> str:
+    """The replay's last line: fracnb's time-sliced run, except packing and cards freed (the better of the
+    time-sliced and DRA runs, named) and ``b -> f`` pairs (baseline -> fracnb)."""
+    base, frac = normal["baseline"], normal[TIME_SLICING]
+    packing_run, packing = _best(normal, lambda s: s.packing)
+    freed_run, freed = _best(normal, lambda s: s.dev_cards_freed)
+    idle = reduction(base.idle_per_researcher_hour, frac.idle_per_researcher_hour)
+    wait = busy[TIME_SLICING].wait_p95 if busy else frac.wait_p95
+    days = [normal, *([busy] if busy else [])]
+    culled = sum(day[TIME_SLICING].outcomes.busy_culled for day in days)
+    lost_before = sum(day["baseline"].outcomes.state_lost for day in days)
+    lost_after = sum(day[TIME_SLICING].outcomes.state_lost for day in days)
+    return (
+        f"replay: packing {packing.packing:.2f} ({_which(packing_run)}); "
+        f"dev cards freed {freed.dev_cards_freed}/{freed.dev_cards} ({_which(freed_run)}); "
+        f"idle per researcher-hour -{idle:.0f}%; served {base.outcomes.served} -> {frac.outcomes.served}; "
+        f"busy-day wait p95 {wait:.0f} s; slowdown p95 {frac.slowdown_p95:.2f}x; busy culled {culled}; "
+        f"state lost {lost_before} -> {lost_after}"
+    )
+
+
+COLOURS = {"baseline": "tab:grey", TIME_SLICING: "tab:blue", DRA: "tab:green"}
+
+
+def plot(days: Mapping[str, Mapping[str, Sequence[StepFigures]]], labels: Mapping[str, str], path: Path) -> None:
+    """Cards held and cards busy over each day, whole cluster, every run; one panel per day."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(10, 4.5), dpi=110)
-    colours = {"baseline": "tab:grey", "fracnb": "tab:blue"}
-    for name, steps in runs.items():
-        hours = [DAY_START_HOUR + s.moment / 3600 for s in steps]
-        colour = colours.get(name)
-        axes.plot(hours, [s.allocated for s in steps], color=colour, label=f"{name}: GPUs allocated")
-        axes.plot(hours, [s.busy_cards for s in steps], color=colour, linestyle="--", label=f"{name}: GPUs in use")
-    axes.set_xlabel("time of day (h; past 24 is the next morning)")
-    axes.set_ylabel("GPUs")
-    axes.set_title("A research group's day: GPUs allocated and in use")
-    axes.grid(alpha=0.3)
-    axes.legend(loc="upper right", fontsize="small")
-    figure.tight_layout()
+    figure, axes = plt.subplots(1, len(days), figsize=(7 * len(days), 4.5), dpi=110, squeeze=False, sharey=True)
+    for axis, (day, runs) in zip(axes[0], days.items(), strict=True):
+        for name, steps in runs.items():
+            hours = [DAY_START_HOUR + s.moment / 3600 for s in steps]
+            colour = COLOURS.get(name)
+            axis.plot(hours, [s.total("held") for s in steps], color=colour, label=f"{labels[name]}: cards held")
+            axis.plot(
+                hours,
+                [s.total("busy") for s in steps],
+                color=colour,
+                linestyle="--",
+                label=f"{labels[name]}: cards busy",
+            )
+        axis.set_ylim(bottom=0)
+        axis.set_title(f"{day} day")
+        axis.set_xlabel("time of day (h; past 24 is the next morning)")
+        axis.grid(alpha=0.3)
+    axes[0][0].set_ylabel("cards (whole cluster)")
+    handles, names = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, names, loc="lower center", ncol=3, fontsize="small")
+    figure.suptitle("Cards held and busy over the day: notebooks and the training backlog")
+    figure.tight_layout(rect=(0, 0.12, 1, 1))
     figure.savefig(path)
     plt.close(figure)

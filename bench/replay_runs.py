@@ -1,13 +1,27 @@
-"""The two setups the replay compares, each one :class:`RunSetup`: the seam where policies plug in.
+"""The setups the replay compares, each one :class:`RunSetup`: the seam where policies plug in.
 
-- **baseline**: stock KubeSpawner, one whole GPU per notebook, jupyterhub-idle-culler at its
-  Zero-to-JupyterHub 4.4.0 defaults (``cull.timeout`` 3600 s, ``cull.every`` 600 s,
-  ``cull.maxAge`` 0; values.yaml), activity reaching the hub as jupyterhub-singleuser reports
-  it (every 300 s, ``JUPYTERHUB_ACTIVITY_INTERVAL``), a busy kernel in a silent cell not counted.
-- **fracnb**: FractionalSpawner with 1/8-GPU slots on the development servers and whole GPUs
-  (for researchers who need more than 4 GB) on the training servers, group quotas, per-profile
-  idle timeouts, and the fracnb service's culling code (``judge_page`` over hub user models and
-  the real pods), fed as the fracnb meter feeds the hub: every 30 s, busy kernels counted.
+All runs schedule notebooks as a stock Zero-to-JupyterHub 4.4.0 deployment does: with its
+user-scheduler (``c.KubeSpawner.scheduler_name``, a kube-scheduler profile scoring nodes
+``MostAllocated``; testbed/fracnb_testbed/z2jh-user-scheduler.yaml) and its 1G memory guarantee
+(``singleuser.memory.guarantee``). Training jobs are the same batch queue in every run: plain pods
+of a PriorityClass below notebooks, so kube-scheduler preempts them for a notebook.
+
+- **baseline**: stock KubeSpawner, one whole GPU per notebook on the development servers,
+  jupyterhub-idle-culler at its z2jh 4.4.0 defaults (``cull.timeout`` 3600 s, ``cull.every``
+  600 s), activity reaching the hub as jupyterhub-singleuser reports it (every 300 s,
+  ``JUPYTERHUB_ACTIVITY_INTERVAL``), a busy kernel in a silent cell not counted.
+- **fracnb**: FractionalSpawner with 1/8-GPU time-sliced slots on the development servers (the
+  device plugin packing replicas, the cluster's ``sharedDevicesAllocationPolicy``) and whole GPUs
+  on the training servers for researchers who need more than 4 GB, group quotas, the GPU queue,
+  per-profile idle timeouts with shorter ones under demand, and the fracnb service's culling code
+  (``judge_page`` over hub user models and the real pods), fed as the fracnb meter feeds the hub:
+  every 30 s, busy kernels counted.
+- **fracnb-dra**: the same with fracnb's ``dra`` backend on ``reference-dra``: 4, 16 and 32 GiB
+  shares of the development cards for needs of 1/8, 1/2 and a whole card; jobs claim whole
+  training cards. kube-scheduler allocates every claim; the replay reads the cards from the claims.
+
+With ``hibernation`` (modelled until the feature exists), the fracnb runs' idle timeouts are
+halved and an idle server's cull saves its kernel state instead of losing it.
 
 Culling decisions come from the real code of each culler; the driver gives them the hub's
 view of each server (``started``, ``last_activity``) at the virtual time.
@@ -35,8 +49,11 @@ FRACNB_WARNING_LEAD = 900  # c.FracnbService.warning_lead default
 FRACNB_DEFAULT_POLICY = CullPolicy(
     idle_timeout=3600
 )  # c.FracnbService.default_idle_timeout, for pods without annotations
+USER_SCHEDULER = "user-scheduler"  # z2jh: c.KubeSpawner.scheduler_name, the default fullnameOverride ""
+MEMORY_GUARANTEE = "1G"  # z2jh: singleuser.memory.guarantee
 DEV_POOL = {"node-pool": "development"}
 TRAINING_POOL = {"node-pool": "training"}
+CARD_MEMORY_GIB = 32
 
 
 @dataclass(frozen=True)
@@ -71,8 +88,8 @@ def user_models(servers: Sequence[HubServer]) -> list[dict[str, Any]]:
 class Culler(Protocol):
     every: int
 
-    def to_cull(self, servers: Sequence[HubServer], pods: Sequence[Mapping[str, Any]], now: datetime) -> list[str]:
-        """The users whose server this pass stops."""
+    def to_cull(self, servers: Sequence[HubServer], pods: Sequence[Mapping[str, Any]], now: datetime) -> dict[str, str]:
+        """The users whose server this pass stops, with the reason ("idle", "demand", ...)."""
         ...
 
 
@@ -83,14 +100,14 @@ class IdleCuller:
     every: int = Z2JH_CULL_EVERY
     timeout: int = Z2JH_CULL_TIMEOUT
 
-    def to_cull(self, servers: Sequence[HubServer], pods: Sequence[Mapping[str, Any]], now: datetime) -> list[str]:
+    def to_cull(self, servers: Sequence[HubServer], pods: Sequence[Mapping[str, Any]], now: datetime) -> dict[str, str]:
         from jupyterhub_idle_culler import default_cull_arbiter
 
-        return [
-            s.user
+        return {
+            s.user: "idle"
             for s in servers
             if default_cull_arbiter(inactive=now - s.last_activity, inactive_limit=self.timeout, server={})
-        ]
+        }
 
 
 @dataclass(frozen=True)
@@ -101,14 +118,18 @@ class FracnbCuller:
     warning_lead: int = FRACNB_WARNING_LEAD
     default_policy: CullPolicy = FRACNB_DEFAULT_POLICY
 
-    def to_cull(self, servers: Sequence[HubServer], pods: Sequence[Mapping[str, Any]], now: datetime) -> list[str]:
+    def to_cull(self, servers: Sequence[HubServer], pods: Sequence[Mapping[str, Any]], now: datetime) -> dict[str, str]:
         from fracnb_spawner.culling import Action
         from fracnb_spawner.service.core import CullSettings, index_pods, judge_for, judge_page
 
         settings = CullSettings(self.default_policy, warning_lead=self.warning_lead)
         # All of the namespace's pods, gated ones included: a waiting pod is demand for its slot kind.
         verdicts = judge_page(user_models(servers), index_pods(pods), judge_for(settings, pods, now))
-        return [v.user for v in verdicts if v.decision.action is Action.CULL]
+        return {
+            v.user: v.decision.reason.value if v.decision.reason else "idle"
+            for v in verdicts
+            if v.decision.action is Action.CULL
+        }
 
 
 @dataclass(frozen=True)
@@ -121,11 +142,11 @@ class ActivityFeed:
 
 @dataclass(frozen=True)
 class RunSetup:
-    """Everything that differs between the runs. The queue and demand-aware culling of issue 11 plug
-    in here: a queued spawn is one whose pod waits gated (``start_timeout`` then becomes the
-    profile's ``queue.max_wait``), and demand-aware culling is another :class:`Culler`."""
+    """Everything that differs between the runs. A queued spawn is one whose pod waits gated
+    (``start_timeout`` then becomes the profiles' ``queue.max_wait``)."""
 
     name: str
+    label: str  # the table's column
     cluster: str
     spawner: str  # "KubeSpawner" or "FractionalSpawner"
     config: Callable[[str, Mapping[str, int]], Config]  # (namespace, group quotas) -> hub config
@@ -133,11 +154,16 @@ class RunSetup:
     culler: Culler
     activity: ActivityFeed
     start_timeout: int = Z2JH_START_TIMEOUT
+    cards_from_claims: bool = False  # DRA: the scheduler's allocations say which card; else the device plugin model
+    hibernation: bool = False  # culls of idle servers save kernel state (modelled)
+    scheduler: str = USER_SCHEDULER  # the notebooks' scheduler profile
 
 
-def _common(config: Config, section: Any, namespace: str) -> None:
+def _common(config: Config, section: Any, namespace: str, scheduler: str = USER_SCHEDULER) -> None:
     section.namespace = namespace
     section.delete_grace_period = 0
+    section.scheduler_name = scheduler
+    section.mem_guarantee = MEMORY_GUARANTEE
     # The virtual clock times starts out (RunSetup.start_timeout); the real one must never do it first.
     section.start_timeout = 100_000
 
@@ -150,32 +176,52 @@ def baseline_config(namespace: str, quotas: Mapping[str, int]) -> Config:
     return config
 
 
-FRACNB_PROFILES = [
-    {
-        "display_name": "1/8 GPU (4 GB)",
-        "slug": "eighth",
-        "gpu": {"fraction": "1/8"},
-        "kubespawner_override": {"node_selector": dict(DEV_POOL)},
-        "cull": {"idle_timeout": 3600, "idle_timeout_under_demand": 1800},
-        "queue": {"max_wait": 3600},
-    },
-    {
-        "display_name": "1 GPU",
-        "slug": "whole",
-        "gpu": {"count": 1},
-        "kubespawner_override": {"node_selector": dict(TRAINING_POOL)},
-        "cull": {"idle_timeout": 1800, "idle_timeout_under_demand": 1200},
-        "queue": {"max_wait": 3600},
-    },
-]
+def _cull(idle: int, under_demand: int, hibernation: bool) -> dict[str, int]:
+    # Hibernation (modelled) saves an idle kernel's state at the cull, so idle servers may go sooner.
+    scale = 2 if hibernation else 1
+    return {"idle_timeout": idle // scale, "idle_timeout_under_demand": under_demand // scale}
 
 
-def fracnb_config(namespace: str, quotas: Mapping[str, int]) -> Config:
-    config = Config()
-    config.FractionalSpawner.profile_list = FRACNB_PROFILES
-    config.FracnbQuotas.group_quotas = dict(quotas)
-    _common(config, config.FractionalSpawner, namespace)
-    return config
+def _profile(display: str, slug: str, gpu: dict[str, Any], pool: dict[str, str], cull: dict[str, int]) -> dict:
+    return {
+        "display_name": display,
+        "slug": slug,
+        "gpu": gpu,
+        "kubespawner_override": {"node_selector": dict(pool)},
+        "cull": cull,
+        "queue": {"max_wait": 3600},
+    }
+
+
+def fracnb_profiles(hibernation: bool) -> list[dict[str, Any]]:
+    return [
+        _profile("1/8 GPU (4 GB)", "eighth", {"fraction": "1/8"}, DEV_POOL, _cull(3600, 1800, hibernation)),
+        _profile("1 GPU", "whole", {"count": 1}, TRAINING_POOL, _cull(1800, 1200, hibernation)),
+    ]
+
+
+def dra_profiles(hibernation: bool) -> list[dict[str, Any]]:
+    share = {"backend": "dra"}
+    return [
+        _profile("4 GiB", "eighth", {**share, "fraction": "1/8"}, DEV_POOL, _cull(3600, 1800, hibernation)),
+        _profile("16 GiB", "half", {**share, "fraction": "1/2"}, DEV_POOL, _cull(1800, 1200, hibernation)),
+        _profile("32 GiB", "whole", {**share, "fraction": 1}, DEV_POOL, _cull(1800, 1200, hibernation)),
+    ]
+
+
+def fracnb_config(
+    profiles: list[dict[str, Any]], scheduler: str, **traits: Any
+) -> Callable[[str, Mapping[str, int]], Config]:
+    def make(namespace: str, quotas: Mapping[str, int]) -> Config:
+        config = Config()
+        config.FractionalSpawner.profile_list = profiles
+        for name, value in traits.items():
+            setattr(config.FractionalSpawner, name, value)
+        config.FracnbQuotas.group_quotas = dict(quotas)
+        _common(config, config.FractionalSpawner, namespace, scheduler)
+        return config
+
+    return make
 
 
 def fracnb_profile(need: Fraction) -> str:
@@ -183,8 +229,13 @@ def fracnb_profile(need: Fraction) -> str:
     return "eighth" if need <= Fraction(1, 8) else "whole"
 
 
+def dra_profile(need: Fraction) -> str:
+    return "eighth" if need <= Fraction(1, 8) else "half" if need <= Fraction(1, 2) else "whole"
+
+
 BASELINE = RunSetup(
     name="baseline",
+    label="baseline (z2jh)",
     cluster="reference-whole",
     spawner="KubeSpawner",
     config=baseline_config,
@@ -192,18 +243,45 @@ BASELINE = RunSetup(
     culler=IdleCuller(),
     activity=ActivityFeed(report_every=SINGLEUSER_ACTIVITY_INTERVAL, busy_kernel_counts=False),
 )
-FRACNB = RunSetup(
-    name="fracnb",
-    cluster="reference",
-    spawner="FractionalSpawner",
-    config=fracnb_config,
-    profile_for=fracnb_profile,
-    culler=FracnbCuller(),
-    activity=ActivityFeed(report_every=METER_ACTIVITY_INTERVAL, busy_kernel_counts=True),
-    # A start with no free slot waits in the queue (its pod gated) for up to the profiles'
-    # queue.max_wait; the queue's own timer runs in real seconds, so the virtual clock times it.
-    start_timeout=3600,
-)
-RUNS = (BASELINE, FRACNB)
+
+
+def fracnb_runs(hibernation: bool = False, scheduler: str = USER_SCHEDULER) -> tuple[RunSetup, RunSetup]:
+    """fracnb time-sliced and on DRA; ``hibernation`` models the hibernating policy; ``scheduler``: the notebooks'
+    scheduler profile (z2jh's user-scheduler, or the testbed's copy of it that scores GPUs too)."""
+    common = {
+        "spawner": "FractionalSpawner",
+        "culler": FracnbCuller(),
+        "activity": ActivityFeed(report_every=METER_ACTIVITY_INTERVAL, busy_kernel_counts=True),
+        # A start with no free slot waits in the queue (its pod gated) for up to the profiles'
+        # queue.max_wait; the queue's own timer runs in real seconds, so the virtual clock times it.
+        "start_timeout": 3600,
+        "hibernation": hibernation,
+        "scheduler": scheduler,
+    }
+    time_slicing = RunSetup(
+        name="fracnb",
+        label="fracnb (time-slicing)",
+        cluster="reference",
+        config=fracnb_config(fracnb_profiles(hibernation), scheduler),
+        profile_for=fracnb_profile,
+        **common,
+    )
+    dra = RunSetup(
+        name="fracnb-dra",
+        label="fracnb (DRA)",
+        cluster="reference-dra",
+        config=fracnb_config(
+            dra_profiles(hibernation), scheduler, gpu_backend="dra", gpu_memory=f"{CARD_MEMORY_GIB}Gi"
+        ),
+        profile_for=dra_profile,
+        cards_from_claims=True,
+        **common,
+    )
+    return time_slicing, dra
+
+
+def runs(hibernation: bool = False, scheduler: str = USER_SCHEDULER) -> tuple[RunSetup, ...]:
+    return (BASELINE, *fracnb_runs(hibernation, scheduler))
+
 
 DAY_ORIGIN = datetime(2026, 3, 2, 7, 0, tzinfo=timezone.utc)  # a Monday, 07:00; the day's start

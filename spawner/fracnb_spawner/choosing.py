@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Protocol
 
+import aiohttp
 from jupyterhub.utils import maybe_future
+from kubernetes_asyncio.client.exceptions import ApiException
 
-from fracnb_spawner.cluster.kube import pod_namespaces, singleuser_selector
+from fracnb_spawner.cluster.kube import list_pods_in, pod_namespaces, singleuser_selector
 from fracnb_spawner.cluster.slots import Ask, Cluster
 from fracnb_spawner.common.errors import HubConfigError, InvalidRequestError, RefusedSpawnError
 from fracnb_spawner.common.units import parse_duration
@@ -272,9 +274,13 @@ class Choosing:
         namespaces = pod_namespaces(
             await self.resolve_profiles(), configured, user_namespaces=host.enable_user_namespaces
         )
-        return await admission.listed_allocations(
-            host.api, namespaces, singleuser_selector(host.component_label), host.log
-        )
+        try:
+            pods = await list_pods_in(host.api, namespaces, singleuser_selector(host.component_label))
+        except (ApiException, aiohttp.ClientError, OSError, asyncio.TimeoutError) as error:
+            host.log.error("fracnb: cannot list singleuser pods to count GPU quotas: %r", error)
+            message = "GPU quotas cannot be checked now: the hub could not read the cluster's pods; try again later"
+            raise RefusedSpawnError(503, message, reason="cluster-unreadable") from None
+        return allocations_from_pods(pods)
 
     # ---- what the spawn form reads (form/spawnform.py) -----------------------------------------------
 

@@ -11,6 +11,7 @@ A description is a mapping with ``name`` and ``nodeGroups``; each group is::
       allocatable: {...}        # default: same as capacity
       taints: [{key: k, value: v, effect: NoSchedule}]
       draDevices: {gpus: [...], mig: [...]}  # fake GPUs published as DRA ResourceSlices (dra.py)
+      sharedDevicesAllocationPolicy: packed  # the NVIDIA device plugin's, for replicated GPUs
 
 Validation is pure and reports the file and group it is about.
 """
@@ -40,8 +41,13 @@ GROUP_KEYS = {
     "allocatable",
     "taints",
     "draDevices",
+    "sharedDevicesAllocationPolicy",
 }
 TOP_KEYS = {"name", "description", "nodeGroups"}
+# The NVIDIA device plugin's flags.plugin.sharedDevicesAllocationPolicy (v0.20.0): which replica,
+# hence which card, a time-sliced or MIG request gets. Nothing on the testbed reads it but the
+# replay benchmark, which models that choice (bench/replay_cards.py); "distributed" is upstream's default.
+ALLOCATION_POLICIES = ("distributed", "packed")
 MAX_NODES_PER_GROUP = 5000
 # KWOK manages exactly the nodes with this label (kwok --manage-nodes-with-label-selector).
 KWOK_SELECTOR_LABEL = ("type", "kwok")
@@ -79,6 +85,7 @@ class NodeGroup:
     allocatable: dict[str, str]
     taints: tuple[dict[str, str], ...] = ()
     dra_devices: tuple[FakeDevice, ...] = ()
+    allocation_policy: str = "distributed"
 
     def node_names(self) -> list[str]:
         return [f"{self.name}-{index}" for index in range(self.count)]
@@ -179,6 +186,9 @@ def parse_group(raw: Any, source: str, index: int) -> NodeGroup:
     allocatable = (
         _quantities(raw["allocatable"], source, where, "allocatable") if "allocatable" in raw else dict(capacity)
     )
+    policy = raw.get("sharedDevicesAllocationPolicy", ALLOCATION_POLICIES[0])
+    if policy not in ALLOCATION_POLICIES:
+        raise _fail(source, where, f"sharedDevicesAllocationPolicy {policy!r} must be one of {ALLOCATION_POLICIES}")
     return NodeGroup(
         name=name,
         count=count,
@@ -189,6 +199,7 @@ def parse_group(raw: Any, source: str, index: int) -> NodeGroup:
         allocatable=allocatable,
         taints=_taints(raw.get("taints"), source, where),
         dra_devices=parse_dra_devices(raw.get("draDevices"), lambda message: _fail(source, where, message)),
+        allocation_policy=policy,
     )
 
 

@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -63,8 +64,31 @@ def random_pod_network() -> str:
     return f"127.{rng.randint(64, 250)}.{rng.randint(0, 255)}.0/24"
 
 
+USER_SCHEDULER_PROFILE = "z2jh-user-scheduler.yaml"
+# The same profile with GPUs in its MostAllocated scoring, as docs/spawner.md ("Packing shares onto few
+# cards") suggests to admins: nodes are then filled by GPU shares, not only by CPU and memory.
+GPU_PACKING_SCHEDULER = "user-scheduler-gpu-packing"
+GPU_SCORING = ({"name": "nvidia.com/gpu.shared", "weight": 3}, {"name": "nvidia.com/gpu", "weight": 3})
+
+
+def user_scheduler_profile() -> dict:
+    """Zero-to-JupyterHub 4.4.0's user-scheduler profile, from the chart's values (the file says which)."""
+    return yaml.safe_load((resources.files("fracnb_testbed") / USER_SCHEDULER_PROFILE).read_text())
+
+
+def gpu_packing_profile() -> dict:
+    """z2jh's user-scheduler scoring GPU resources MostAllocated too."""
+    profile = user_scheduler_profile()
+    profile["schedulerName"] = GPU_PACKING_SCHEDULER
+    for plugin in profile["pluginConfig"]:
+        if plugin["name"] == "NodeResourcesFit":
+            plugin["args"]["scoringStrategy"]["resources"] += [dict(resource) for resource in GPU_SCORING]
+    return profile
+
+
 def scheduler_config(kubeconfig: Path) -> dict:
-    """One kube-scheduler serving the default name plus HAMi's and KAI's scheduler names."""
+    """One kube-scheduler serving the default name, z2jh's ``user-scheduler`` (also with GPU scoring), and HAMi's
+    and KAI's names."""
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -84,6 +108,8 @@ def scheduler_config(kubeconfig: Path) -> dict:
                 ],
             },
             {"schedulerName": "kai-scheduler"},
+            user_scheduler_profile(),
+            gpu_packing_profile(),
         ],
     }
 

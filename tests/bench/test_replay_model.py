@@ -13,6 +13,7 @@ from bench.replay_model import (
     Researcher,
     Segment,
     Session,
+    busy_parameters,
     check_sources,
     clock,
     generate_day,
@@ -65,6 +66,15 @@ def test_the_same_seed_gives_the_same_day_and_another_seed_another() -> None:
     assert generate_day(params, 7) != generate_day(params, 8)
 
 
+def test_the_training_streams_do_not_change_the_notebook_day() -> None:
+    params = quick_parameters()
+    assert generate_day(params, 7).researchers == generate_day(replace(params, training_streams=9), 7).researchers
+
+
+def test_the_busy_day_has_more_researchers_on_the_same_model() -> None:
+    assert len(generate_day(busy_parameters(), 1).researchers) == 80
+
+
 def test_a_generated_day_has_the_reference_population_and_ordered_segments() -> None:
     params = Parameters()
     day = generate_day(params, 1)
@@ -87,11 +97,7 @@ def test_a_generated_day_has_the_reference_population_and_ordered_segments() -> 
     left_running = [r for r in day.researchers if not r.sessions[-1].stops]
     assert left_running
     assert all(r.sessions[-1].segments[-1].end == day.length for r in left_running)
-    assert day.jobs
-    for job in day.jobs:
-        assert clock(params.job_submit_window[0]) <= job.submit <= clock(params.job_submit_window[1])
-        assert 0.5 * 3600 <= job.duration <= 10 * 3600
-    assert [j.submit for j in day.jobs] == sorted(j.submit for j in day.jobs)
+    assert len(day.streams) == params.training_streams
 
 
 def test_switched_off_features_leave_no_trace() -> None:
@@ -101,11 +107,11 @@ def test_switched_off_features_leave_no_trace() -> None:
         silent_cell_chance=0.0,
         meetings_per_day=0.0,
         stops_for_lunch=1.0,
-        submits_jobs=0.0,
+        training_streams=0,
         need_shares=((Fraction(1, 8), 1.0),),
     )
     day = generate_day(params, 3)
-    assert day.jobs == ()
+    assert day.streams == ()
     for researcher in day.researchers:
         assert researcher.need == Fraction(1, 8)
         assert len(researcher.sessions) == 2

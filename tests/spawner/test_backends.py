@@ -22,9 +22,9 @@ SETTINGS = FractionalTraits().backend_settings()  # the traits' defaults
 GIB = 2**30
 
 
-def fields_for(gpu: dict | None) -> tuple:
+def fields_for(gpu: dict | None, settings: BackendSettings = SETTINGS) -> tuple:
     plan = plan_gpu(parse_gpu_spec(gpu) if gpu is not None else None, DEFAULTS)
-    return plan, backend_fields(plan, SETTINGS)
+    return plan, backend_fields(plan, settings)
 
 
 @pytest.mark.parametrize(
@@ -153,8 +153,11 @@ def test_hami_percentage_and_cores() -> None:
         "nvidia.com/gpumem-percentage": "50",
     }
     assert fields.scheduler_name == "hami-scheduler"
-    assert fields.annotations == {"nvidia.com/use-gputype": "A100"}
+    # Shares fill the fullest card first (HAMi's own default spreads them), so whole cards stay free.
+    assert fields.annotations == {"nvidia.com/use-gputype": "A100", "hami.io/gpu-scheduler-policy": "binpack"}
     assert fields.environment == {}
+    _, spread = fields_for({"fraction": 0.5, "backend": "hami"}, replace(SETTINGS, hami_gpu_policy=""))
+    assert spread.annotations == {}
 
 
 def test_hami_explicit_memory_in_mib() -> None:
@@ -272,5 +275,6 @@ def test_every_gpu_resource_a_backend_emits_counts_as_gpu(settings: BackendSetti
         emitted_annotations |= set(fields.annotations)
     assert {"nvidia.com/gpu", "nvidia.com/gpucores", "nvidia.com/mig-1g.10gb.me"} <= emitted_resources
     assert all(is_gpu_resource(name, settings) for name in emitted_resources)
-    assert emitted_annotations - {"nvidia.com/use-gputype"} <= set(GPU_REQUEST_ANNOTATIONS)
+    scheduling = {"nvidia.com/use-gputype", "hami.io/gpu-scheduler-policy"}
+    assert emitted_annotations - scheduling <= set(GPU_REQUEST_ANNOTATIONS)
     assert not any(is_gpu_resource(name, settings) for name in ("cpu", "memory", "example.com/fpga", "nvidia.com"))

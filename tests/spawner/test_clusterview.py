@@ -90,3 +90,15 @@ def test_trimmed_objects_give_the_same_free_count_as_full_ones() -> None:
     full = free_units([NODE], pods, "nvidia.com/gpu.shared", {"pool": "gpu"})
     assert full == 3
     assert free_units([trim_node(NODE)], kept, "nvidia.com/gpu.shared", {"pool": "gpu"}) == full
+
+
+def test_units_of_pods_below_a_notebooks_priority_count_as_free() -> None:
+    batch = gpu_pod("batch", "gpu-1", amount="3")
+    batch["spec"]["priority"] = -100  # a batch queue's PriorityClass: kube-scheduler preempts it for a notebook
+    notebook = gpu_pod("nb", "gpu-1")
+    notebook["spec"]["priority"] = 0
+    pods = [batch, notebook]
+    kept = [p for p in map(trim_pod, pods) if p is not None]
+    assert kept[0]["spec"]["priority"] == -100
+    assert free_units([NODE], pods, "nvidia.com/gpu.shared", {"pool": "gpu"}) == 8 - 2
+    assert free_units([trim_node(NODE)], kept, "nvidia.com/gpu.shared", {"pool": "gpu"}) == 8 - 2

@@ -298,3 +298,33 @@ async def test_a_slot_freed_before_the_queued_pod_exists_still_starts_it(
     assert lifts.count(spawner.pod_name) == 2  # again once the pod was there
     assert not gated(testbed, k8s_namespace, spawner.pod_name)
     await spawner.stop()
+
+
+async def test_slots_held_by_lower_priority_pods_do_not_queue_the_spawn(
+    cluster_spawner, testbed, k8s_namespace
+) -> None:
+    """A batch queue below notebooks: the spawn goes to the scheduler, which preempts a batch pod for it."""
+    status, answer = testbed._call(
+        "POST",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "batch-below"},
+            "value": -100,
+        },
+    )
+    assert status in (201, 409), answer
+    batch = []
+    for index in range(SLOTS):
+        manifest = filler(index)
+        manifest["spec"].update(priorityClassName="batch-below", terminationGracePeriodSeconds=0)
+        batch.append(testbed.create_pod(k8s_namespace, manifest)["metadata"]["name"])
+    await wait_until(lambda: sum(1 for p in testbed.list_pods(k8s_namespace) if p["spec"].get("nodeName")) == SLOTS)
+    spawner = in_group(cluster_spawner({"profile": "quarter"}, user="lena", config=quarter_config()))
+    assert isinstance(await asyncio.wait_for(spawner.start(), timeout=60), str)
+    assert spawner._queue_ticket is None or not spawner._queue_ticket.gated  # never queued behind a batch pod
+    bound = pod(testbed, k8s_namespace, spawner.pod_name)
+    assert bound["spec"].get("nodeName")
+    await wait_until(lambda: sum(1 for name in batch if pod(testbed, k8s_namespace, name) is None) == 1)
+    await spawner.stop()

@@ -68,6 +68,44 @@ async def test_scheduler_binds_a_shared_gpu_pod_and_kwok_runs_it(testbed, k8s_na
     assert pod["status"]["podIP"].startswith("10.244.")
 
 
+# The two KWOK nodes time-sliced 4 ways (a100-ts4-0 and -1).
+TS4_KWOK = {
+    "nvidia.com/gpu.replicas": "4",
+    "nvidia.com/gpu.sharing-strategy": "time-slicing",
+    "fracnb.io/runner": "kwok",
+}
+
+
+async def test_the_z2jh_user_scheduler_profile_fills_the_busiest_node(testbed, k8s_namespace):
+    """Zero-to-JupyterHub's user-scheduler (MostAllocated) puts the second notebook beside the first."""
+    nodes = []
+    for name in ("first", "second"):
+        manifest = gpu_pod(name, 1, TS4_KWOK)
+        manifest["spec"]["schedulerName"] = "user-scheduler"
+        # Scores are whole percentages of the node: z2jh's 1G guarantee on a 512Gi node scores 0 like an empty
+        # node, so ask for enough memory to tell the nodes apart.
+        manifest["spec"]["containers"][0]["resources"]["requests"] = {"memory": "64Gi"}
+        testbed.create_pod(k8s_namespace, manifest)
+        pod = await testbed.wait_for_pod(k8s_namespace, name, pod_is_running_with_ip, 30)
+        nodes.append(pod["spec"]["nodeName"])
+    assert nodes[0].startswith("a100-ts4-")  # two such nodes: the scheduler had a choice
+    assert nodes[1] == nodes[0]
+
+
+async def test_with_gpus_in_its_scoring_the_user_scheduler_fills_a_node_by_gpu_shares(testbed, k8s_namespace):
+    """The profile docs/spawner.md suggests: with only z2jh's 1G guarantee, the shares alone tell the nodes apart."""
+    nodes = []
+    for name in ("first", "second", "third"):
+        manifest = gpu_pod(name, 1, TS4_KWOK)
+        manifest["spec"]["schedulerName"] = "user-scheduler-gpu-packing"
+        manifest["spec"]["containers"][0]["resources"]["requests"] = {"memory": "1G"}
+        testbed.create_pod(k8s_namespace, manifest)
+        pod = await testbed.wait_for_pod(k8s_namespace, name, pod_is_running_with_ip, 30)
+        nodes.append(pod["spec"]["nodeName"])
+    assert nodes[0].startswith("a100-ts4-")
+    assert nodes[1:] == [nodes[0], nodes[0]]
+
+
 async def test_an_over_request_stays_pending_with_failed_scheduling(testbed, k8s_namespace):
     # The 4-way nodes have 8 GPUs x 4 replicas = 32 shares at most.
     testbed.create_pod(k8s_namespace, gpu_pod("greedy", 33, {"nvidia.com/gpu.replicas": "4"}))

@@ -28,6 +28,7 @@ def group(**overrides):
         (group(capacity={}), "capacity must be a non-empty mapping"),
         (group(taints=[{"key": "k", "effect": "Sometimes"}]), "effect must be one of"),
         (group(colour="blue"), "unknown keys ['colour']"),
+        (group(sharedDevicesAllocationPolicy="spread"), "sharedDevicesAllocationPolicy 'spread' must be one of"),
     ],
 )
 def test_invalid_group_is_reported_with_its_name(raw_group, message):
@@ -120,4 +121,16 @@ def test_reference_clusters_are_the_same_hardware_split_two_ways():
         "time-slicing",
     )
     assert train.capacity["nvidia.com/gpu"] == "8"
+    assert (dev.allocation_policy, train.allocation_policy) == ("packed", "distributed")
     assert all(g.capacity["nvidia.com/gpu"] == "8" and "nvidia.com/gpu.shared" not in g.capacity for g in whole.groups)
+
+
+def test_reference_dra_publishes_the_same_cards_as_dra_devices():
+    spec = load_cluster("reference-dra")
+    assert [(g.name, g.count, g.labels["node-pool"]) for g in spec.groups] == [
+        ("dev", 2, "development"),
+        ("train", 2, "training"),
+    ]
+    for g in spec.groups:
+        assert [(d.kind, d.memory, d.count) for d in g.dra_devices] == [("gpu", "32Gi", 8)]
+        assert not any(name.startswith("nvidia.com/") for name in g.capacity)

@@ -6,6 +6,16 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 _DONE_PHASES = ("Succeeded", "Failed")
+# Notebooks run at the default priority 0 (Zero-to-JupyterHub's too, with or without its
+# podPriority). A pod below it (a batch queue's PriorityClass, z2jh's user placeholders at -10)
+# is one kube-scheduler preempts to place a notebook, so its units count as free for one.
+NOTEBOOK_PRIORITY = 0
+
+
+def preemptible(pod: Mapping[str, Any]) -> bool:
+    """Whether kube-scheduler would preempt ``pod`` for a notebook (its ``spec.priority`` is lower)."""
+    priority = (pod.get("spec") or {}).get("priority")
+    return isinstance(priority, int) and priority < NOTEBOOK_PRIORITY
 
 
 def _quantity(value: object) -> int:
@@ -40,8 +50,9 @@ def free_units(
 def free_by_node(
     nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], resource: str, selector: Mapping[str, str]
 ) -> Iterator[int]:
-    """Free units of ``resource`` on each schedulable node whose labels match ``selector``."""
-    used = requested_by_node(pods, resource)
+    """Free units of ``resource`` on each schedulable node whose labels match ``selector``, for a notebook:
+    the units of pods it would preempt count as free."""
+    used = requested_by_node((pod for pod in pods if not preemptible(pod)), resource)
     for node in nodes:
         metadata = node.get("metadata") or {}
         labels = metadata.get("labels") or {}

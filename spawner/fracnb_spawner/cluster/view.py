@@ -99,6 +99,8 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any] | None:
         "spec": {"nodeName": spec.get("nodeName"), "containers": containers},
         "status": {"phase": (pod.get("status") or {}).get("phase", "")},
     }
+    if isinstance(spec.get("priority"), int):
+        trimmed["spec"]["priority"] = spec["priority"]  # a lower one than a notebook's is preemptible
     if kind is not None:
         annotations = metadata.get("annotations") or {}
         trimmed["metadata"]["labels"] = {SLOT_KIND_LABEL: kind}

@@ -39,8 +39,9 @@ T = TypeVar("T")
 DERIVED_FROM = (
     "gpu_backend", "gpu_memory", "gpu_memory_by_product", "mig_default_model", "gpu_idle_timeout", "gpu_max_age",
     "cpu_idle_timeout", "cpu_max_age", "time_slicing_resource", "mps_resource", "hami_scheduler_name",
-    "kai_scheduler_name", "kai_queue_label", "kai_queue", "soft_cap_ratio", "dra_device_class",
-    "dra_mig_device_class", "dra_driver_name", "node_selector", "fracnb_service_url", "gpu_kernel_cull_idle_timeout",
+    "hami_gpu_scheduler_policy", "kai_scheduler_name", "kai_queue_label", "kai_queue", "soft_cap_ratio",
+    "dra_device_class", "dra_mig_device_class", "dra_driver_name", "node_selector", "fracnb_service_url",
+    "gpu_kernel_cull_idle_timeout",
 )  # fmt: skip
 
 
@@ -100,6 +101,7 @@ class FractionalTraits(HasTraits):
             time_slicing_resource=self.time_slicing_resource,
             mps_resource=self.mps_resource,
             hami_scheduler=self.hami_scheduler_name,
+            hami_gpu_policy=self.hami_gpu_scheduler_policy,
             kai_scheduler=self.kai_scheduler_name,
             kai_queue_label=self.kai_queue_label,
             kai_queue=self.kai_queue,
@@ -191,6 +193,16 @@ class FractionalTraits(HasTraits):
         "hami-scheduler",
         help="""Scheduler for HAMi pods. Default: "hami-scheduler".
         Example: ``c.FractionalSpawner.hami_scheduler_name = "hami-scheduler"``
+        """,
+    ).tag(config=True)
+
+    hami_gpu_scheduler_policy = Unicode(
+        "binpack",
+        help="""HAMi's card policy for fractional GPU pods, as the pod annotation ``hami.io/gpu-scheduler-policy``:
+        ``binpack`` fills the fullest card of a node first, so whole cards stay free for whole-GPU work;
+        ``spread`` (HAMi's own default) puts each share on the least used card. An empty string sets no
+        annotation, leaving HAMi's chart default (``scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy``).
+        Default: "binpack". Example: ``c.FractionalSpawner.hami_gpu_scheduler_policy = "spread"``
         """,
     ).tag(config=True)
 

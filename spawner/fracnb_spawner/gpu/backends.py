@@ -27,6 +27,7 @@ HAMI_MEMORY_RESOURCE = "nvidia.com/gpumem"
 HAMI_MEMORY_PERCENT_RESOURCE = "nvidia.com/gpumem-percentage"
 # Every name NVIDIA's device plugin (whole, shared, renamed, MIG) and HAMi advertise starts so.
 GPU_RESOURCE_PREFIXES = (WHOLE_GPU_RESOURCE, MIG_RESOURCE_PREFIX)
+HAMI_GPU_POLICY_ANNOTATION = "hami.io/gpu-scheduler-policy"  # which card of the node: binpack, spread, ...
 KAI_FRACTION_ANNOTATION = "gpu-fraction"
 # KAI also gives a GPU share for these (docs/spawner.md); fracnb writes only the fraction.
 GPU_REQUEST_ANNOTATIONS = (KAI_FRACTION_ANNOTATION, "gpu-memory", "gpu-fraction-num-devices")
@@ -43,6 +44,7 @@ class BackendSettings:
     kai_queue_label: str
     kai_queue: str
     soft_cap_ratio: float
+    hami_gpu_policy: str = "binpack"
     whole_gpu_resource: str = WHOLE_GPU_RESOURCE  # the device plugin's own name; not configurable
     dra_device_class: str = "gpu.nvidia.com"
     dra_mig_device_class: str = "mig.nvidia.com"

@@ -26,6 +26,7 @@ from fracnb_spawner.common.units import format_decimal
 from fracnb_spawner.gpu import dra
 from fracnb_spawner.gpu.backends import (
     HAMI_CORES_RESOURCE,
+    HAMI_GPU_POLICY_ANNOTATION,
     HAMI_MEMORY_PERCENT_RESOURCE,
     HAMI_MEMORY_RESOURCE,
     KAI_FRACTION_ANNOTATION,
@@ -146,10 +147,11 @@ def hami_fields(plan: GPUPlan, settings: BackendSettings) -> PodFields:
         resources[HAMI_MEMORY_RESOURCE] = str(plan.memory_bytes // 2**20)
     else:
         resources[HAMI_MEMORY_PERCENT_RESOURCE] = percent
+    policy = {HAMI_GPU_POLICY_ANNOTATION: settings.hami_gpu_policy} if settings.hami_gpu_policy else {}
     return PodFields(
         resources=resources,
         scheduler_name=settings.hami_scheduler,
-        annotations=_hami_gputype(plan),
+        annotations={**_hami_gputype(plan), **policy},
     )
 
 
