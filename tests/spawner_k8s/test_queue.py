@@ -323,7 +323,7 @@ async def test_slots_held_by_lower_priority_pods_do_not_queue_the_spawn(
     await wait_until(lambda: sum(1 for p in testbed.list_pods(k8s_namespace) if p["spec"].get("nodeName")) == SLOTS)
     spawner = in_group(cluster_spawner({"profile": "quarter"}, user="lena", config=quarter_config()))
     assert isinstance(await asyncio.wait_for(spawner.start(), timeout=60), str)
-    assert spawner._queue_ticket is None or not spawner._queue_ticket.gated  # never queued behind a batch pod
+    assert spawner.queue.went_straight  # never queued behind a batch pod
     bound = pod(testbed, k8s_namespace, spawner.pod_name)
     assert bound["spec"].get("nodeName")
     await wait_until(lambda: sum(1 for name in batch if pod(testbed, k8s_namespace, name) is None) == 1)
