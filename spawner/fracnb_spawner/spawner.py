@@ -147,6 +147,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         as KubeSpawner's refusals are.
         """
         self.values.restore(self)
+        # The hub has read start()'s longer timeout by now: KubeSpawner's own waits use the configured one.
+        self.values.restore_start_timeout(self)
         self.spawn_plan = None
         self.queue.reset()
         profiles = await self.resolve_profiles()
