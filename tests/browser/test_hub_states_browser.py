@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from meter_lab import LabServer, wait_for_polls
 from playwright.sync_api import Browser, Locator, Page, expect
 
 from fracnb_meter.hubservice import report_from_me
 from fracnb_meter.wording import cull_warning
+from tests.browser.meter_lab import LabServer, wait_for_polls
 from tests.service_reports import (
     DEMAND_WARNING,
     IDLE_WARNING,

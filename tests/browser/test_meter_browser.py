@@ -13,8 +13,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from meter_lab import BUDGET_BYTES, GIB, ApiError, FakeGpu, LabServer, wait_for_animations, wait_for_polls
 from playwright.sync_api import Browser, Page, expect
+
+from tests.browser.meter_lab import BUDGET_BYTES, GIB, ApiError, FakeGpu, LabServer, wait_for_animations, wait_for_polls
 
 pytestmark = pytest.mark.browser
 

@@ -16,10 +16,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from meter_lab import GIB, FakeGpu, LabServer, wait_for_animations
 from playwright.sync_api import Browser, Page, Route, expect
 
 from fracnb_meter.hubservice import report_from_me
+from tests.browser.meter_lab import GIB, FakeGpu, LabServer, wait_for_animations
 from tests.e2e.pages import run_cell
 from tests.service_reports import IDLE_WARNING, ReportServer, report_blocking
 

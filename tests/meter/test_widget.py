@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from jupyter_core.paths import jupyter_path
-from meter_helpers import GIB, Kernel, wait_for_execution_state
 
 from fracnb_meter.hibernation.offerwidget import RestoreOffer
 from fracnb_meter.schema import USAGE, check, problems
@@ -29,6 +28,7 @@ from fracnb_meter.widget import (
     view_of,
 )
 from fracnb_meter.wording import cull_warning
+from tests.meter.meter_helpers import GIB, Kernel, wait_for_execution_state
 from tests.service_reports import ReportServer, past_session
 from tests.shared_cases import shared_cases
 

@@ -13,12 +13,10 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from traitlets.config import Config, PyFileConfigLoader
+from traitlets.config import Config
 
 from fracnb_spawner.dryrun import OFFLINE_KUBECONFIG
-
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE_CONFIG = REPO / "examples" / "jupyterhub_config.py"
+from tests.spawner.examples import EXAMPLE_CONFIG, load_config_file
 
 
 @pytest.fixture(autouse=True)
@@ -34,11 +32,6 @@ def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     clients.load_config.cache_clear()
     return path
-
-
-def load_config_file(path: Path) -> Config:
-    loader = PyFileConfigLoader(path.name, path=str(path.parent))
-    return loader.load_config()
 
 
 @pytest.fixture
