@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import pytest
 
 from fracnb_meter.schema import USAGE, problems
 from fracnb_meter.testing import fakenvml
+from fracnb_testbed.procs import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 LABEXTENSION = REPO / "extension" / "fracnb_meter" / "labextension"
@@ -149,13 +149,10 @@ class LabServer:
         return session
 
     def kernel_pid(self, kernel_id: str, timeout: float = 30) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for kernel in self.usage()["kernels"]:
-                if kernel["id"] == kernel_id and kernel["pid"]:
-                    return int(kernel["pid"])
-            time.sleep(0.2)
-        raise AssertionError(f"kernel {kernel_id} never showed a pid in the usage API")
+        def pid() -> int | None:
+            return next((int(k["pid"]) for k in self.usage()["kernels"] if k["id"] == kernel_id and k["pid"]), None)
+
+        return wait_until(pid, what=f"kernel {kernel_id}'s pid in the usage API", timeout=timeout)
 
 
 def free_port() -> int:
@@ -165,17 +162,16 @@ def free_port() -> int:
 
 
 def wait_until_up(server: LabServer, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
+    def up() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"jupyter lab exited with {process.returncode}; see {server.log}")
         try:
             server.api("GET", "api/status")
         except (ApiError, urllib.error.URLError, ConnectionError):
-            time.sleep(0.3)
-        else:
-            return
-    raise RuntimeError(f"jupyter lab did not answer within {STARTUP_TIMEOUT_S}s; see {server.log}")
+            return False
+        return True
+
+    wait_until(up, what=f"jupyter lab to answer (its log: {server.log})", timeout=STARTUP_TIMEOUT_S, interval=0.3)
 
 
 def labextension_path(tmp: Path) -> Path:
