@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import statistics
 import tempfile
@@ -23,6 +22,7 @@ from typing import Any
 
 from traitlets.config import Config
 
+from fracnb_spawner.cluster.kube import kubeconfig_at
 from fracnb_testbed.binaries import find_bin_dir
 from fracnb_testbed.clusters import load_cluster
 from fracnb_testbed.controlplane import down, up
@@ -123,15 +123,11 @@ async def round_of(spawner_class: type, config: Config, users: int, tag: str) ->
 
 
 async def run(testbed: Testbed, rounds: int, users: int, pods: int) -> None:
-    from kubernetes_asyncio.config import kube_config
-    from kubespawner import KubeSpawner, clients
+    from kubespawner import KubeSpawner
 
     from fracnb_spawner.hubstate import HubState
     from fracnb_spawner.spawner import FractionalSpawner
 
-    os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
-    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(testbed.kubeconfig)
-    clients.load_config.cache_clear()
     namespace = testbed.create_namespace("bench")
     print(f"creating {pods} GPU pods ...")
     make_pods(testbed, namespace, pods)
@@ -169,7 +165,8 @@ def main() -> None:
         print("starting the testbed (large cluster) ...")
         state = up(load_cluster("large"), Path(directory) / "state", bin_dir=find_bin_dir())
         try:
-            asyncio.run(run(Testbed(state), args.rounds, args.users, args.pods))
+            with kubeconfig_at(state.kubeconfig):
+                asyncio.run(run(Testbed(state), args.rounds, args.users, args.pods))
         finally:
             down(state.directory)
 

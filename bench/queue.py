@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import tempfile
 import time
@@ -27,6 +26,7 @@ from typing import Any
 
 from traitlets.config import Config
 
+from fracnb_spawner.cluster.kube import kubeconfig_at
 from fracnb_testbed.binaries import find_bin_dir
 from fracnb_testbed.clusters import load_cluster
 from fracnb_testbed.controlplane import down, up
@@ -131,15 +131,11 @@ async def one_by_one(cls: type, c: Config, notebooks: int, tag: str) -> list[flo
 
 
 async def run(testbed: Testbed, rounds: int, notebooks: int, frees: int) -> None:
-    from kubernetes_asyncio.config import kube_config
-    from kubespawner import KubeSpawner, clients
+    from kubespawner import KubeSpawner
 
     from fracnb_spawner.hubstate import HubState
     from fracnb_spawner.spawner import FractionalSpawner
 
-    os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
-    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(testbed.kubeconfig)
-    clients.load_config.cache_clear()
     namespace = testbed.create_namespace("bench")
     cls = FractionalSpawner
 
@@ -238,15 +234,11 @@ async def dra_slot_freed_to_running(cls: type, testbed: Testbed, namespace: str,
 
 
 async def run_dra(testbed: Testbed, frees: int) -> None:
-    from kubernetes_asyncio.config import kube_config
-    from kubespawner import KubeSpawner, clients
+    from kubespawner import KubeSpawner
 
     from fracnb_spawner.hubstate import HubState
     from fracnb_spawner.spawner import FractionalSpawner
 
-    os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
-    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(testbed.kubeconfig)
-    clients.load_config.cache_clear()
     namespace = testbed.create_namespace("bench")
     rest = testbed.rest()
     try:
@@ -286,10 +278,11 @@ def main() -> None:
         print(f"starting the testbed ({cluster} cluster) ...")
         state = up(load_cluster(cluster), Path(directory) / "state", bin_dir=find_bin_dir())
         try:
-            if args.dra:
-                asyncio.run(run_dra(Testbed(state), args.frees))
-            else:
-                asyncio.run(run(Testbed(state), args.rounds, args.notebooks, args.frees))
+            with kubeconfig_at(state.kubeconfig):
+                if args.dra:
+                    asyncio.run(run_dra(Testbed(state), args.frees))
+                else:
+                    asyncio.run(run(Testbed(state), args.rounds, args.notebooks, args.frees))
         finally:
             down(state.directory)
 
