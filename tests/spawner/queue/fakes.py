@@ -139,13 +139,14 @@ class FakeApi:
         self.cluster = cluster
         self.patches: list[tuple[str, str, list[dict[str, Any]]]] = []
         self.deletes: list[tuple[str, str, int | None]] = []
+        self.watch_lags = False  # True: a patch is taken, but the view does not show it yet
 
     async def patch_namespaced_pod(self, name: str, namespace: str, body: list[dict[str, Any]]) -> None:
         self.patches.append((namespace, name, body))
         target = self.cluster.pods.get(f"{namespace}/{name}")
         if target is None:
             raise ApiException(status=404, reason="Not Found")
-        spec = target["spec"]
+        spec = copy.deepcopy(target["spec"]) if self.watch_lags else target["spec"]
         for operation in body:
             path = operation["path"].removeprefix("/spec/")
             if operation["op"] == "test" and spec.get(path) != operation["value"]:

@@ -199,6 +199,19 @@ async def test_a_freed_slot_lifts_the_heads_gate_and_tells_its_spawn(make_queue)
     assert cat.position == 1
 
 
+async def test_a_lifted_spawn_holds_its_slot_while_the_watch_still_shows_its_gate(make_queue) -> None:
+    queue = await make_queue(1)
+    queue.cluster.add(running("ann"))
+    bob = await queue.spawn("bob")
+    queue.api.watch_lags = True
+    queue.cluster.remove(key("ann"))
+    await queue.coordinator.reconcile()
+    assert bob.lifted.is_set()
+    assert queue.cluster.is_gated(bob.key)
+    assert (await queue.coordinator.capacity(ask())).free == 0
+    assert (await queue.spawn("cat")).gated
+
+
 async def test_lifting_is_strict_nobody_passes_a_head_that_does_not_fit(make_queue) -> None:
     queue = await make_queue(4)
     queue.cluster.add(*(running(f"held-{i}") for i in range(4)))
