@@ -13,6 +13,7 @@ from traitlets.config import Config
 from fracnb_spawner.form import rows as form
 from fracnb_spawner.form import spawnform
 from fracnb_testbed.procs import wait_until_async
+from tests.spawner.examples import env_of
 from tests.spawner_k8s.dra import A100, allocation_of, claims_in, templates_in
 from tests.spawner_k8s.helpers import form_shows
 
@@ -66,7 +67,7 @@ async def test_a_mig_claim_lands_only_on_a_device_with_that_profile(dra_spawner,
     result = allocation_of(dra_testbed, dra_namespace, spawner.pod_name)
     assert result["pool"] == "a100-mig-0"
     assert "-mig-1g-10gb-" in result["device"]
-    env = {var.name: var.value for var in (await spawner.get_pod_manifest()).spec.containers[0].env}
+    env = env_of(await spawner.get_pod_manifest())
     assert (env["FRACNB_GPU_BACKEND"], env["FRACNB_ISOLATION"]) == ("dra", "hard")
     await spawner.stop()
 
