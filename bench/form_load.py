@@ -17,6 +17,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -84,21 +85,41 @@ def make_pods(testbed: Testbed, namespace: str, count: int) -> None:
 
 def uncached_class() -> type:
     """The spawner as it was: a LIST of nodes, of all pods and of the hub's pods on every form load."""
-    from fracnb_spawner.cluster.kube import list_pods
-    from fracnb_spawner.quota.policy import Allocation, allocations_from_pods
+    from fracnb_spawner.choosing import Choosing
+    from fracnb_spawner.cluster.kube import list_pods, singleuser_selector
+    from fracnb_spawner.cluster.slots import Cluster
+    from fracnb_spawner.cluster.view import LIVE_PODS
+    from fracnb_spawner.quota import admission
+    from fracnb_spawner.quota.policy import allocations_from_pods
     from fracnb_spawner.spawner import FractionalSpawner
 
-    class Uncached(FractionalSpawner):
-        async def _cluster_view(self) -> tuple[list[dict], list[dict]]:
-            serialize = self.api.api_client.sanitize_for_serialization
-            nodes = await self.api.list_node()
-            pods = await self.api.list_pod_for_all_namespaces(
-                field_selector="status.phase!=Succeeded,status.phase!=Failed"
-            )
-            return serialize(nodes)["items"], serialize(pods)["items"]
+    class Listing(Choosing):
+        """What the form reads, listed when one load first asks for it (each load is a new spawner here)."""
 
-        async def _allocations_in_cluster(self, *, fresh: bool = True) -> list[Allocation]:
-            return allocations_from_pods(await list_pods(self.api, self.namespace, "component=singleuser-server"))
+        listed: Cluster | None = None
+        held: list | None = None
+
+        async def read_cluster(self, ask: Any, *, wait: bool) -> Cluster:
+            if self.listed is None:
+                api = self.host.api
+                serialize = api.api_client.sanitize_for_serialization
+                nodes = await api.list_node()
+                pods = await api.list_pod_for_all_namespaces(field_selector=LIVE_PODS)
+                self.listed = Cluster(serialize(nodes)["items"], serialize(pods)["items"])
+            return self.listed
+
+        async def quota_decision_now(self, row: Any) -> Any:
+            if self.held is None:
+                host = self.host
+                self.held = allocations_from_pods(await list_pods(host.api, host.namespace, singleuser_selector()))
+            fraction = row.plan.fraction if row is not None else Fraction(0)
+            ledger = self.host.hub_state.ledger
+            return admission.decision(self.quota_policy(), ledger, self.held, self._applicant(), fraction)
+
+    class Uncached(FractionalSpawner):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.choosing = Listing(self)
 
     return Uncached
 
