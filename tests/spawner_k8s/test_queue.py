@@ -349,11 +349,19 @@ async def test_slots_held_by_lower_priority_pods_do_not_queue_the_spawn(
         manifest = filler(index)
         manifest["spec"].update(priorityClassName="batch-below", terminationGracePeriodSeconds=0)
         batch.append(testbed.create_pod(k8s_namespace, manifest)["metadata"]["name"])
-    await wait_until(lambda: sum(1 for p in testbed.list_pods(k8s_namespace) if p["spec"].get("nodeName")) == SLOTS)
+    await wait_until_async(
+        lambda: sum(1 for p in testbed.list_pods(k8s_namespace) if p["spec"].get("nodeName")) == SLOTS,
+        what=f"{SLOTS} batch pods bound",
+        timeout=60,
+    )
     spawner = in_group(cluster_spawner({"profile": "quarter"}, user="lena", config=quarter_config()))
     assert isinstance(await asyncio.wait_for(spawner.start(), timeout=60), str)
-    assert spawner._queue_ticket is None or not spawner._queue_ticket.gated  # never queued behind a batch pod
+    assert spawner.queue.ticket is None or not spawner.queue.ticket.gated  # never queued behind a batch pod
     bound = pod(testbed, k8s_namespace, spawner.pod_name)
     assert bound["spec"].get("nodeName")
-    await wait_until(lambda: sum(1 for name in batch if pod(testbed, k8s_namespace, name) is None) == 1)
+    await wait_until_async(
+        lambda: sum(1 for name in batch if pod(testbed, k8s_namespace, name) is None) == 1,
+        what="one batch pod preempted",
+        timeout=60,
+    )
     await spawner.stop()
