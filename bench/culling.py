@@ -239,6 +239,17 @@ async def make_pod_source(args, names: list[str]):
     await config.load_kube_config(args.kubeconfig, client_configuration=configuration)
     async with client.ApiClient(configuration) as api_client:
         core = client.CoreV1Api(api_client)
+        # A fresh cluster has no such namespace yet; without a controller-manager (the testbed), nothing
+        # makes its default ServiceAccount, which pods need.
+        for create_call, arguments in (
+            (core.create_namespace, ({"metadata": {"name": args.namespace}},)),
+            (core.create_namespaced_service_account, (args.namespace, {"metadata": {"name": "default"}})),
+        ):
+            try:
+                await create_call(*arguments)
+            except client.exceptions.ApiException as error:
+                if error.status != 409:  # 409: it exists
+                    raise
         slots = asyncio.Semaphore(32)
 
         async def create(manifest: dict) -> None:

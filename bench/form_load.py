@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import statistics
 import tempfile
 import time
 from collections import Counter
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from traitlets.config import Config
 
+from fracnb_spawner.cluster.kube import kubeconfig_at
 from fracnb_testbed.binaries import find_bin_dir
 from fracnb_testbed.clusters import load_cluster
 from fracnb_testbed.controlplane import down, up
@@ -84,21 +85,41 @@ def make_pods(testbed: Testbed, namespace: str, count: int) -> None:
 
 def uncached_class() -> type:
     """The spawner as it was: a LIST of nodes, of all pods and of the hub's pods on every form load."""
-    from fracnb_spawner.cluster.kube import list_pods
-    from fracnb_spawner.quota.policy import Allocation, allocations_from_pods
+    from fracnb_spawner.choosing import Choosing
+    from fracnb_spawner.cluster.kube import list_pods, singleuser_selector
+    from fracnb_spawner.cluster.slots import Cluster
+    from fracnb_spawner.cluster.view import LIVE_PODS
+    from fracnb_spawner.quota import admission
+    from fracnb_spawner.quota.policy import allocations_from_pods
     from fracnb_spawner.spawner import FractionalSpawner
 
-    class Uncached(FractionalSpawner):
-        async def _cluster_view(self) -> tuple[list[dict], list[dict]]:
-            serialize = self.api.api_client.sanitize_for_serialization
-            nodes = await self.api.list_node()
-            pods = await self.api.list_pod_for_all_namespaces(
-                field_selector="status.phase!=Succeeded,status.phase!=Failed"
-            )
-            return serialize(nodes)["items"], serialize(pods)["items"]
+    class Listing(Choosing):
+        """What the form reads, listed when one load first asks for it (each load is a new spawner here)."""
 
-        async def _allocations_in_cluster(self, *, fresh: bool = True) -> list[Allocation]:
-            return allocations_from_pods(await list_pods(self.api, self.namespace, "component=singleuser-server"))
+        listed: Cluster | None = None
+        held: list | None = None
+
+        async def read_cluster(self, ask: Any, *, wait: bool) -> Cluster:
+            if self.listed is None:
+                api = self.host.api
+                serialize = api.api_client.sanitize_for_serialization
+                nodes = await api.list_node()
+                pods = await api.list_pod_for_all_namespaces(field_selector=LIVE_PODS)
+                self.listed = Cluster(serialize(nodes)["items"], serialize(pods)["items"])
+            return self.listed
+
+        async def quota_decision_now(self, row: Any) -> Any:
+            if self.held is None:
+                host = self.host
+                self.held = allocations_from_pods(await list_pods(host.api, host.namespace, singleuser_selector()))
+            fraction = row.plan.fraction if row is not None else Fraction(0)
+            ledger = self.host.hub_state.ledger
+            return admission.decision(self.quota_policy(), ledger, self.held, self._applicant(), fraction)
+
+    class Uncached(FractionalSpawner):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.choosing = Listing(self)
 
     return Uncached
 
@@ -123,15 +144,11 @@ async def round_of(spawner_class: type, config: Config, users: int, tag: str) ->
 
 
 async def run(testbed: Testbed, rounds: int, users: int, pods: int) -> None:
-    from kubernetes_asyncio.config import kube_config
-    from kubespawner import KubeSpawner, clients
+    from kubespawner import KubeSpawner
 
     from fracnb_spawner.hubstate import HubState
     from fracnb_spawner.spawner import FractionalSpawner
 
-    os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
-    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(testbed.kubeconfig)
-    clients.load_config.cache_clear()
     namespace = testbed.create_namespace("bench")
     print(f"creating {pods} GPU pods ...")
     make_pods(testbed, namespace, pods)
@@ -169,7 +186,8 @@ def main() -> None:
         print("starting the testbed (large cluster) ...")
         state = up(load_cluster("large"), Path(directory) / "state", bin_dir=find_bin_dir())
         try:
-            asyncio.run(run(Testbed(state), args.rounds, args.users, args.pods))
+            with kubeconfig_at(state.kubeconfig):
+                asyncio.run(run(Testbed(state), args.rounds, args.users, args.pods))
         finally:
             down(state.directory)
 

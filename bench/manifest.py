@@ -10,13 +10,11 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 from traitlets.config import Config
 
-from fracnb_spawner.dryrun import OFFLINE_KUBECONFIG
+from fracnb_spawner.cluster.kube import offline_kubeconfig
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "300"))
 
@@ -76,10 +74,7 @@ async def run() -> None:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as scratch:
-        path = Path(scratch) / "kubeconfig"
-        path.write_text(OFFLINE_KUBECONFIG)
-        os.environ["KUBECONFIG"] = str(path)
+    with offline_kubeconfig():
         asyncio.run(run())
 
 

@@ -18,19 +18,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from traitlets.config import Config
 
+from fracnb_spawner.cluster.kube import kubeconfig_at
 from fracnb_testbed.binaries import find_bin_dir
 from fracnb_testbed.clusters import load_cluster
 from fracnb_testbed.controlplane import down, up
 from fracnb_testbed.handle import Testbed
+from fracnb_testbed.procs import wait_until_async
 
 TS4 = {"type": "kwok", "nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "4"}
 SLOTS = 64
@@ -76,19 +78,35 @@ async def bound(testbed: Testbed, namespace: str, name: str) -> float:
         await asyncio.sleep(0.01)
 
 
-async def queued(waiting: Any) -> None:
+async def queued(waiting: Any, task: asyncio.Future) -> None:
     """Until the spawn holds a place in line (polled: the place is a plain attribute)."""
-    while True:
+
+    def placed() -> bool:
+        if waiting.queue.went_straight or task.done():
+            raise RuntimeError(f"{waiting.pod_name} did not queue: the hub saw a free slot")
         ticket = waiting.queue.ticket
-        if ticket is not None and ticket.position is not None:
-            return
-        await asyncio.sleep(0.01)
+        return ticket is not None and ticket.position is not None
+
+    await wait_until_async(placed, what=f"{waiting.pod_name}'s place in the queue", timeout=60, interval=0.01)
+
+
+async def hub_sees(waiting: Any, what: str, seen: Callable[[Any], bool]) -> None:
+    """Until the hub's watches (``ClusterWatches``) show what the cluster holds: a spawn the queue admits
+    on an older picture, with a slot still free in it, goes straight to the scheduler instead of queueing."""
+    watches = waiting.hub_state.cluster(waiting.api, waiting.log)
+    await wait_until_async(lambda: seen(watches), what=f"the hub's watch to show {what}", timeout=60, interval=0.01)
+
+
+def fillers_bound(watches: Any) -> bool:
+    pods = watches.view.pods.objects()
+    return sum(1 for p in pods if p["metadata"]["name"].startswith("filler-") and p["spec"].get("nodeName")) == SLOTS
 
 
 async def slot_freed_to_running(cls: type, testbed: Testbed, namespace: str, index: int) -> tuple[float, float]:
     waiting = spawner(cls, config(namespace, 3600), f"queued{index}")
+    await hub_sees(waiting, "every slot taken", fillers_bound)
     task = asyncio.ensure_future(waiting.start())
-    await queued(waiting)
+    await queued(waiting, task)
     freed = time.perf_counter()
     testbed.delete_pod(namespace, f"filler-{index:02d}", grace_seconds=0)
     try:
@@ -131,15 +149,11 @@ async def one_by_one(cls: type, c: Config, notebooks: int, tag: str) -> list[flo
 
 
 async def run(testbed: Testbed, rounds: int, notebooks: int, frees: int) -> None:
-    from kubernetes_asyncio.config import kube_config
-    from kubespawner import KubeSpawner, clients
+    from kubespawner import KubeSpawner
 
     from fracnb_spawner.hubstate import HubState
     from fracnb_spawner.spawner import FractionalSpawner
 
-    os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
-    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(testbed.kubeconfig)
-    clients.load_config.cache_clear()
     namespace = testbed.create_namespace("bench")
     cls = FractionalSpawner
 
@@ -217,8 +231,9 @@ def claiming_pod(name: str) -> dict[str, Any]:
 async def dra_slot_freed_to_running(cls: type, testbed: Testbed, namespace: str, index: int) -> tuple[float, float]:
     filler = f"filler-{index % DRA_FILLERS}"
     waiting = spawner(cls, dra_config(namespace), f"queued{index}")
+    await hub_sees(waiting, "the A100 full", lambda watches: len(watches.device_view().claims.objects()) == DRA_FILLERS)
     task = asyncio.ensure_future(waiting.start())
-    await queued(waiting)
+    await queued(waiting, task)
     freed = time.perf_counter()
     testbed.delete_pod(namespace, filler, grace_seconds=0)
     await task
@@ -238,15 +253,11 @@ async def dra_slot_freed_to_running(cls: type, testbed: Testbed, namespace: str,
 
 
 async def run_dra(testbed: Testbed, frees: int) -> None:
-    from kubernetes_asyncio.config import kube_config
-    from kubespawner import KubeSpawner, clients
+    from kubespawner import KubeSpawner
 
     from fracnb_spawner.hubstate import HubState
     from fracnb_spawner.spawner import FractionalSpawner
 
-    os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
-    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(testbed.kubeconfig)
-    clients.load_config.cache_clear()
     namespace = testbed.create_namespace("bench")
     rest = testbed.rest()
     try:
@@ -286,10 +297,11 @@ def main() -> None:
         print(f"starting the testbed ({cluster} cluster) ...")
         state = up(load_cluster(cluster), Path(directory) / "state", bin_dir=find_bin_dir())
         try:
-            if args.dra:
-                asyncio.run(run_dra(Testbed(state), args.frees))
-            else:
-                asyncio.run(run(Testbed(state), args.rounds, args.notebooks, args.frees))
+            with kubeconfig_at(state.kubeconfig):
+                if args.dra:
+                    asyncio.run(run_dra(Testbed(state), args.frees))
+                else:
+                    asyncio.run(run(Testbed(state), args.rounds, args.notebooks, args.frees))
         finally:
             down(state.directory)
 

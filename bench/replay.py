@@ -35,6 +35,7 @@ from bench.replay_model import SOURCES, Day, Parameters, busy_parameters, genera
 from bench.replay_report import final_line, plot, table
 from bench.replay_runs import USER_SCHEDULER, RunSetup, runs
 from bench.replay_training import Calibration
+from fracnb_spawner.cluster.kube import kubeconfig_at
 from fracnb_testbed.binaries import find_bin_dir
 from fracnb_testbed.clusters import ALLOCATION_POLICIES, ClusterSpec, load_cluster
 from fracnb_testbed.controlplane import GPU_PACKING_SCHEDULER, down, up
@@ -99,12 +100,6 @@ async def prepare(api: Any, namespace: str, dra: bool) -> None:
 async def drive(
     setup: RunSetup, testbed: Testbed, spec: ClusterSpec, day: Day, *, params: Parameters, step: int
 ) -> RunResult:
-    from kubernetes_asyncio.config import kube_config
-    from kubespawner import clients
-
-    os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
-    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(testbed.kubeconfig)
-    clients.load_config.cache_clear()
     namespace = testbed.create_namespace(f"replay-{setup.name}")
     quotas = dict.fromkeys(day.groups, params.group_quota_gpus)
     policies = {name: group.allocation_policy for group in spec.groups for name in group.node_names()}
@@ -139,7 +134,8 @@ def run_one(
     print(f"[replay] {setup.name}: starting the testbed ({spec.name} cluster) ...", flush=True)
     state = up(spec, state_root / setup.name, bin_dir=find_bin_dir())
     try:
-        result = asyncio.run(drive(setup, Testbed(state), spec, day, params=params, step=step))
+        with kubeconfig_at(state.kubeconfig):
+            result = asyncio.run(drive(setup, Testbed(state), spec, day, params=params, step=step))
     finally:
         down(state.directory)
     print(f"[replay] {setup.name}: {len(result.steps)} steps in {result.seconds:.0f} s", flush=True)

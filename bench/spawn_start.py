@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import tempfile
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from traitlets.config import Config
 
+from fracnb_spawner.cluster.kube import kubeconfig_at
 from fracnb_testbed.binaries import find_bin_dir
 from fracnb_testbed.clusters import ClusterSpec, load_cluster, parse_cluster
 from fracnb_testbed.controlplane import down, up
@@ -113,14 +113,10 @@ async def batch(spawner_class: type, config: Config, notebooks: int, tag: str) -
 
 
 async def run(testbed: Testbed, rounds: int, notebooks: int, *, dra: bool = False) -> None:
-    from kubernetes_asyncio.config import kube_config
-    from kubespawner import KubeSpawner, clients
+    from kubespawner import KubeSpawner
 
     from fracnb_spawner.spawner import FractionalSpawner
 
-    os.environ["KUBECONFIG"] = str(testbed.kubeconfig)
-    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(testbed.kubeconfig)
-    clients.load_config.cache_clear()
     namespace = testbed.create_namespace("bench")
     variants = [
         ("ours", FractionalSpawner, ours_config),
@@ -164,7 +160,8 @@ def main() -> None:
         print(f"starting the testbed ({cluster.name} cluster) ...")
         state = up(cluster, Path(directory) / "state", bin_dir=find_bin_dir())
         try:
-            asyncio.run(run(Testbed(state), args.rounds, args.notebooks, dra=args.dra))
+            with kubeconfig_at(state.kubeconfig):
+                asyncio.run(run(Testbed(state), args.rounds, args.notebooks, dra=args.dra))
         finally:
             down(state.directory)
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ import yaml
 from traitlets import TraitError
 from traitlets.config import Config, PyFileConfigLoader
 
+from fracnb_spawner.cluster.kube import offline_kubeconfig
 from fracnb_spawner.common.units import share_text
 from fracnb_spawner.config.overrides import OverrideError
 from fracnb_spawner.config.profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
@@ -35,14 +34,6 @@ from fracnb_spawner.gpu.words import plan_summary
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.service.page import duration_text
-
-OFFLINE_KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: offline, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: offline, user: {token: offline}}]
-contexts: [{name: offline, context: {cluster: offline, user: offline, namespace: jupyterhub}}]
-current-context: offline
-"""
 
 
 def load_hub_config(path: Path) -> Config:
@@ -77,7 +68,7 @@ def _rows(spawner_class: type, config: Config) -> Iterator[tuple[str, str, dict]
 
 
 async def _describe(config: Config, manifest: bool) -> list[dict]:
-    from kubespawner import KubeSpawner  # noqa: PLC0415 - imported after KUBECONFIG points offline
+    from kubespawner import KubeSpawner  # noqa: PLC0415 - `fracnb-dry-run --help` need not load JupyterHub
 
     from fracnb_spawner.spawner import FractionalSpawner  # noqa: PLC0415
 
@@ -224,13 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.config.exists():
         print(f"fracnb-dry-run: {args.config} does not exist", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory() as scratch:
-        kubeconfig = Path(scratch) / "kubeconfig"
-        kubeconfig.write_text(OFFLINE_KUBECONFIG)
-        os.environ["KUBECONFIG"] = str(kubeconfig)
-        from kubernetes_asyncio.config import kube_config  # noqa: PLC0415 - it reads KUBECONFIG at import
-
-        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(kubeconfig)
+    with offline_kubeconfig():
         try:
             config = load_hub_config(args.config)
             rows = asyncio.run(_describe(config, args.manifest))

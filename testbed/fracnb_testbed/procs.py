@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import os
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from fracnb_testbed.errors import TestbedError
 
 LOOPBACK = "127.0.0.1"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -127,35 +131,76 @@ def stop(record: ProcessRecord, grace: float = 10.0) -> bool:
     return True
 
 
+class _Patience:
+    """How long a wait may go on: it fails early if ``watched`` dies (with the tail of its log), fails
+    after ``timeout`` seconds, and reports progress every 5 s."""
+
+    def __init__(
+        self,
+        what: str,
+        timeout: float,
+        watched: ProcessRecord | None,
+        progress: Callable[[str], None] | None,
+    ) -> None:
+        self.what, self.timeout, self.watched, self.progress = what, timeout, watched, progress
+        self.started = time.monotonic()
+        self.next_report = self.started + 5
+
+    def check(self) -> None:
+        """Raise TestbedError if the wait should end unsuccessfully; say how long it has lasted."""
+        now, watched = time.monotonic(), self.watched
+        if watched is not None and not is_alive(watched):
+            reap(watched.pid)
+            raise TestbedError(
+                f"{watched.name} exited while waiting for {self.what}; the end of its log "
+                f"{watched.log}:\n{log_tail(watched.log)}"
+            )
+        if now - self.started > self.timeout:
+            tail = f"; the end of {watched.log}:\n{log_tail(watched.log)}" if watched else ""
+            raise TestbedError(f"timed out after {self.timeout:.0f}s waiting for {self.what}{tail}")
+        if self.progress is not None and now >= self.next_report:
+            self.progress(f"still waiting for {self.what} ({now - self.started:.0f}s)")
+            self.next_report = now + 5
+
+
 def wait_until(
-    check: Callable[[], bool],
+    check: Callable[[], T],
     *,
     what: str,
     timeout: float,
     watched: ProcessRecord | None = None,
     progress: Callable[[str], None] | None = None,
     interval: float = 0.2,
-) -> None:
-    """Poll ``check`` until true; fail early if ``watched`` dies, with the tail of its log."""
-    started = time.monotonic()
-    next_report = started + 5
-    while True:
-        if check():
-            return
-        now = time.monotonic()
-        if watched is not None and not is_alive(watched):
-            reap(watched.pid)
-            raise TestbedError(
-                f"{watched.name} exited while waiting for {what}; the end of its log "
-                f"{watched.log}:\n{log_tail(watched.log)}"
-            )
-        if now - started > timeout:
-            tail = f"; the end of {watched.log}:\n{log_tail(watched.log)}" if watched else ""
-            raise TestbedError(f"timed out after {timeout:.0f}s waiting for {what}{tail}")
-        if progress is not None and now >= next_report:
-            progress(f"still waiting for {what} ({now - started:.0f}s)")
-            next_report = now + 5
+) -> T:
+    """Poll ``check`` until it returns something true, and return that; fail early if ``watched`` dies,
+    with the tail of its log, and after ``timeout`` seconds, naming ``what`` was awaited."""
+    patience = _Patience(what, timeout, watched, progress)
+    while not (result := check()):
+        patience.check()
         time.sleep(interval)
+    return result
+
+
+async def wait_until_async(
+    check: Callable[[], T | Awaitable[T]],
+    *,
+    what: str,
+    timeout: float,
+    watched: ProcessRecord | None = None,
+    progress: Callable[[str], None] | None = None,
+    interval: float = 0.2,
+) -> T:
+    """:func:`wait_until` inside a running event loop: the loop runs its other tasks between tries.
+    ``check`` is a plain function or a coroutine function."""
+    patience = _Patience(what, timeout, watched, progress)
+    while True:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return result
+        patience.check()
+        await asyncio.sleep(interval)
 
 
 def stop_group(record: ProcessRecord, grace: float = 5.0) -> None:

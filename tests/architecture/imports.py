@@ -85,3 +85,42 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
         if node not in index:
             visit(node)
     return found
+
+
+def circle_path(edges: dict[str, set[str]], members: list[str]) -> list[str]:
+    """One shortest circle through ``members`` (a strongly connected component, as :func:`cycles` gives
+    it), as a path that starts and ends at the same node: ``["a", "b", "a"]``."""
+    start, inside = members[0], set(members)
+    parents: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for successor in sorted(edges.get(node, ())):
+                if successor == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(parents[path[-1]])
+                    return [*reversed(path), start]
+                if successor in inside and successor not in parents:
+                    parents[successor] = node
+                    following.append(successor)
+        frontier = following
+    raise ValueError(f"no circle through {start}")
+
+
+def room_of(module: str) -> str:
+    """The folder (room) a module of the package lives in, ``fracnb_spawner.gpu``; a module directly in
+    the package is a room of its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def room_arrows(edges: dict[str, set[str]]) -> dict[str, dict[str, list[str]]]:
+    """Room -> room it imports -> the imports that make that arrow (``"a.b imports c.d"``)."""
+    arrows: dict[str, dict[str, list[str]]] = {}
+    for module, targets in sorted(edges.items()):
+        for target in sorted(targets):
+            source, destination = room_of(module), room_of(target)
+            if source != destination:
+                arrows.setdefault(source, {}).setdefault(destination, []).append(f"{module} imports {target}")
+    return arrows

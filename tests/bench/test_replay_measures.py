@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timezone
 from fractions import Fraction
 
@@ -29,6 +28,7 @@ from bench.replay_settle import (
     undecided,
     waits_for_a_slot,
 )
+from tests.bench.final_line import LAST_LINE
 
 EIGHTH = Fraction(1, 8)
 CARDS = {DEV_POOL: ["dev-0/0", "dev-0/1", "dev-0/2"], TRAIN_POOL: ["train-0/0", "train-0/1"]}
@@ -138,15 +138,6 @@ def test_percentiles_are_nearest_rank_and_reduction_is_a_percentage() -> None:
     assert (percentile(values, 0.5), percentile(values, 0.95)) == (50.0, 95.0)
     assert reduction(100, 30) == pytest.approx(70)
     assert reduction(0, 0) == 0.0
-
-
-LAST_LINE = re.compile(
-    r"^replay: packing (?P<packing>[\d.]+) \((?P<packing_run>time-slicing|DRA)\); "
-    r"dev cards freed (?P<freed>\d+)/(?P<dev_cards>\d+) \((?P<freed_run>time-slicing|DRA)\); "
-    r"idle per researcher-hour -(?P<idle_cut>-?[\d.]+)%; served (?P<served_before>\d+) -> (?P<served_after>\d+); "
-    r"busy-day wait p95 (?P<wait>[\d.]+) s; slowdown p95 (?P<slowdown>[\d.]+)x; busy culled (?P<busy_culled>\d+); "
-    r"state lost (?P<lost_before>\d+) -> (?P<lost_after>\d+)$"
-)
 
 
 def test_the_last_line_takes_the_better_fracnb_run_for_packing_and_names_it() -> None:

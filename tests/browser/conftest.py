@@ -14,30 +14,14 @@
 
 from __future__ import annotations
 
-import json
-import os
-import secrets
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from meter_lab import (
-    BUDGET_ENV,
-    CPU_ONLY_ENV,
-    REPO,
-    FakeGpu,
-    LabServer,
-    free_port,
-    labextension_path,
-    wait_until_up,
-)
 
 from fracnb_meter.testing import fakenvml
 from fracnb_meter.testing.chromium import CHROMIUM, CHROMIUM_ARGS
+from tests.browser.meter_lab import BUDGET_ENV, CPU_ONLY_ENV, REPO, FakeGpu, LabServer, gpu_environment, running_lab
 from tests.service_reports import ReportServer
 
 
@@ -64,66 +48,6 @@ def service() -> Iterator[ReportServer]:
     service = ReportServer.start()
     yield service
     service.stop()
-
-
-@contextmanager
-def running_lab(
-    tmp: Path, environment: dict[str, str], log: Path, meter_config: dict[str, object] | None = None
-) -> Iterator[LabServer]:
-    """``jupyter lab`` with the meter, the fake NVML and ``environment`` (the pod's variables);
-    ``meter_config``: more ``c.FracnbMeter`` settings."""
-    root, config = tmp / "root", tmp / "config"
-    root.mkdir()
-    config.mkdir()
-    (config / "jupyter_server_config.json").write_text(
-        json.dumps(
-            {
-                "ServerApp": {"jpserver_extensions": {"fracnb_meter": True}},
-                # Test latency, not production advice: re-read NVML at most every 0.2 s, ask the
-                # hub's service on every sample, and count GPU-unused time in 1 s windows.
-                "FracnbMeter": {
-                    "sample_interval_floor": 0.2,
-                    "service_interval": 0.0,
-                    "gpu_unused_window": 1,
-                    "gpu_unused_interval": 0.25,
-                    **(meter_config or {}),
-                },
-            }
-        )
-    )
-    # The news prompt is a notification too; keep the toast area for the meter's own.
-    (config / "labconfig").mkdir()
-    (config / "labconfig" / "page_config.json").write_text(
-        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
-    )
-    port, token = free_port(), secrets.token_hex(16)
-    env = {
-        **os.environ,
-        **environment,
-        "JUPYTER_CONFIG_DIR": str(config),
-        "JUPYTER_PATH": str(labextension_path(tmp)),
-        "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
-    }
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root"]
-    command += [f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1"]
-    command += [f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={token}"]
-    with log.open("w") as log_stream:
-        process = subprocess.Popen(command, env=env, stdout=log_stream, stderr=subprocess.STDOUT)
-    server = LabServer(url=f"http://127.0.0.1:{port}/", token=token, root=root, log=log, pid=process.pid)
-    try:
-        wait_until_up(server, process)
-        yield server
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def gpu_environment(fake_gpu: FakeGpu) -> dict[str, str]:
-    return {"LD_LIBRARY_PATH": str(fake_gpu.library_dir), "FAKE_NVML_STATE": str(fake_gpu.state_path)}
 
 
 @pytest.fixture(scope="session")

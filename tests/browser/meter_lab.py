@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import signal
 import socket
 import subprocess
-import time
+import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +20,7 @@ import pytest
 
 from fracnb_meter.schema import USAGE, problems
 from fracnb_meter.testing import fakenvml
+from fracnb_testbed.procs import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 LABEXTENSION = REPO / "extension" / "fracnb_meter" / "labextension"
@@ -143,13 +149,10 @@ class LabServer:
         return session
 
     def kernel_pid(self, kernel_id: str, timeout: float = 30) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for kernel in self.usage()["kernels"]:
-                if kernel["id"] == kernel_id and kernel["pid"]:
-                    return int(kernel["pid"])
-            time.sleep(0.2)
-        raise AssertionError(f"kernel {kernel_id} never showed a pid in the usage API")
+        def pid() -> int | None:
+            return next((int(k["pid"]) for k in self.usage()["kernels"] if k["id"] == kernel_id and k["pid"]), None)
+
+        return wait_until(pid, what=f"kernel {kernel_id}'s pid in the usage API", timeout=timeout)
 
 
 def free_port() -> int:
@@ -159,17 +162,16 @@ def free_port() -> int:
 
 
 def wait_until_up(server: LabServer, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
+    def up() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"jupyter lab exited with {process.returncode}; see {server.log}")
         try:
             server.api("GET", "api/status")
         except (ApiError, urllib.error.URLError, ConnectionError):
-            time.sleep(0.3)
-        else:
-            return
-    raise RuntimeError(f"jupyter lab did not answer within {STARTUP_TIMEOUT_S}s; see {server.log}")
+            return False
+        return True
+
+    wait_until(up, what=f"jupyter lab to answer (its log: {server.log})", timeout=STARTUP_TIMEOUT_S, interval=0.3)
 
 
 def labextension_path(tmp: Path) -> Path:
@@ -200,3 +202,63 @@ def wait_for_animations(page: object) -> None:
         """() => document.getAnimations().every(
             (a) => a.playState !== 'running' || a.effect?.getTiming().iterations === Infinity)"""
     )
+
+
+@contextmanager
+def running_lab(
+    tmp: Path, environment: dict[str, str], log: Path, meter_config: dict[str, object] | None = None
+) -> Iterator[LabServer]:
+    """``jupyter lab`` with the meter, the fake NVML and ``environment`` (the pod's variables);
+    ``meter_config``: more ``c.FracnbMeter`` settings."""
+    root, config = tmp / "root", tmp / "config"
+    root.mkdir()
+    config.mkdir()
+    (config / "jupyter_server_config.json").write_text(
+        json.dumps(
+            {
+                "ServerApp": {"jpserver_extensions": {"fracnb_meter": True}},
+                # Test latency, not production advice: re-read NVML at most every 0.2 s, ask the
+                # hub's service on every sample, and count GPU-unused time in 1 s windows.
+                "FracnbMeter": {
+                    "sample_interval_floor": 0.2,
+                    "service_interval": 0.0,
+                    "gpu_unused_window": 1,
+                    "gpu_unused_interval": 0.25,
+                    **(meter_config or {}),
+                },
+            }
+        )
+    )
+    # The news prompt is a notification too; keep the toast area for the meter's own.
+    (config / "labconfig").mkdir()
+    (config / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    port, token = free_port(), secrets.token_hex(16)
+    env = {
+        **os.environ,
+        **environment,
+        "JUPYTER_CONFIG_DIR": str(config),
+        "JUPYTER_PATH": str(labextension_path(tmp)),
+        "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+    }
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root"]
+    command += [f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1"]
+    command += [f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={token}"]
+    with log.open("w") as log_stream:
+        process = subprocess.Popen(command, env=env, stdout=log_stream, stderr=subprocess.STDOUT)
+    server = LabServer(url=f"http://127.0.0.1:{port}/", token=token, root=root, log=log, pid=process.pid)
+    try:
+        wait_until_up(server, process)
+        yield server
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def gpu_environment(fake_gpu: FakeGpu) -> dict[str, str]:
+    return {"LD_LIBRARY_PATH": str(fake_gpu.library_dir), "FAKE_NVML_STATE": str(fake_gpu.state_path)}

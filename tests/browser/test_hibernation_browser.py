@@ -14,13 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import gpu_environment, running_lab
 from jupyter_client.blocking import BlockingKernelClient
-from meter_lab import BUDGET_ENV, FakeGpu, LabServer, wait_for_animations
 from playwright.sync_api import Browser, Page, expect
 
 from fracnb_meter.schema import HIBERNATION_REPORT, HIBERNATION_STATES, problems
 from fracnb_testbed.procs import wait_until
+from tests.browser.meter_lab import BUDGET_ENV, FakeGpu, LabServer, gpu_environment, running_lab, wait_for_animations
 from tests.e2e.pages import run_cell
 
 pytestmark = pytest.mark.browser

@@ -9,16 +9,16 @@ hand-made shape.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from meter_lab import LabServer, wait_for_polls
 from playwright.sync_api import Browser, Locator, Page, expect
 
 from fracnb_meter.hubservice import report_from_me
 from fracnb_meter.wording import cull_warning
+from fracnb_testbed.procs import wait_until
+from tests.browser.meter_lab import LabServer, wait_for_polls
 from tests.service_reports import (
     DEMAND_WARNING,
     IDLE_WARNING,
@@ -63,13 +63,18 @@ def show(lab_server: LabServer, service: ReportServer, scenario: Scenario) -> di
     """Make the service answer with ``scenario``; return the usage document the page will show."""
     service.scenario = scenario
     expected = report_from_me(report_blocking(scenario), "")
-    deadline = time.monotonic() + UPDATE_TIMEOUT_MS / 1000
-    while time.monotonic() < deadline:
+
+    def carried() -> dict | None:
         usage = lab_server.usage()  # checked against the schema
-        if (usage["quota"], usage["cull"]) == expected:
-            return usage
-        time.sleep(0.1)  # the meter re-samples at most every 0.2 s
-    raise AssertionError(f"the usage document never carried the report of {scenario}")
+        return usage if (usage["quota"], usage["cull"]) == expected else None
+
+    # The meter re-samples at most every 0.2 s.
+    return wait_until(
+        carried,
+        what=f"the usage document to carry the report of {scenario}",
+        timeout=UPDATE_TIMEOUT_MS / 1000,
+        interval=0.1,
+    )
 
 
 def test_no_report_shows_no_quota_and_no_shutdown(page: Page, lab_server: LabServer, service: ReportServer) -> None:

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from meter_lab import GIB, FakeGpu, LabServer, wait_for_animations
 from playwright.sync_api import Browser, Page, Route, expect
 
 from fracnb_meter.hubservice import report_from_me
+from fracnb_testbed.procs import wait_until
+from tests.browser.meter_lab import GIB, FakeGpu, LabServer, wait_for_animations
 from tests.e2e.pages import run_cell
 from tests.service_reports import IDLE_WARNING, ReportServer, report_blocking
 
@@ -127,10 +127,14 @@ def test_after_an_idle_shutdown_the_page_says_why_and_where_to_go(
     service.scenario = IDLE_DUE
     try:
         expected = report_from_me(report_blocking(IDLE_DUE), "")
-        deadline = time.monotonic() + UPDATE_TIMEOUT_MS / 1000
-        while (lab_server.usage()["quota"], lab_server.usage()["cull"]) != expected:
-            assert time.monotonic() < deadline, "the usage document never carried the idle warning"
-            time.sleep(0.1)
+
+        def carried() -> bool:
+            usage = lab_server.usage()
+            return (usage["quota"], usage["cull"]) == expected
+
+        wait_until(
+            carried, what="the usage document to carry the idle warning", timeout=UPDATE_TIMEOUT_MS / 1000, interval=0.1
+        )
         page.route(re.compile(r"/lab(\?|$)"), with_hub_page_options)
         page.goto(f"{lab_server.url}lab?reset&token={lab_server.token}")
         warning = page.locator(TOAST, has_text="Idle: this server will be stopped")

@@ -9,10 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import gpu_environment, running_lab
-from meter_lab import BUDGET_ENV, GIB, FakeGpu, LabServer
 from playwright.sync_api import Browser, Page, expect
 
+from tests.browser.meter_lab import BUDGET_ENV, GIB, FakeGpu, LabServer, gpu_environment, running_lab
 from tests.e2e.pages import run_cell
 from tests.service_reports import ReportServer, past_session
 

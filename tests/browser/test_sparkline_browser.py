@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from meter_lab import BUDGET_BYTES, GIB, FakeGpu, LabServer
 from playwright.sync_api import Browser, Locator, Page, expect
 
+from tests.browser.meter_lab import BUDGET_BYTES, GIB, FakeGpu, LabServer
 from tests.e2e.pages import run_cell
 
 pytestmark = pytest.mark.browser

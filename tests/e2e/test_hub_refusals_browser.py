@@ -17,6 +17,7 @@ import requests
 from playwright.sync_api import Page, expect
 
 from fracnb_testbed.demo import PROFILES, DemoSettings, RunningDemo, free_port, running_demo
+from fracnb_testbed.procs import wait_until
 
 from .pages import log_in, profile_row, shot
 
@@ -62,14 +63,16 @@ def api(hub: RunningDemo, method: str, path: str, **kwargs) -> requests.Response
 
 
 def wait_for_pod(hub: RunningDemo, user: str, *, bound: bool) -> None:
-    assert hub.testbed is not None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        for pod in hub.testbed.list_pods(hub.settings.namespace):
-            if pod["metadata"]["name"] == f"jupyter-{user}" and (not bound or pod["spec"].get("nodeName")):
-                return
-        time.sleep(0.5)
-    raise AssertionError(f"no pod for {user} within 60 s")
+    testbed = hub.testbed
+    assert testbed is not None
+
+    def found() -> bool:
+        return any(
+            pod["metadata"]["name"] == f"jupyter-{user}" and (not bound or pod["spec"].get("nodeName"))
+            for pod in testbed.list_pods(hub.settings.namespace)
+        )
+
+    wait_until(found, what=f"a {'bound ' if bound else ''}pod for {user}", timeout=60, interval=0.5)
 
 
 def assert_plain(page: Page) -> None:

@@ -14,17 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.config import kube_config
-from kubespawner import KubeSpawner, clients
+from kubespawner import KubeSpawner
 from tornado.httpclient import AsyncHTTPClient
 from traitlets.config import Config, PyFileConfigLoader
 
-from fracnb_spawner import dryrun
 from fracnb_spawner.config.profiles import UNLISTED, initialize_profiles, iter_combinations
 from fracnb_spawner.quota.config import FracnbQuotas
+from tests.helm.scenarios import EXPECTED, SCENARIOS
 
 from .conftest import CHART_DIR, merged, values_of
-from .test_values import EXPECTED, SCENARIOS
 
 RELEASE = "jhub"
 
@@ -94,18 +92,9 @@ async def pods_of(config: Config) -> dict[str, tuple[dict, dict, str]]:
     return seen
 
 
-@pytest.fixture
-def offline_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "kubeconfig"
-    path.write_text(dryrun.OFFLINE_KUBECONFIG)
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(path))
-    clients.load_config.cache_clear()
-
-
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_chart_config_yields_the_expected_pods(
-    scenario: str, chart: tuple[dict, dict], monkeypatch: pytest.MonkeyPatch, offline_kubeconfig: None
+    scenario: str, chart: tuple[dict, dict], monkeypatch: pytest.MonkeyPatch, offline_kubeconfig: Path
 ) -> None:
     defaults, _schema = chart
     config = chart_config(merged(defaults, values_of(scenario)), monkeypatch)

@@ -10,77 +10,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from kubernetes_asyncio.config import kube_config
-from kubespawner import clients
 
 from fracnb_spawner import dryrun
 from fracnb_spawner.gpu.companions import TEMPLATE_VERBS
-
-from .conftest import VALUES_DIR, merged, values_of
-
-SCENARIOS = ["time-slicing", "mps", "mig-mixed", "hami", "kai", "mixed-cluster", "dra"]
-
-TS4 = {"nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "4"}
-# profile[,option=choice] -> (GPU resources of the notebook container, node selector, scheduler)
-EXPECTED = {
-    "time-slicing": {
-        "cpu": ({}, {}, "(default)"),
-        "quarter": ({"nvidia.com/gpu.shared": "1"}, TS4, "(default)"),
-        "half": (
-            {"nvidia.com/gpu.shared": "1"},
-            {"nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "2"},
-            "(default)",
-        ),
-    },
-    "mps": {
-        "cpu": ({}, {}, "(default)"),
-        "mps-quarter": (
-            {"nvidia.com/gpu.shared": "1"},
-            {"nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "4"},
-            "(default)",
-        ),
-    },
-    "mig-mixed": {
-        "cpu": ({}, {}, "(default)"),
-        "mig-1g": ({"nvidia.com/mig-1g.10gb": "1"}, {"nvidia.com/mig.strategy": "mixed"}, "(default)"),
-        "mig-3g": ({"nvidia.com/mig-3g.40gb": "1"}, {"nvidia.com/mig.strategy": "mixed"}, "(default)"),
-    },
-    "hami": {
-        "cpu": ({}, {}, "(default)"),
-        **{
-            f"shared,size={size}": (
-                {"nvidia.com/gpu": "1", "nvidia.com/gpucores": pct, "nvidia.com/gpumem-percentage": pct},
-                {},
-                "hami-scheduler",
-            )
-            for size, pct in (("eighth", "12"), ("quarter", "25"), ("half", "50"))
-        },
-    },
-    "kai": {
-        "cpu": ({}, {}, "(default)"),
-        "kai-quarter": ({}, {}, "kai-scheduler"),
-        "kai-half": ({}, {}, "kai-scheduler"),
-    },
-    # The GPU is a ResourceClaim (checked below), no extended resource, node selector or own scheduler.
-    "dra": {key: ({}, {}, "(default)") for key in ("cpu", "slice,size=quarter", "slice,size=half", "mig-1g", "full")},
-    "mixed-cluster": {
-        "cpu": ({}, {}, "(default)"),
-        "ts-quarter": ({"nvidia.com/gpu.shared": "1"}, TS4, "(default)"),
-        "mps-quarter": (
-            {"nvidia.com/gpu.shared": "1"},
-            {"nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "4"},
-            "(default)",
-        ),
-        "mig-2g": ({"nvidia.com/mig-2g.20gb": "1"}, {"nvidia.com/mig.strategy": "mixed"}, "(default)"),
-        "hami-half": (
-            {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "50", "nvidia.com/gpumem-percentage": "50"},
-            {},
-            "hami-scheduler",
-        ),
-        "kai-quarter": ({}, {}, "kai-scheduler"),
-        "full": ({"nvidia.com/gpu": "1"}, {"nvidia.com/gpu.sharing-strategy": "none"}, "(default)"),
-    },
-}
+from tests.helm.conftest import VALUES_DIR, merged, values_of
+from tests.helm.scenarios import EXPECTED, SCENARIOS
 
 
 @pytest.mark.parametrize("path", sorted(VALUES_DIR.glob("*.yaml")), ids=lambda p: p.name)
@@ -147,19 +81,10 @@ def test_the_schema_check_catches_a_misplaced_key(chart: tuple[dict, dict]) -> N
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_profiles_give_the_expected_pods(
-    scenario: str, chart: tuple[dict, dict], tmp_path: Path, monkeypatch, capsys
-) -> None:
+def test_profiles_give_the_expected_pods(scenario: str, chart: tuple[dict, dict], tmp_path: Path, capsys) -> None:
     defaults, _schema = chart
     path = tmp_path / f"{scenario}.yaml"
     path.write_text(yaml.safe_dump(merged(defaults, values_of(scenario))))
-    # The dry run points KUBECONFIG at an offline file; kubernetes_asyncio, imported earlier by
-    # the testbed plugin, read its default location at import, so point that there too.
-    offline = tmp_path / "kubeconfig"
-    offline.write_text(dryrun.OFFLINE_KUBECONFIG)
-    monkeypatch.setenv("KUBECONFIG", str(offline))
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(offline))
-    clients.load_config.cache_clear()
     assert dryrun.main([str(path), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     seen = {
@@ -173,16 +98,9 @@ def test_profiles_give_the_expected_pods(
     assert seen == EXPECTED[scenario]
 
 
-def test_dra_values_claim_slices_mig_devices_and_whole_gpus(
-    chart: tuple[dict, dict], tmp_path: Path, monkeypatch, capsys
-) -> None:
+def test_dra_values_claim_slices_mig_devices_and_whole_gpus(chart: tuple[dict, dict], tmp_path: Path, capsys) -> None:
     path = tmp_path / "dra.yaml"
     path.write_text(yaml.safe_dump(merged(chart[0], values_of("dra"))))
-    offline = tmp_path / "kubeconfig"
-    offline.write_text(dryrun.OFFLINE_KUBECONFIG)
-    monkeypatch.setenv("KUBECONFIG", str(offline))
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(offline))
-    clients.load_config.cache_clear()
     assert dryrun.main([str(path), "--json"]) == 0
     requests = {
         ",".join(filter(None, [row["profile"], row["choice"]])): [
@@ -210,7 +128,7 @@ def test_config_from_values_reads_the_fracnb_sections() -> None:
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_dry_run_summarises_quotas_and_the_service_page_logs_in(
-    scenario: str, chart: tuple[dict, dict], tmp_path: Path, monkeypatch, capsys
+    scenario: str, chart: tuple[dict, dict], tmp_path: Path, capsys
 ) -> None:
     values = values_of(scenario)
     # Services > fracnb is the service's page, behind the hub's OAuth without an "authorize" prompt.
@@ -218,11 +136,6 @@ def test_dry_run_summarises_quotas_and_the_service_page_logs_in(
     defaults, _schema = chart
     path = tmp_path / f"{scenario}.yaml"
     path.write_text(yaml.safe_dump(merged(defaults, values)))
-    offline = tmp_path / "kubeconfig"
-    offline.write_text(dryrun.OFFLINE_KUBECONFIG)
-    monkeypatch.setenv("KUBECONFIG", str(offline))
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(offline))
-    clients.load_config.cache_clear()
     assert dryrun.main([str(path)]) == 0
     out = capsys.readouterr().out
     summary = out[out.index("quotas (FracnbQuotas):") :]
@@ -234,7 +147,7 @@ def test_dry_run_summarises_quotas_and_the_service_page_logs_in(
         assert f"warning shown in the notebook {service['warning_lead'] // 60} min before a deadline" in summary
 
 
-def test_dry_run_refuses_a_bad_quota_in_values(chart: tuple[dict, dict], tmp_path: Path, monkeypatch, capsys) -> None:
+def test_dry_run_refuses_a_bad_quota_in_values(chart: tuple[dict, dict], tmp_path: Path, capsys) -> None:
     values = values_of("mixed-cluster")
     values["hub"]["config"]["FracnbQuotas"]["default_user_quota"] = "lots"
     path = tmp_path / "values.yaml"

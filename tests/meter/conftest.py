@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from meter_helpers import GIB, Kernel, evaluate
 
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeState, build, preload
 from fracnb_meter.testing.server import MeterServer, StateFile, start_server
+from tests.meter.meter_helpers import GIB, Kernel, evaluate
 
 
 @pytest.fixture(scope="session")

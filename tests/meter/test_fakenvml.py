@@ -8,7 +8,6 @@ import re
 
 import pynvml
 import pytest
-from meter_helpers import GIB
 
 from fracnb_meter import nvml as meter_nvml
 from fracnb_meter.testing.fakenvml import (
@@ -21,6 +20,7 @@ from fracnb_meter.testing.fakenvml import (
     read_state,
 )
 from fracnb_meter.testing.server import StateFile
+from tests.meter.meter_helpers import GIB
 
 
 @pytest.fixture

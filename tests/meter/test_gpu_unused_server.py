@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from meter_helpers import GIB, evaluate
 from traitlets import TraitError
 
 from fracnb_meter.server import FracnbMeter
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeMig, FakeProcess, FakeState, FakeUtilization, epoch_us
 from fracnb_meter.testing.server import MeterServer, StateFile, start_server
 from fracnb_testbed.procs import wait_until
+from tests.meter.meter_helpers import GIB, evaluate
 from tests.service_reports import ReportServer
 
 WINDOW = 1

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 from jupyter_client.blocking import BlockingKernelClient
-from meter_helpers import evaluate
 
 from fracnb_meter.hibernation import layout
 from fracnb_meter.schema import HIBERNATION_MANIFEST, HIBERNATION_REPORT, HIBERNATION_STATES, RESTORE_REPORT, check
 from fracnb_meter.testing.server import MeterServer, start_server
 from fracnb_testbed.procs import wait_until
+from tests.meter.meter_helpers import evaluate
 
 MIB = 1 << 20
 OUTPUT_TYPES = {"stream", "execute_input", "execute_result", "display_data", "error"}

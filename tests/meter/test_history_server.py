@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from meter_helpers import GIB, evaluate
 
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
 from fracnb_meter.testing.server import MeterServer, StateFile, start_server
 from fracnb_testbed.procs import wait_until
+from tests.meter.meter_helpers import GIB, evaluate
 
 BUDGET = {
     "FRACNB_GPU_FRACTION": "0.25",

@@ -11,6 +11,7 @@ from fracnb_meter.hubservice import NO_REPORT, ServiceReports, fetch_report_bloc
 from fracnb_meter.schema import SERVICE_REPORT, USAGE, SchemaMismatchError, problems
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
 from fracnb_meter.testing.server import StateFile, start_server
+from fracnb_testbed.procs import wait_until
 from tests.service_reports import IDLE_WARNING, SCENARIOS, ReportServer, report
 
 
@@ -106,16 +107,14 @@ def test_idle_kernels_are_culled_and_busy_ones_kept(tmp_path: Path) -> None:
         busy = server.start_session("busy.ipynb")
         client = server.client(busy)
         client.execute("import time; time.sleep(40)")
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline:
+
+        def kernel_ids() -> set[str]:
             status, kernels = server.request("api/kernels")
             assert status == 200
-            ids = {k["id"] for k in kernels}
-            if idle not in ids:
-                break
-            time.sleep(1)
-        assert idle not in ids, "the idle kernel was not culled"
-        assert busy in ids, "a busy kernel must not be culled"
+            return {k["id"] for k in kernels}
+
+        wait_until(lambda: idle not in kernel_ids(), what="the idle kernel to be culled", timeout=40, interval=1)
+        assert busy in kernel_ids(), "a busy kernel must not be culled"
     finally:
         server.stop()
 
@@ -140,11 +139,9 @@ def test_culling_an_idle_kernel_gives_its_gpu_memory_back(tmp_path: Path, fake_n
             )
         )
         assert server.usage()["server"]["gpu_memory_bytes"] == 4 << 30
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline and server.usage()["kernels"]:
-            time.sleep(1)
+        wait_until(lambda: not server.usage()["kernels"], what="the idle kernel to be culled", timeout=40, interval=1)
         usage = server.usage()
-        assert usage["kernels"] == [], "the idle kernel was not culled"
+        assert usage["kernels"] == []
         assert usage["server"]["gpu_memory_bytes"] == 0
         assert usage["gpus"][0]["memory_used_bytes"] == 0
     finally:

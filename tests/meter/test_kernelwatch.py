@@ -7,9 +7,7 @@ its periodic check of the kernel list, is tested in test_session_reporting.py.
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -17,18 +15,11 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
 
 from fracnb_meter.kernelwatch import KernelWatch
+from fracnb_testbed.procs import wait_until_async
 
 OOM_CELL = (
     "class OutOfMemoryError(RuntimeError): pass\nraise OutOfMemoryError('CUDA out of memory. Tried to allocate 2 GiB')"
 )
-
-
-async def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture
@@ -59,14 +50,14 @@ async def test_each_kernel_is_watched_while_it_runs(manager: AsyncMappingKernelM
 
     assert await run_cell(manager, first, "raise ValueError('bad shape')") == "error"
     assert await run_cell(manager, first, OOM_CELL) == "error"
-    await wait_for(lambda: len(seen) >= 1, "the error to be seen")
+    await wait_until_async(lambda: len(seen) >= 1, what="the error to be seen", timeout=30, interval=0.05)
     assert [(kernel_id, name) for kernel_id, name, _request in seen] == [(first, "python3")]
     assert seen[0][2]  # the execution request it answered
 
     await manager.restart_kernel(first)
     watch.sync()  # same ports: the subscription stays and reconnects by itself
     assert await run_cell(manager, first, OOM_CELL) == "error"
-    await wait_for(lambda: len(seen) >= 2, "the error after the restart")
+    await wait_until_async(lambda: len(seen) >= 2, what="the error after the restart", timeout=30, interval=0.05)
 
     await manager.shutdown_kernel(second)
     watch.sync()

@@ -6,11 +6,10 @@ import json
 import subprocess
 import sys
 
-from meter_helpers import GIB
-
 from fracnb_meter.sampler import Sampler
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
 from fracnb_meter.testing.server import StateFile
+from tests.meter.meter_helpers import GIB
 
 
 class FakeClock:

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 from jupyter_server.base.handlers import APIHandler
-from meter_helpers import GIB, Kernel, evaluate, wait_for_execution_state
 
 from fracnb_meter.contract import NO_GPU_REASON
 from fracnb_meter.server import FracnbMeter, reading_interval
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeMig, FakeProcess, FakeState, read_state
 from fracnb_meter.testing.server import MeterServer, StateFile, start_server
 from fracnb_testbed.procs import wait_until
+from tests.meter.meter_helpers import GIB, Kernel, evaluate, wait_for_execution_state
 
 
 @pytest.fixture

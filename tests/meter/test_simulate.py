@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from meter_helpers import GIB
 
 from fracnb_meter import simulate
 from fracnb_meter.sampler import Sampler
 from fracnb_meter.testing.fakenvml import FakeProcess, read_state
 from fracnb_meter.testing.server import StateFile
+from tests.meter.meter_helpers import GIB
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jupyter_core.paths import jupyter_path
-from meter_helpers import GIB, Kernel, wait_for_execution_state
 
 from fracnb_meter.hibernation.offerwidget import RestoreOffer
 from fracnb_meter.schema import USAGE, check, problems
@@ -29,6 +27,8 @@ from fracnb_meter.widget import (
     view_of,
 )
 from fracnb_meter.wording import cull_warning
+from fracnb_testbed.procs import wait_until
+from tests.meter.meter_helpers import GIB, Kernel, wait_for_execution_state
 from tests.service_reports import ReportServer, past_session
 from tests.shared_cases import shared_cases
 
@@ -173,10 +173,7 @@ def test_meter_refreshes_from_a_thread() -> None:
         assert meter.kernel_bar.value == 0.05
         meter.start(interval=0.01)
         assert changed.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while meter.kernel_bar.value != 0.2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert meter.kernel_bar.value == 0.2
+        wait_until(lambda: meter.kernel_bar.value == 0.2, what="the kernel bar at 0.2", timeout=10, interval=0.01)
         assert "4 GiB" in meter.label.value
     finally:
         meter.close()

@@ -21,7 +21,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -30,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from fracnb_testbed.procs import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 # The one user whose quota is None (unlimited) in the hub's config; everyone else has 1 GPU.
@@ -133,13 +134,12 @@ class RunningHub:
         path = f"users/{user}/servers/{server}" if server else f"users/{user}/server"
         status, _ = self.api("POST", path, {})
         assert status in (201, 202), status
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            _, model = self.api("GET", f"users/{user}")
-            if model["servers"].get(server, {}).get("ready"):
-                return
-            time.sleep(0.3)
-        pytest.fail(f"server {server!r} of {user} did not become ready")
+        wait_until(
+            lambda: self.api("GET", f"users/{user}")[1]["servers"].get(server, {}).get("ready"),
+            what=f"server {server!r} of {user} to be ready",
+            timeout=120,
+            interval=0.3,
+        )
 
     def server_running(self, user: str, server: str = "") -> bool:
         _, model = self.api("GET", f"users/{user}")
@@ -165,21 +165,15 @@ def http(method: str, url: str, body=None, token: str | None = None):
             return error.code, payload.decode(errors="replace")
 
 
-def wait_for(url: str, seconds: float, *, status: int = 200) -> None:
-    """Poll ``url`` until it answers with ``status``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2).close()  # noqa: S310
-            if status == 200:
-                return
-        except urllib.error.HTTPError as error:
-            if error.code == status:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"{url} did not answer {status} within {seconds}s")
+def answers(url: str, status: int = 200) -> bool:
+    """Whether ``url`` answers with ``status`` now."""
+    try:
+        urllib.request.urlopen(url, timeout=2).close()  # noqa: S310
+    except urllib.error.HTTPError as error:
+        return error.code == status
+    except OSError:
+        return False
+    return status == 200
 
 
 def hub_environment(extra_env: dict[str, str]) -> dict[str, str]:
@@ -289,10 +283,10 @@ def running_hub(workdir: Path, service_env: dict[str, str], extra: str = "") -> 
     )
     try:
         url = f"http://127.0.0.1:{ports['proxy_port']}"
-        wait_for(f"{url}/hub/api/", 90)
+        wait_until(lambda: answers(f"{url}/hub/api/"), what="the hub's API", timeout=90)
         service_url = f"{url}/services/fracnb/"
         # Without a token the service answers 403 once it is up (the proxy says 503 before).
-        wait_for(service_url + "api/me", 60, status=403)
+        wait_until(lambda: answers(service_url + "api/me", 403), what="the fracnb service", timeout=60)
         yield RunningHub(url, admin_token, service_token, service_url, config_file, log_file)
     finally:
         process.terminate()

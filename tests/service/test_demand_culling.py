@@ -14,17 +14,11 @@ from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.service.core import CullSettings, cull_pass, user_report, utcnow
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
+from tests.service.calls import user_token
 
-ACCESS = "access:services!service=fracnb"
 SLOT = "nvidia.com-gpu.shared"
 OTHER_SLOT = "nvidia.com-mig-1g.10gb.a100"
 DEMAND_SENTENCE = "Someone is waiting for a GPU; this idle server stops at"
-
-
-def user_token(hub, user, scopes=(ACCESS,)):
-    status, body = hub.api("POST", f"users/{user}/tokens", {"scopes": list(scopes)})
-    assert status == 201, body
-    return body["token"]
 
 
 def holding_pod(testbed, namespace, user, *, idle_timeout, under_demand, slot=SLOT):

@@ -13,14 +13,7 @@ from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.service.core import CullSettings, cull_pass, user_report, utcnow
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
-
-ACCESS = "access:services!service=fracnb"
-
-
-def user_token(hub, user, scopes=(ACCESS,)):
-    status, body = hub.api("POST", f"users/{user}/tokens", {"scopes": list(scopes)})
-    assert status == 201, body
-    return body["token"]
+from tests.service.calls import user_token
 
 
 def test_api_without_token_is_denied(hub):

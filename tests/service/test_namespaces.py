@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from fracnb_spawner.service.app import FracnbService, spawner_setting
-
-ACCESS = "access:services!service=fracnb"
+from tests.service.calls import ACCESS
 
 
 def service_with(tmp_path: Path, hub_config: str, *argv: str) -> FracnbService:

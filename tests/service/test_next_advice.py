@@ -14,8 +14,7 @@ from fracnb_meter.schema import SERVICE_ADVICE, problems
 from fracnb_spawner.service.nextadvice import advice_document, menu_from_config
 from fracnb_testbed.procs import wait_until
 from tests.history.records import GIB
-from tests.service.test_hub_service import user_token
-from tests.service.test_sessions_api import new_report, post, server_token
+from tests.service.calls import new_report, post, server_token, user_token
 
 PROFILES = [
     {

@@ -11,7 +11,7 @@ import pytest
 from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.service.metrics import HIBERNATION_OUTCOMES, CullMetrics
 from fracnb_spawner.service.page import gpu_kinds
-from tests.service.test_demand import MIG, SHARED, T0, pod
+from tests.hub_pods import MIG, SHARED, T0, pod
 
 SHARED_RESOURCE = "nvidia.com/gpu.shared"
 

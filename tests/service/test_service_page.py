@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import re
-import urllib.error
-import urllib.request
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
+from tests.service.calls import ACCESS, get, user_token
+
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "service"
-ACCESS = "access:services!service=fracnb"
-
-
-def user_token(hub, user, scopes=(ACCESS,)):
-    status, body = hub.api("POST", f"users/{user}/tokens", {"scopes": list(scopes)})
-    assert status == 201, body
-    return body["token"]
 
 
 class Tables(HTMLParser):
@@ -63,25 +56,6 @@ def parse(html: str) -> Tables:
     tables = Tables()
     tables.feed(html)
     return tables
-
-
-class NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):
-        return None
-
-
-def get(url: str, *, token: str | None = None, authorization: str | None = None) -> tuple[int, dict, str]:
-    request = urllib.request.Request(url)  # noqa: S310
-    if token:
-        authorization = f"token {token}"
-    if authorization:
-        request.add_header("Authorization", authorization)
-    opener = urllib.request.build_opener(NoRedirect)
-    try:
-        with opener.open(request, timeout=30) as response:
-            return response.status, {k.lower(): v for k, v in response.headers.items()}, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read().decode(errors="replace")
 
 
 def page(hub, token: str) -> Tables:

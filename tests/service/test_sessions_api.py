@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 import sqlite3
 
 import pytest
@@ -11,8 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from fracnb_meter.schema import HISTORY_REPORT, SESSION_RECORDS, problems
 from fracnb_testbed.procs import wait_until
 from tests.history.records import GIB, gpu_unused, report
-from tests.service.test_hub_service import ACCESS, user_token
-from tests.service.test_service_page import get
+from tests.service.calls import ACCESS, get, new_report, post, server_token, user_token
 
 
 @pytest.fixture(autouse=True)
@@ -21,19 +19,6 @@ def history_open(hub, new_user):
     token = user_token(hub, new_user())
     wait_until(lambda: hub.http("GET", hub.service_url + "api/sessions", token=token)[0] != 503,
                what="the session history to open", timeout=60)  # fmt: skip
-
-
-def server_token(hub, user, server=""):
-    """A token with the scopes JupyterHub gives a server's own token (plus access to the service)."""
-    return user_token(hub, user, scopes=(f"access:servers!server={user}/{server}", "users:activity!user", ACCESS))
-
-
-def new_report(**figures):
-    return report(secrets.token_hex(16), **figures)
-
-
-def post(hub, body, token):
-    return hub.http("POST", hub.service_url + "api/sessions", body, token=token)
 
 
 def test_a_server_reports_its_sessions_and_its_user_reads_them(hub, new_user):

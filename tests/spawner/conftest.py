@@ -1,7 +1,7 @@
 """Fixtures for offline spawner tests.
 
-- ``kubeconfig``: a dummy kubeconfig in KUBECONFIG (nothing connects to it), so
-  KubeSpawner can be constructed without a cluster.
+- ``kubeconfig``: the root ``offline_kubeconfig`` for every test here, so KubeSpawner can be
+  constructed without a cluster.
 - ``make_spawner``: async factory building a ``FractionalSpawner`` from a traitlets
   Config inside the running event loop; reflectors are stopped afterwards.
 - ``example_config``: the README example profiles as a traitlets Config.
@@ -13,32 +13,14 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from traitlets.config import Config, PyFileConfigLoader
+from traitlets.config import Config
 
-from fracnb_spawner.dryrun import OFFLINE_KUBECONFIG
-
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE_CONFIG = REPO / "examples" / "jupyterhub_config.py"
+from tests.spawner.examples import EXAMPLE_CONFIG, load_config_file
 
 
 @pytest.fixture(autouse=True)
-def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(OFFLINE_KUBECONFIG)
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    # kubernetes_asyncio reads KUBECONFIG once, at import; other test modules may import it first.
-    from kubernetes_asyncio.config import kube_config
-    from kubespawner import clients
-
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(path))
-
-    clients.load_config.cache_clear()
-    return path
-
-
-def load_config_file(path: Path) -> Config:
-    loader = PyFileConfigLoader(path.name, path=str(path.parent))
-    return loader.load_config()
+def kubeconfig(offline_kubeconfig: Path) -> Path:
+    return offline_kubeconfig
 
 
 @pytest.fixture

@@ -13,8 +13,7 @@ from traitlets.config import Config
 from fracnb_meter.contract import read_budget
 from fracnb_meter.schema import POD_ENVIRONMENT, enum, load, problems
 from fracnb_spawner.gpu.table import BACKENDS, ISOLATION_LEVELS, TABLE
-
-from .test_spawner_offline import EXPECTED, env_of, options_for
+from tests.spawner.examples import EXPECTED, env_of, options_for
 
 
 def test_the_schema_lists_exactly_the_backends_of_the_table() -> None:

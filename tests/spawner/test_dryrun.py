@@ -11,8 +11,7 @@ from traitlets.config import PyFileConfigLoader
 
 from fracnb_spawner.configure import setup
 from fracnb_spawner.dryrun import main
-
-from .conftest import EXAMPLE_CONFIG
+from tests.spawner.examples import EXAMPLE_CONFIG
 
 
 def test_dry_run_lists_every_choice(capsys: pytest.CaptureFixture[str]) -> None:

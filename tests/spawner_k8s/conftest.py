@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from traitlets.config import Config
 
+from tests.spawner_k8s.dra import A100
+
 PROFILES = [
     {"display_name": "CPU", "slug": "cpu", "default": True},
     {"display_name": "Quarter", "slug": "quarter", "gpu": {"fraction": 0.25}},
@@ -21,7 +23,6 @@ PROFILES = [
     {"display_name": "Too big", "slug": "huge", "gpu": {"count": 64}},
 ]
 
-A100 = "NVIDIA-A100-SXM4-80GB"  # as GPU Feature Discovery writes it; the dra cluster's devices say "NVIDIA A100-…"
 DRA_PROFILES = [
     {"display_name": "CPU", "slug": "cpu", "default": True},
     {"display_name": "A100 quarter", "slug": "quarter", "gpu": {"fraction": 0.25, "backend": "dra", "product": A100}},
@@ -43,30 +44,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture
-async def cluster_spawner(testbed, k8s_namespace, monkeypatch) -> AsyncIterator[Callable]:
-    async for factory in _spawners_on(testbed, k8s_namespace, monkeypatch, {"type": "kwok"}, PROFILES):
+async def cluster_spawner(testbed, k8s_namespace) -> AsyncIterator[Callable]:
+    async for factory in _spawners_on(testbed, k8s_namespace, {"type": "kwok"}, PROFILES):
         yield factory
 
 
 @pytest.fixture
-async def dra_spawner(dra_testbed, dra_namespace, monkeypatch) -> AsyncIterator[Callable]:
+async def dra_spawner(dra_testbed, dra_namespace) -> AsyncIterator[Callable]:
     """Spawners on the ``dra`` cluster (GPUs as ResourceSlices), with :data:`DRA_PROFILES`."""
-    async for factory in _spawners_on(dra_testbed, dra_namespace, monkeypatch, {}, DRA_PROFILES):
+    async for factory in _spawners_on(dra_testbed, dra_namespace, {}, DRA_PROFILES):
         yield factory
 
 
-async def _spawners_on(
-    testbed, namespace: str, monkeypatch, node_selector: dict, profiles: list[dict]
-) -> AsyncIterator[Callable]:
-    from kubernetes_asyncio.config import kube_config
+async def _spawners_on(testbed, namespace: str, node_selector: dict, profiles: list[dict]) -> AsyncIterator[Callable]:
     from kubespawner import KubeSpawner, clients
 
+    from fracnb_spawner.cluster.kube import kubeconfig_at
     from fracnb_spawner.hubstate import HubState
     from fracnb_spawner.spawner import FractionalSpawner
-
-    monkeypatch.setenv("KUBECONFIG", str(testbed.kubeconfig))
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(testbed.kubeconfig))
-    clients.load_config.cache_clear()
 
     def factory(options: dict, *, config: Config | None = None, user: str = "alice") -> FractionalSpawner:
         cfg = config or Config()
@@ -86,32 +81,13 @@ async def _spawners_on(
         spawner.user_options = options
         return spawner
 
-    yield factory
-    await HubState.discard()
-    await KubeSpawner._stop_all_reflectors()
-    # KubeSpawner closes its shared clients only when JupyterHub cancels their task at shutdown.
-    loop = asyncio.get_running_loop()
-    for key, shared in list(clients._client_cache.items()):
-        if key[0] is loop:
-            await shared.api_client.close()
-            clients._client_cache.pop(key, None)
-
-
-def gpu_job_pod(replicas: int, name: str = "batch-job") -> dict:
-    """A pod the hub did not start, holding ``replicas`` time-sliced GPU shares on the local node."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"fracnb.io/runner": "local"},
-            "containers": [
-                {
-                    "name": "job",
-                    "image": "example.invalid/job",
-                    "command": ["python3", "-c", "import time; time.sleep(600)"],
-                    "resources": {"limits": {"nvidia.com/gpu.shared": str(replicas)}},
-                }
-            ],
-        },
-    }
+    with kubeconfig_at(testbed.kubeconfig):
+        yield factory
+        await HubState.discard()
+        await KubeSpawner._stop_all_reflectors()
+        # KubeSpawner closes its shared clients only when JupyterHub cancels their task at shutdown.
+        loop = asyncio.get_running_loop()
+        for key, shared in list(clients._client_cache.items()):
+            if key[0] is loop:
+                await shared.api_client.close()
+                clients._client_cache.pop(key, None)

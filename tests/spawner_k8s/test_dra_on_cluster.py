@@ -4,7 +4,6 @@ from the spawner's templates by kube-controller-manager and allocated by the rea
 from __future__ import annotations
 
 import asyncio
-import re
 from types import SimpleNamespace
 
 import pytest
@@ -13,37 +12,12 @@ from traitlets.config import Config
 
 from fracnb_spawner.form import rows as form
 from fracnb_spawner.form import spawnform
+from fracnb_testbed.procs import wait_until_async
+from tests.spawner.examples import env_of
+from tests.spawner_k8s.dra import A100, allocation_of, claims_in, templates_in
+from tests.spawner_k8s.helpers import form_shows
 
 pytestmark = pytest.mark.k8s
-
-GIB = 2**30
-A100 = "NVIDIA-A100-SXM4-80GB"
-
-
-def claims_in(testbed, namespace: str) -> list[dict]:
-    return testbed.get(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")["items"]
-
-
-def templates_in(testbed, namespace: str) -> list[dict]:
-    return testbed.get(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates")["items"]
-
-
-def allocation_of(testbed, namespace: str, pod_name: str) -> dict:
-    """The device result of the claim the pod ``pod_name`` holds."""
-    (claim,) = [
-        c for c in claims_in(testbed, namespace)
-        if any(ref["name"] == pod_name for ref in c["metadata"].get("ownerReferences", []))
-    ]  # fmt: skip
-    (result,) = claim["status"]["allocation"]["devices"]["results"]
-    return result
-
-
-async def wait_until(condition, timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.2)
 
 
 async def test_four_quarters_fill_an_80gib_gpu_the_fifth_waits_and_starts_once_one_stops(
@@ -81,7 +55,9 @@ async def test_four_quarters_fill_an_80gib_gpu_the_fifth_waits_and_starts_once_o
     assert allocation_of(dra_testbed, dra_namespace, waiting.pod_name)["device"] == "gpu-0"
     for spawner in spawners[1:]:
         await spawner.stop()
-    await wait_until(lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claims to go with their pods")
+    await wait_until_async(
+        lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claims to go with their pods", timeout=30
+    )
     assert templates_in(dra_testbed, dra_namespace) == []
 
 
@@ -91,7 +67,7 @@ async def test_a_mig_claim_lands_only_on_a_device_with_that_profile(dra_spawner,
     result = allocation_of(dra_testbed, dra_namespace, spawner.pod_name)
     assert result["pool"] == "a100-mig-0"
     assert "-mig-1g-10gb-" in result["device"]
-    env = {var.name: var.value for var in (await spawner.get_pod_manifest()).spec.containers[0].env}
+    env = env_of(await spawner.get_pod_manifest())
     assert (env["FRACNB_GPU_BACKEND"], env["FRACNB_ISOLATION"]) == ("dra", "hard")
     await spawner.stop()
 
@@ -123,7 +99,7 @@ async def test_a_mig_profile_no_device_has_is_refused_at_once_or_waits_when_aske
         events = dra_testbed.events_for(dra_namespace, waiting.pod_name)
         return any(event.get("reason") == "FailedScheduling" for event in events)
 
-    await wait_until(refused, what="the scheduler's refusal")
+    await wait_until_async(refused, what="the scheduler's refusal", timeout=30)
     assert not start.done()
     start.cancel()
     await asyncio.gather(start, return_exceptions=True)
@@ -142,7 +118,9 @@ async def test_hub_restart_then_stop_leaves_no_claim_or_template(dra_spawner, dr
     fresh.load_state(state)
     assert await fresh.poll() is None
     await fresh.stop()
-    await wait_until(lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claim to go with its pod")
+    await wait_until_async(
+        lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claim to go with its pod", timeout=30
+    )
     assert templates_in(dra_testbed, dra_namespace) == []
 
 
@@ -160,44 +138,32 @@ async def test_the_forms_free_count_matches_what_the_scheduler_allocates(
     ]
     config.FractionalSpawner.start_timeout = 60
 
-    async def free_on_form() -> int:
-        viewer = dra_spawner({}, user="viewer", config=Config(config))
-        html = await viewer.render_options_form()
-        (count,) = re.findall(r"(\d+) free now", html)
-        return int(count)
+    def viewer():
+        return dra_spawner({}, user="viewer", config=Config(config))
 
-    async def form_shows(expected: int) -> None:
-        await wait_until_async(free_on_form, expected)
-
-    await form_shows(4)  # the one A100's 80 GiB in 20 GiB slices
+    await form_shows(viewer, 4)  # the one A100's 80 GiB in 20 GiB slices
     running = []
     for i in range(4):
         spawner = dra_spawner({"profile": "quarter"}, user=f"fill{i}", config=Config(config))
         await spawner.start()
         running.append(spawner)
-        await form_shows(3 - i)
+        await form_shows(viewer, 3 - i)
     extra = dra_spawner({"profile": "quarter"}, user="extra", config=Config(config))
     start = asyncio.ensure_future(extra.start())
-    await wait_until(
+    await wait_until_async(
         lambda: any(
             e.get("reason") == "FailedScheduling" for e in dra_testbed.events_for(dra_namespace, extra.pod_name)
         ),
         what="the fifth pod's scheduling failure",
+        timeout=30,
     )
     assert not start.done(), "the form said 0 free and the scheduler agrees: the fifth pod waits"
     await running[0].stop()
     await asyncio.wait_for(start, timeout=45)
-    await form_shows(0)
+    await form_shows(viewer, 0)
     for spawner in [*running[1:], extra]:
         await spawner.stop()
-    await form_shows(4)
-
-
-async def wait_until_async(read, expected: int, timeout: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while (shown := await read()) != expected:
-        assert asyncio.get_running_loop().time() < deadline, f"the form shows {shown} free, not {expected}"
-        await asyncio.sleep(0.1)
+    await form_shows(viewer, 4)
 
 
 async def test_quotas_count_dra_fractions_like_any_fraction(dra_spawner, dra_namespace) -> None:
@@ -238,7 +204,9 @@ async def test_a_leftover_pod_of_the_same_name_is_replaced_and_the_new_one_gets_
     (pod,) = [p for p in dra_testbed.list_pods(dra_namespace) if p["metadata"]["name"] == spawner.pod_name]
     assert template["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
     await spawner.stop()
-    await wait_until(lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claim to go with its pod")
+    await wait_until_async(
+        lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claim to go with its pod", timeout=30
+    )
 
 
 async def test_the_dra_free_count_honours_the_profiles_node_selector(dra_spawner, dra_testbed, dra_namespace) -> None:

@@ -14,8 +14,8 @@ from fracnb_spawner.common.podkeys import QUEUE_GATE, SLOT_KIND_LABEL
 from fracnb_spawner.form import rows as form
 from fracnb_spawner.form import spawnform
 from fracnb_spawner.queue.order import wait_deadline
-
-from .test_dra_on_cluster import A100, allocation_of, claims_in, templates_in, wait_until
+from fracnb_testbed.procs import wait_until_async
+from tests.spawner_k8s.dra import A100, allocation_of, claims_in, claims_owned_by, templates_in
 
 pytestmark = pytest.mark.k8s
 
@@ -48,13 +48,6 @@ def scheduled_reason(testbed, namespace: str, name: str) -> str | None:
     return next((c.get("reason") for c in conditions if c.get("type") == "PodScheduled"), None)
 
 
-def claims_owned_by(testbed, namespace: str, pod_name: str) -> list[dict]:
-    return [
-        c for c in claims_in(testbed, namespace)
-        if any(ref["name"] == pod_name for ref in c["metadata"].get("ownerReferences", []))
-    ]  # fmt: skip
-
-
 async def fill_the_a100(dra_spawner) -> list:
     """Four quarters: the A100's 80 GiB in 20 GiB claims."""
     spawners = [dra_spawner({"profile": "quarter"}, user=f"fill{i}", config=a100_config()) for i in range(4)]
@@ -65,14 +58,20 @@ async def fill_the_a100(dra_spawner) -> list:
 
 async def queued(spawner) -> asyncio.Future:
     task = asyncio.ensure_future(spawner.start())
-    await wait_until(lambda: spawner.queue.ticket is not None and spawner.queue.ticket.position is not None)
+    await wait_until_async(
+        lambda: spawner.queue.ticket is not None and spawner.queue.ticket.position is not None,
+        what=f"{spawner.user.name}'s place in the queue",
+        timeout=30,
+    )
     return task
 
 
 async def settle(spawner, allocated: int) -> None:
     """Wait until the hub's view shows ``allocated`` claims, then let the queue act on it at once."""
     view = spawner.hub_state.cluster(spawner.api, spawner.log).device_view()
-    await wait_until(lambda: len(view.claims.objects()) == allocated, what=f"{allocated} allocated claims in the view")
+    await wait_until_async(
+        lambda: len(view.claims.objects()) == allocated, what=f"{allocated} allocated claims in the view", timeout=30
+    )
     await spawner.hub_state.gpu_queue(spawner.api, spawner.log).reconcile()
 
 
@@ -83,7 +82,11 @@ async def test_the_fifth_quarter_queues_gated_and_starts_when_one_stops(
     fifth = dra_spawner({"profile": "quarter"}, user="fifth", config=a100_config())
     task = await queued(fifth)
     assert gated(dra_testbed, dra_namespace, fifth.pod_name)
-    await wait_until(lambda: scheduled_reason(dra_testbed, dra_namespace, fifth.pod_name) == "SchedulingGated")
+    await wait_until_async(
+        lambda: scheduled_reason(dra_testbed, dra_namespace, fifth.pod_name) == "SchedulingGated",
+        what="the pod shown as SchedulingGated",
+        timeout=30,
+    )
     pod = pod_of(dra_testbed, dra_namespace, fifth.pod_name)
     assert pod["metadata"]["labels"][SLOT_KIND_LABEL] == KIND
     (template,) = [
@@ -93,7 +96,9 @@ async def test_the_fifth_quarter_queues_gated_and_starts_when_one_stops(
     assert [ref["uid"] for ref in template["metadata"]["ownerReferences"]] == [pod["metadata"]["uid"]]
     # kube-controller-manager makes the gated pod's claim from its template; the scheduler allocates
     # nothing to it while the gate is on.
-    await wait_until(lambda: claims_owned_by(dra_testbed, dra_namespace, fifth.pod_name), what="the gated pod's claim")
+    await wait_until_async(
+        lambda: claims_owned_by(dra_testbed, dra_namespace, fifth.pod_name), what="the gated pod's claim", timeout=30
+    )
     (claim,) = claims_owned_by(dra_testbed, dra_namespace, fifth.pod_name)
     assert not (claim.get("status") or {}).get("allocation")
     assert fifth.queue.status_text().startswith("Queued for a 0.25 GPU (dra): 1st in line.")
@@ -113,14 +118,20 @@ async def test_the_fifth_quarter_queues_gated_and_starts_when_one_stops(
             messages.append(event["message"])
 
     reader = asyncio.ensure_future(read())
-    await wait_until(lambda: any(m.startswith("Queued for a 0.25 GPU (dra): 1st in line.") for m in messages))
+    await wait_until_async(
+        lambda: any(m.startswith("Queued for a 0.25 GPU (dra): 1st in line.") for m in messages),
+        what="the queue's progress message",
+        timeout=30,
+    )
     await running[0].stop()
     assert (await asyncio.wait_for(task, timeout=45)).startswith("http://")
     assert allocation_of(dra_testbed, dra_namespace, fifth.pod_name)["consumedCapacity"] == {"memory": "20Gi"}
     await asyncio.wait_for(reader, 10)
     for spawner in [*running[1:], fifth]:
         await spawner.stop()
-    await wait_until(lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claims to go with their pods")
+    await wait_until_async(
+        lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claims to go with their pods", timeout=30
+    )
     assert templates_in(dra_testbed, dra_namespace) == []
 
 
@@ -148,7 +159,9 @@ async def test_waiters_start_in_queue_order_each_when_its_slice_fits(dra_spawner
     assert allocation_of(dra_testbed, dra_namespace, quarter.pod_name)["device"] == "gpu-0"
     for spawner in (running[3], half, quarter):
         await spawner.stop()
-    await wait_until(lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claims to go with their pods")
+    await wait_until_async(
+        lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claims to go with their pods", timeout=30
+    )
 
 
 async def test_cancel_while_queued_leaves_no_pod_claim_or_template(dra_spawner, dra_testbed, dra_namespace) -> None:
@@ -162,8 +175,10 @@ async def test_cancel_while_queued_leaves_no_pod_claim_or_template(dra_spawner, 
     assert pod_of(dra_testbed, dra_namespace, waiting.pod_name) is None
     assert f"{waiting.pod_name}-gpu" not in [t["metadata"]["name"] for t in templates_in(dra_testbed, dra_namespace)]
 
-    await wait_until(
-        lambda: not claims_owned_by(dra_testbed, dra_namespace, waiting.pod_name), what="the queued pod's claim to go"
+    await wait_until_async(
+        lambda: not claims_owned_by(dra_testbed, dra_namespace, waiting.pod_name),
+        what="the queued pod's claim to go",
+        timeout=30,
     )
     assert not waiting.hub_state.gpu_queue(waiting.api, waiting.log).tickets
     for spawner in running:
@@ -178,18 +193,27 @@ async def test_a_queued_pod_nobody_waits_on_goes_with_its_claim_and_template(
     config.FractionalSpawner.profile_list[0]["queue"] = {"max_wait": 3}
     left = dra_spawner({"profile": "quarter"}, user="gone", config=config)
     task = await queued(left)
-    await wait_until(lambda: claims_owned_by(dra_testbed, dra_namespace, left.pod_name), what="the gated pod's claim")
+    await wait_until_async(
+        lambda: claims_owned_by(dra_testbed, dra_namespace, left.pod_name), what="the gated pod's claim", timeout=30
+    )
     # The hub goes away: its spawn ends without stopping the pod; the next hub's sweep finds it past its wait.
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     deadline = wait_deadline(pod_of(dra_testbed, dra_namespace, left.pod_name))
-    await wait_until(lambda: datetime.now(timezone.utc) > deadline, what="the end of the maximum wait")
+    await wait_until_async(
+        lambda: datetime.now(timezone.utc) > deadline, what="the end of the maximum wait", timeout=30
+    )
     await left.hub_state.gpu_queue(left.api, left.log).sweep()
-    await wait_until(lambda: pod_of(dra_testbed, dra_namespace, left.pod_name) is None, what="the pod to go")
-    await wait_until(lambda: not claims_owned_by(dra_testbed, dra_namespace, left.pod_name), what="its claim to go")
-    await wait_until(
+    await wait_until_async(
+        lambda: pod_of(dra_testbed, dra_namespace, left.pod_name) is None, what="the pod to go", timeout=30
+    )
+    await wait_until_async(
+        lambda: not claims_owned_by(dra_testbed, dra_namespace, left.pod_name), what="its claim to go", timeout=30
+    )
+    await wait_until_async(
         lambda: f"{left.pod_name}-gpu" not in [t["metadata"]["name"] for t in templates_in(dra_testbed, dra_namespace)],
         what="its template to go with it",
+        timeout=30,
     )
     for spawner in running:
         await spawner.stop()

@@ -11,8 +11,9 @@ import pytest
 import yaml
 from tornado import web
 
-from .rbac import hub_with_rules
-from .test_dra_on_cluster import templates_in, wait_until
+from fracnb_testbed.procs import wait_until_async
+from tests.spawner_k8s.dra import templates_in
+from tests.spawner_k8s.rbac import hub_with_rules
 
 pytestmark = pytest.mark.k8s
 
@@ -57,4 +58,6 @@ async def test_the_rule_of_rbac_yaml_is_enough_and_the_pod_owns_its_template(
         (pod,) = [p for p in dra_testbed.list_pods(dra_namespace) if p["metadata"]["name"] == spawner.pod_name]
         assert [ref["uid"] for ref in template["metadata"].get("ownerReferences", [])] == [pod["metadata"]["uid"]]
         await spawner.stop()
-    await wait_until(lambda: templates_in(dra_testbed, dra_namespace) == [], what="the template to go at stop")
+    await wait_until_async(
+        lambda: templates_in(dra_testbed, dra_namespace) == [], what="the template to go at stop", timeout=30
+    )

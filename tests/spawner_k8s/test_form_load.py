@@ -9,7 +9,8 @@ from collections import Counter
 import pytest
 from traitlets.config import Config
 
-from tests.spawner_k8s.conftest import gpu_job_pod
+from fracnb_testbed.procs import wait_until_async
+from tests.spawner_k8s.helpers import form_shows, free_on_form, gpu_job_pod
 
 pytestmark = pytest.mark.k8s
 
@@ -52,18 +53,6 @@ async def test_concurrent_form_loads_share_one_watch(cluster_spawner, testbed) -
     assert spent["pods"] <= 3, spent
 
 
-async def free_on_form(spawner) -> int:
-    (count,) = re.findall(r"(\d+) free now", await spawner.render_options_form())
-    return int(count)
-
-
-async def until(probe, expected, timeout: float = 15) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while (seen := await probe()) != expected:
-        assert asyncio.get_running_loop().time() < deadline, f"still {seen}, not {expected}"
-        await asyncio.sleep(0.05)
-
-
 async def test_the_view_follows_changes_across_watch_reconnects_without_listing_again(
     cluster_spawner, testbed, k8s_namespace, monkeypatch
 ) -> None:
@@ -76,12 +65,14 @@ async def test_the_view_follows_changes_across_watch_reconnects_without_listing_
     assert await free_on_form(viewer) == 4
     lists, watches = list_requests(testbed), list_requests(testbed, "WATCH")
 
-    async def watches_ended() -> bool:
-        return (list_requests(testbed, "WATCH") - watches)["nodes"] >= 3
-
-    await until(watches_ended, True)  # the view's node watch has been ended and resumed 3 times
+    await wait_until_async(
+        lambda: (list_requests(testbed, "WATCH") - watches)["nodes"] >= 3,
+        what="the view's node watch ended and resumed 3 times",
+        timeout=15,
+        interval=0.05,
+    )
     testbed.create_pod(k8s_namespace, gpu_job_pod(2))
-    await until(lambda: free_on_form(viewer), 2)
+    await form_shows(lambda: viewer, 2)
     testbed.delete_pod(k8s_namespace, "batch-job", grace_seconds=0)
-    await until(lambda: free_on_form(viewer), 4)
+    await form_shows(lambda: viewer, 4)
     assert list_requests(testbed) - lists == Counter(), "resumed from the last resourceVersion, not re-listed"

@@ -13,6 +13,7 @@ from traitlets.config import Config
 
 from fracnb_spawner.common.podkeys import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
 from fracnb_spawner.hubstate import HubState
+from fracnb_testbed.procs import wait_until_async
 
 pytestmark = pytest.mark.k8s
 
@@ -48,16 +49,12 @@ def filler(index: int) -> dict:
 
 async def fill_every_slot(testbed, namespace: str) -> list[str]:
     names = [testbed.create_pod(namespace, filler(i))["metadata"]["name"] for i in range(SLOTS)]
-    await wait_until(lambda: sum(1 for p in testbed.list_pods(namespace) if p["spec"].get("nodeName")) == SLOTS)
+    await wait_until_async(
+        lambda: sum(1 for p in testbed.list_pods(namespace) if p["spec"].get("nodeName")) == SLOTS,
+        what=f"{SLOTS} filler pods bound",
+        timeout=60,
+    )
     return names
-
-
-async def wait_until(condition, timeout: float = 60) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.2)
 
 
 def pod(testbed, namespace: str, name: str) -> dict | None:
@@ -87,7 +84,11 @@ async def queued(spawners) -> list:
     tasks = []
     for spawner in spawners:
         tasks.append(asyncio.ensure_future(spawner.start()))
-        await wait_until(lambda s=spawner: s.queue.ticket is not None and s.queue.ticket.position is not None)
+        await wait_until_async(
+            lambda s=spawner: s.queue.ticket is not None and s.queue.ticket.position is not None,
+            what=f"{spawner.user.name}'s place in the queue",
+            timeout=60,
+        )
     return tasks
 
 
@@ -117,7 +118,11 @@ async def test_queued_spawns_start_in_order_as_slots_free(cluster_spawner, testb
     }
     holding["spec"]["nodeSelector"] = {**TS4, "nvidia.com/gpu.replicas": "8"}
     testbed.create_pod(k8s_namespace, holding)  # fmt: skip
-    await wait_until(lambda: (dave.queue.ticket.position, carol.queue.ticket.position) == (1, 2))
+    await wait_until_async(
+        lambda: (dave.queue.ticket.position, carol.queue.ticket.position) == (1, 2),
+        what="dave 1st and carol 2nd",
+        timeout=60,
+    )
     assert bob.queue.ticket.position == 3
     assert "1st in line" in dave.queue.status_text()
     waits = REGISTRY.get_sample_value("fracnb_queue_wait_seconds_count") or 0
@@ -162,7 +167,9 @@ async def test_maximum_wait_fails_cleanly(cluster_spawner, testbed, k8s_namespac
     message = refused.value.jupyterhub_message
     assert "No 0.25 GPU (time-slicing) became free within 3 s" in message
     assert "smaller share or a CPU-only profile, or try again later" in message
-    await wait_until(lambda: pod(testbed, k8s_namespace, spawner.pod_name) is None)
+    await wait_until_async(
+        lambda: pod(testbed, k8s_namespace, spawner.pod_name) is None, what="the pod to go", timeout=60
+    )
 
 
 async def test_restarted_hub_keeps_the_place(cluster_spawner, testbed, k8s_namespace) -> None:
@@ -182,8 +189,13 @@ async def test_restarted_hub_keeps_the_place(cluster_spawner, testbed, k8s_names
     again_second = in_group(cluster_spawner({"profile": "quarter"}, user="iris", config=quarter_config()))
     again_first = in_group(cluster_spawner({"profile": "quarter"}, user="henry", config=quarter_config()))
     tasks = await queued([again_second, again_first])
-    await wait_until(lambda: again_first.queue.ticket.position == 1)
-    await wait_until(lambda: gated(testbed, k8s_namespace, first.pod_name))  # taken over: deleted, made again
+    await wait_until_async(
+        lambda: again_first.queue.ticket.position == 1, what="the first place taken over", timeout=60
+    )
+    # Taken over: deleted, made again.
+    await wait_until_async(
+        lambda: gated(testbed, k8s_namespace, first.pod_name), what="the pod gated again", timeout=60
+    )
     assert pod(testbed, k8s_namespace, first.pod_name)["metadata"]["annotations"][QUEUED_AT_ANNOTATION] == queued_at
     testbed.delete_pod(k8s_namespace, fillers[0], grace_seconds=0)
     done, _ = await asyncio.wait(tasks, timeout=60, return_when=asyncio.FIRST_COMPLETED)
@@ -212,9 +224,13 @@ async def test_restarted_hub_forgets_the_spawn_but_not_the_place(cluster_spawner
     await asyncio.gather(task, return_exceptions=True)
     assert await spawner.poll() is None
     await again.stop(now=True)  # an admin's stop, or the sweep after the maximum wait
-    await wait_until(lambda: pod(testbed, k8s_namespace, again.pod_name) is None)
+    await wait_until_async(
+        lambda: pod(testbed, k8s_namespace, again.pod_name) is None, what="its pod to go", timeout=60
+    )
     await spawner.stop()
-    await wait_until(lambda: pod(testbed, k8s_namespace, spawner.pod_name) is None)
+    await wait_until_async(
+        lambda: pod(testbed, k8s_namespace, spawner.pod_name) is None, what="the pod to go", timeout=60
+    )
 
 
 async def test_fifty_concurrent_spawns_into_a_full_cluster(cluster_spawner, testbed, k8s_namespace) -> None:
@@ -227,11 +243,15 @@ async def test_fifty_concurrent_spawns_into_a_full_cluster(cluster_spawner, test
     for spawner in spawners:
         member(spawner, "team-a", *names)
     tasks = [asyncio.ensure_future(s.start()) for s in spawners]
-    await wait_until(lambda: sum(1 for t in tasks if t.done()) == 26, timeout=120)
+    await wait_until_async(lambda: sum(1 for t in tasks if t.done()) == 26, what="26 spawns refused", timeout=120)
     refused = [t.exception() for t in tasks if t.done()]
     assert all(isinstance(e, web.HTTPError) and e.status_code == 403 for e in refused), refused
     waiting = [s for s, t in zip(spawners, tasks, strict=True) if not t.done()]
-    await wait_until(lambda: sorted(s.queue.ticket.position or 0 for s in waiting) == list(range(1, 25)))
+    await wait_until_async(
+        lambda: sorted(s.queue.ticket.position or 0 for s in waiting) == list(range(1, 25)),
+        what="places 1 to 24",
+        timeout=60,
+    )
     assert sum(1 for name in names if gated(testbed, k8s_namespace, f"jupyter-{name}")) == 24
     for name in fillers[:24]:
         testbed.delete_pod(k8s_namespace, name, grace_seconds=0)
@@ -257,13 +277,21 @@ async def test_progress_shows_the_place_not_the_patience_message(cluster_spawner
             into.append(event["message"])
 
     reader = asyncio.ensure_future(read(spawner.progress(), messages))
-    await wait_until(lambda: any(m.startswith("Queued for a 0.25 GPU (time-slicing): 1st in line.") for m in messages))
+    await wait_until_async(
+        lambda: any(m.startswith("Queued for a 0.25 GPU (time-slicing): 1st in line.") for m in messages),
+        what="the queue's progress message",
+        timeout=60,
+    )
     # KubeSpawner's own progress, read beside ours and started after it: once it has said "taking
     # longer" three times, ours would have too, were the queue headline not taking their place.
     # (KubeSpawner before 7.1 has no such message.)
     witness = asyncio.ensure_future(read(KubeSpawner.progress(spawner), unfiltered))
     if KubeSpawner.class_traits().get("slow_spawn_message_threshold") is not None:
-        await wait_until(lambda: sum("taking longer" in m for m in unfiltered) >= 3, timeout=30)
+        await wait_until_async(
+            lambda: sum("taking longer" in m for m in unfiltered) >= 3,
+            what="KubeSpawner's third 'taking longer'",
+            timeout=30,
+        )
     assert not [m for m in messages if "taking longer" in m], messages
     # Nor once its turn comes: KubeSpawner's clock would count the wait in the queue.
     testbed.delete_pod(k8s_namespace, fillers[0], grace_seconds=0)
@@ -289,7 +317,8 @@ async def test_a_slot_freed_before_the_queued_pod_exists_still_starts_it(
     async def create_after_the_gate_was_tried(namespace, body, **kwargs):
         # The spawn has joined the queue; its pod is not created yet when a slot frees.
         testbed.delete_pod(k8s_namespace, fillers[0], grace_seconds=0)
-        await wait_until(lambda: spawner.pod_name in lifts, timeout=10)  # tried on a pod not there yet: 404
+        # Tried on a pod not there yet: 404.
+        await wait_until_async(lambda: spawner.pod_name in lifts, what="a lift of the pod", timeout=10)
         return await create(namespace, body, **kwargs)
 
     monkeypatch.setattr(api, "patch_namespaced_pod", patch_recorded)
@@ -320,11 +349,19 @@ async def test_slots_held_by_lower_priority_pods_do_not_queue_the_spawn(
         manifest = filler(index)
         manifest["spec"].update(priorityClassName="batch-below", terminationGracePeriodSeconds=0)
         batch.append(testbed.create_pod(k8s_namespace, manifest)["metadata"]["name"])
-    await wait_until(lambda: sum(1 for p in testbed.list_pods(k8s_namespace) if p["spec"].get("nodeName")) == SLOTS)
+    await wait_until_async(
+        lambda: sum(1 for p in testbed.list_pods(k8s_namespace) if p["spec"].get("nodeName")) == SLOTS,
+        what=f"{SLOTS} batch pods bound",
+        timeout=60,
+    )
     spawner = in_group(cluster_spawner({"profile": "quarter"}, user="lena", config=quarter_config()))
     assert isinstance(await asyncio.wait_for(spawner.start(), timeout=60), str)
     assert spawner.queue.went_straight  # never queued behind a batch pod
     bound = pod(testbed, k8s_namespace, spawner.pod_name)
     assert bound["spec"].get("nodeName")
-    await wait_until(lambda: sum(1 for name in batch if pod(testbed, k8s_namespace, name) is None) == 1)
+    await wait_until_async(
+        lambda: sum(1 for name in batch if pod(testbed, k8s_namespace, name) is None) == 1,
+        what="one batch pod preempted",
+        timeout=60,
+    )
     await spawner.stop()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from fractions import Fraction
 from types import SimpleNamespace
 
@@ -12,7 +11,8 @@ from tornado import web
 from traitlets.config import Config
 
 from fracnb_spawner.hubstate import HubState
-from tests.spawner_k8s.conftest import gpu_job_pod
+from fracnb_testbed.procs import wait_until_async
+from tests.spawner_k8s.helpers import form_shows, free_on_form, gpu_job_pod
 
 pytestmark = pytest.mark.k8s
 
@@ -80,14 +80,6 @@ async def test_restarted_hub_recounts_from_pods(cluster_spawner, testbed, k8s_na
         await spawner.stop()
 
 
-async def form_shows(free_on_form, expected: int, timeout: float = 15) -> None:
-    """Wait until the form's free count is ``expected`` (it follows the cluster through a watch)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while (shown := await free_on_form()) != expected:
-        assert asyncio.get_running_loop().time() < deadline, f"the form shows {shown} free, not {expected}"
-        await asyncio.sleep(0.05)
-
-
 async def test_form_free_count_matches_the_scheduler(cluster_spawner, testbed, k8s_namespace) -> None:
     config = Config()
     # Without the queue, so that the fifth pod goes to the scheduler (test_queue.py has it queued).
@@ -96,36 +88,30 @@ async def test_form_free_count_matches_the_scheduler(cluster_spawner, testbed, k
     config.FractionalSpawner.cmd = ["python3", "-c", "import time; time.sleep(600)"]
     config.FractionalSpawner.start_timeout = 30
 
-    async def free_on_form() -> int:
-        viewer = cluster_spawner({}, user="viewer", config=Config(config))
-        html = await viewer.render_options_form()
-        (count,) = re.findall(r"(\d+) free now", html)
-        return int(count)
+    def viewer():
+        return cluster_spawner({}, user="viewer", config=Config(config))
 
-    assert await free_on_form() == 4
+    assert await free_on_form(viewer()) == 4
     running = []
     for i in range(4):
         spawner = cluster_spawner({"profile": "quarter"}, user=f"fill{i}", config=Config(config))
         await spawner.start()
         running.append(spawner)
-        await form_shows(free_on_form, 3 - i)
+        await form_shows(viewer, 3 - i)
     extra = cluster_spawner({"profile": "quarter"}, user="extra", config=Config(config))
     start = asyncio.ensure_future(extra.start())
-    await wait_for_event(testbed, k8s_namespace, extra.pod_name, "FailedScheduling")
+    await wait_until_async(
+        lambda: any(e.get("reason") == "FailedScheduling" for e in testbed.events_for(k8s_namespace, extra.pod_name)),
+        what="the fifth pod's FailedScheduling event",
+        timeout=30,
+    )
     assert not start.done(), "the form said 0 free and the scheduler agrees: the fifth pod waits"
     await running[0].stop()
     await asyncio.wait_for(start, timeout=30)
-    await form_shows(free_on_form, 0)
+    await form_shows(viewer, 0)
     for spawner in [*running[1:], extra]:
         await spawner.stop()
-    await form_shows(free_on_form, 4)
-
-
-async def wait_for_event(testbed, namespace: str, name: str, reason: str, timeout: float = 30) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not any(event.get("reason") == reason for event in testbed.events_for(namespace, name)):
-        assert asyncio.get_running_loop().time() < deadline, f"no {reason} event for {name}"
-        await asyncio.sleep(0.1)
+    await form_shows(viewer, 4)
 
 
 async def test_form_follows_pods_the_hub_did_not_start(cluster_spawner, testbed, k8s_namespace) -> None:
@@ -133,13 +119,11 @@ async def test_form_follows_pods_the_hub_did_not_start(cluster_spawner, testbed,
     config.FractionalSpawner.profile_list = QUARTER
     config.FractionalSpawner.node_selector = {"fracnb.io/runner": "local"}
 
-    async def free_on_form() -> int:
-        html = await cluster_spawner({}, user="viewer", config=Config(config)).render_options_form()
-        (count,) = re.findall(r"(\d+) free now", html)
-        return int(count)
+    def viewer():
+        return cluster_spawner({}, user="viewer", config=Config(config))
 
-    await form_shows(free_on_form, 4)
+    await form_shows(viewer, 4)
     testbed.create_pod(k8s_namespace, gpu_job_pod(3))
-    await form_shows(free_on_form, 1)  # once the scheduler has bound it
+    await form_shows(viewer, 1)  # once the scheduler has bound it
     testbed.delete_pod(k8s_namespace, "batch-job", grace_seconds=0)
-    await form_shows(free_on_form, 4)
+    await form_shows(viewer, 4)

@@ -1,18 +1,16 @@
 """The CLI end to end on a small cluster: up, status, a local pod, down leaves nothing behind."""
 
-import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from fracnb_testbed.handle import Testbed, pod_phase_is
-from fracnb_testbed.procs import ProcessRecord, is_alive, start_ticks_of
+from fracnb_testbed.procs import ProcessRecord, is_alive, start_ticks_of, wait_until_async
 from fracnb_testbed.state import TestbedState, load_runner_children
 
 pytestmark = pytest.mark.k8s
@@ -80,11 +78,10 @@ async def test_up_status_down_leaves_no_process_behind(tmp_path, small_cluster):
         )
         await testbed.wait_for_pod("default", "sleeper", lambda p: p and p["status"].get("phase") == "Running")
         (pod_process,) = load_runner_children(state_dir)
-        for _ in range(200):  # the grandchild appears a moment after the pod runs
-            if len(_group_members(pod_process.pid)) == 2:
-                break
-            await asyncio.sleep(0.05)
-        assert len(_group_members(pod_process.pid)) == 2
+        # The grandchild appears a moment after the pod runs.
+        await wait_until_async(
+            lambda: len(_group_members(pod_process.pid)) == 2, what="the pod's grandchild", timeout=10, interval=0.05
+        )
     finally:
         stopped = cli("down", state_dir=state_dir)
     assert stopped.returncode == 0, stopped.stderr
@@ -120,10 +117,7 @@ def test_down_cleans_up_pod_processes_of_a_killed_runner(tmp_path):
         result = cli("down", state_dir=state_dir)
         assert result.returncode == 0, result.stderr
         assert "stopped leftover pod process ns/pod/c" in result.stderr
-        deadline = time.monotonic() + 5
-        while orphan.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert orphan.returncode is not None
+        orphan.wait(timeout=5)
     finally:
         if orphan.poll() is None:
             orphan.kill()
@@ -174,10 +168,13 @@ async def test_up_after_down_keep_files_or_a_crash_starts_afresh_and_keeps_homes
         killed = TestbedState.load(state_dir).processes
         for record in killed:
             os.kill(record.pid, signal.SIGKILL)
-        for _ in range(200):  # SIGKILL takes effect a moment later
-            if not any(is_alive(record) for record in killed):
-                break
-            await asyncio.sleep(0.05)
+        # SIGKILL takes effect a moment later.
+        await wait_until_async(
+            lambda: not any(is_alive(record) for record in killed),
+            what="the killed processes gone",
+            timeout=10,
+            interval=0.05,
+        )
         after_crash = cli("up", "--cluster", str(small_cluster), state_dir=state_dir)
         assert after_crash.returncode == 0, after_crash.stderr
         assert "stopped without `down`" in after_crash.stderr

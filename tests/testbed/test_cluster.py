@@ -1,6 +1,5 @@
 """The mixed cluster on the real apiserver and scheduler, KWOK nodes and the local runner."""
 
-import asyncio
 import json
 import sys
 import urllib.error
@@ -10,7 +9,7 @@ import pytest
 
 from fracnb_testbed.clusters import load_cluster, node_manifests
 from fracnb_testbed.handle import pod_is_gone, pod_is_running_with_ip, pod_phase_is
-from fracnb_testbed.procs import is_alive
+from fracnb_testbed.procs import is_alive, wait_until_async
 
 pytestmark = pytest.mark.k8s
 
@@ -136,14 +135,14 @@ async def test_a_local_pod_serves_http_on_its_own_ip_and_dies_with_its_pod(testb
         with urllib.request.urlopen(f"http://{ip}:8000/", timeout=5) as response:
             return response.status
 
-    for _ in range(50):  # the server binds a moment after the process starts
+    def answered() -> bool:
         try:
-            assert fetch() == 200
-            break
+            return fetch() == 200
         except OSError:
-            await asyncio.sleep(0.1)
-    else:
-        pytest.fail(f"nothing answered on {ip}:8000; log:\n{testbed.pod_log(k8s_namespace, 'web', 'main')}")
+            return False
+
+    # The server binds a moment after the process starts.
+    await wait_until_async(answered, what=f"an answer on {ip}:8000", timeout=15, interval=0.1)
     (process,) = [p for p in testbed.local_processes() if p.name == f"{k8s_namespace}/web/main"]
     reasons = [e["reason"] for e in testbed.events_for(k8s_namespace, "web")]
     assert "Started" in reasons

@@ -7,8 +7,6 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from kubernetes_asyncio.config import kube_config
-from kubespawner import clients
 from traitlets.config import PyFileConfigLoader
 
 from fracnb_spawner import dryrun
@@ -41,15 +39,7 @@ def test_config_points_the_hub_at_local_nodes_and_the_service(config_file: Path)
     assert policy.user_limit("ann") == Fraction(1, 2)
 
 
-def test_demo_profiles_pass_the_dry_run(
-    config_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    offline = tmp_path / "offline-kubeconfig"
-    offline.write_text(dryrun.OFFLINE_KUBECONFIG)
-    monkeypatch.setenv("KUBECONFIG", str(offline))
-    # kubernetes_asyncio read KUBECONFIG when the testbed plugin imported it.
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(offline))
-    clients.load_config.cache_clear()
+def test_demo_profiles_pass_the_dry_run(config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert dryrun.main([str(config_file), "--json"]) == 0
     rows = {row["profile"]: row for row in json.loads(capsys.readouterr().out)}
     assert rows["cpu"]["gpu_resources"] == {}

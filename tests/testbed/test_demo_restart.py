@@ -18,7 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ import pytest
 
 from fracnb_testbed.controlplane import down
 from fracnb_testbed.demo import DEMO_PASSWORD, cluster_dir, free_port, homes_dir, hub_pid_file
-from fracnb_testbed.procs import ProcessRecord, is_alive, log_tail, start_ticks_of
+from fracnb_testbed.procs import ProcessRecord, is_alive, log_tail, start_ticks_of, wait_until
 from fracnb_testbed.state import STATE_FILE, TestbedState, load_runner_children
 
 pytestmark = pytest.mark.k8s
@@ -36,17 +36,6 @@ READY = "fracnb demo running at"
 START_TIMEOUT = 300.0  # two busy cores: the cluster, the fake GPU build and the hub
 SPAWN_TIMEOUT = 180.0
 SAVED = "notes/saved.txt"
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.3)
 
 
 class DemoProcess:
@@ -70,7 +59,7 @@ class DemoProcess:
                 pytest.fail(f"the demo exited with {self.process.returncode}:\n{log_tail(self.log, 40)}")
             return READY in self.output()
 
-        wait_for(ready, "the demo to announce itself", START_TIMEOUT)
+        wait_until(ready, what="the demo to announce itself", timeout=START_TIMEOUT, interval=0.3)
         with urllib.request.urlopen(f"{self.url}/hub/health", timeout=10) as response:  # noqa: S310
             assert response.status == 200
 
@@ -162,12 +151,19 @@ class Hub:
     def start(self, user: str) -> None:
         status, answer = self.call("POST", f"/hub/api/users/{user}/server", {"profile": "cpu"})
         assert status in (201, 202), answer
-        wait_for(lambda: (self.server(user) or {}).get("ready"), f"{user}'s server to be ready", SPAWN_TIMEOUT)
+        wait_until(
+            lambda: (self.server(user) or {}).get("ready"),
+            what=f"{user}'s server to be ready",
+            timeout=SPAWN_TIMEOUT,
+            interval=0.3,
+        )
 
     def stop(self, user: str) -> None:
         status, answer = self.call("DELETE", f"/hub/api/users/{user}/server")
         assert status in (202, 204), answer
-        wait_for(lambda: self.server(user) is None, f"{user}'s server to stop", SPAWN_TIMEOUT)
+        wait_until(
+            lambda: self.server(user) is None, what=f"{user}'s server to stop", timeout=SPAWN_TIMEOUT, interval=0.3
+        )
 
     def save(self, user: str, path: str, text: str) -> None:
         folder = path.rsplit("/", 1)[0]

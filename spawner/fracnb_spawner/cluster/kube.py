@@ -1,4 +1,5 @@
-"""Exact reads of singleuser pods: one LIST, in one namespace or in all of them.
+"""Exact reads of singleuser pods: one LIST, in one namespace or in all of them; and where the
+Kubernetes client looks for its kubeconfig.
 
 With KubeSpawner's ``enable_user_namespaces`` each user's pods live in a namespace of their own,
 so everything that counts GPUs across users (the quota admission, the fracnb service) must list
@@ -9,12 +10,26 @@ every namespace, selecting pods by label as KubeSpawner's own pod reflector does
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.config import kube_config
 
 DEFAULT_COMPONENT = "singleuser-server"
+# A cluster nobody listens at: KubeSpawner reads a kubeconfig when a spawner is built, and the dry
+# run, the offline tests and the benchmarks build spawners without connecting anywhere.
+OFFLINE_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: offline, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: offline, user: {token: offline}}]
+contexts: [{name: offline, context: {cluster: offline, user: offline, namespace: jupyterhub}}]
+current-context: offline
+"""
 
 
 def singleuser_selector(component_label: str = DEFAULT_COMPONENT) -> str:
@@ -77,3 +92,40 @@ async def list_pods(api: Any, namespace: str | None, label_selector: str) -> lis
             raise ApiException(status=response.status, reason=f"listing pods: {(await response.text())[:200]}")
         data = await response.json()
     return data.get("items") or []
+
+
+@contextlib.contextmanager
+def kubeconfig_at(path: Path | str) -> Iterator[Path]:
+    """Within the block, KubeSpawner and kubernetes_asyncio read the kubeconfig at ``path``; after it,
+    what they read before.
+
+    Setting ``KUBECONFIG`` is not enough: kubernetes_asyncio reads it once, when it is imported,
+    into ``KUBE_CONFIG_DEFAULT_LOCATION``; and KubeSpawner loads the configuration once per process
+    (``clients.load_config`` is cached).
+    """
+    from kubespawner import clients  # noqa: PLC0415 - KubeSpawner only where spawners are built
+
+    path = Path(path)
+    before = os.environ.get("KUBECONFIG"), kube_config.KUBE_CONFIG_DEFAULT_LOCATION
+    os.environ["KUBECONFIG"] = kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(path)
+    clients.load_config.cache_clear()
+    try:
+        yield path
+    finally:
+        environment, kube_config.KUBE_CONFIG_DEFAULT_LOCATION = before
+        if environment is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = environment
+        clients.load_config.cache_clear()
+
+
+@contextlib.contextmanager
+def offline_kubeconfig() -> Iterator[Path]:
+    """:data:`OFFLINE_KUBECONFIG` written to a scratch file and read (:func:`kubeconfig_at`) within the
+    block: spawners can be built and pods planned on a machine with no cluster and no ``~/.kube``."""
+    with tempfile.TemporaryDirectory(prefix="fracnb-offline-") as scratch:
+        path = Path(scratch) / "kubeconfig"
+        path.write_text(OFFLINE_KUBECONFIG)
+        with kubeconfig_at(path):
+            yield path

@@ -1,4 +1,5 @@
-"""Times of day and durations as researchers read them: "about 14:05 CET, in 12 min". Pure.
+"""Times of day and durations as researchers read them: "about 14:05 CET, in 12 min" (pure); and the
+one seam through which a long-lived hub object reads the time (:class:`Clock`).
 
 The hub shows times in one configured zone (``c.FracnbQueue.display_timezone``); the server's
 own clock and every stored time stay in UTC.
@@ -6,10 +7,36 @@ own clock and every stored time stay in UTC.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
+from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 UTC_NAME = "UTC"
+
+
+class Clock(Protocol):
+    """Where an object that outlives a request reads the time; tests pass one they move by hand."""
+
+    def now(self) -> datetime:
+        """The wall clock, aware, in UTC: for times written on pods or compared with them."""
+
+    def monotonic(self) -> float:
+        """Seconds that never go back, from an arbitrary start: for intervals, which a step of the
+        system clock must not stretch or shrink."""
+
+
+class SystemClock:
+    """The real time: :func:`datetime.now` in UTC and :func:`time.monotonic` (the event loop's time)."""
+
+    def now(self) -> datetime:
+        return datetime.now(timezone.utc)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+SYSTEM_CLOCK = SystemClock()
 
 
 def zone_named(name: str) -> ZoneInfo:

@@ -18,10 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
@@ -30,6 +29,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from fracnb_spawner.cluster.slots import Ask, Cluster, Ledger, servers_free
 from fracnb_spawner.cluster.view import object_key
 from fracnb_spawner.cluster.watches import ClusterWatches
+from fracnb_spawner.common.clock import SYSTEM_CLOCK, Clock
 from fracnb_spawner.common.podkeys import QUEUE_GATE, SLOT_KIND_LABEL
 from fracnb_spawner.queue.order import Waiting, pod_is_gated, queue_order, quota_share, wait_deadline, waiting_from_pod
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
@@ -78,14 +78,19 @@ class KindCapacity:
 
 class QueueCoordinator:
     def __init__(
-        self, watches: ClusterWatches, api: Any, log: logging.Logger | logging.LoggerAdapter = default_log
+        self,
+        watches: ClusterWatches,
+        api: Any,
+        log: logging.Logger | logging.LoggerAdapter = default_log,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        self.watches, self.view, self.api, self.log = watches, watches.view, api, log
+        """``watches``: what it reads of the cluster (``.view``, ``.read()``, ``.device_view()``); ``api``: a
+        ``CoreV1Api`` it patches gates and deletes pods with; ``clock``: where it reads the time."""
+        self.watches, self.view, self.api, self.log, self.clock = watches, watches.view, api, log, clock
         self.lock = asyncio.Lock()
         self.tickets: dict[str, Ticket] = {}
-        self.admitted: dict[str, tuple[Ask, float]] = {}  # key -> ask, loop time admitted
+        self.admitted: dict[str, tuple[Ask, float]] = {}  # key -> ask, monotonic time admitted
         self.devices_changed: asyncio.Task | None = None  # wakes the queue on ResourceSlice/claim changes
-        self.loop = asyncio.get_running_loop()
         self.stopping = False
         self.task = asyncio.ensure_future(self._run())
 
@@ -102,7 +107,7 @@ class QueueCoordinator:
             adopted = self._adopt(ticket, cluster.pods)
             others = [t for t in self.tickets.values() if t.kind == ticket.kind and t.waiting]
             if not adopted and not others and self._ledger(ticket.ask, cluster).take(ticket.ask):
-                self.admitted[ticket.key] = (ticket.ask, self.loop.time())
+                self.admitted[ticket.key] = (ticket.ask, self.clock.monotonic())
                 return True
             ticket.gated = True
             self.tickets[ticket.key] = ticket
@@ -153,7 +158,7 @@ class QueueCoordinator:
         for key, pod in seen.items():
             if not pod_is_gated(pod) and not ask.placed(pod, cluster):
                 asks.append(known.get(key) or ask.of_pod(pod))
-        now = self.loop.time()
+        now = self.clock.monotonic()
         for key, (admitted, at) in list(self.admitted.items()):
             pod = seen.get(key)
             if (pod is not None and ask.placed(pod, cluster)) or now - at > ADMITTED_GRACE:
@@ -176,19 +181,19 @@ class QueueCoordinator:
     # ---- lifting gates -------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        next_sweep = self.loop.time() + SWEEP_SECONDS
+        next_sweep = self.clock.monotonic() + SWEEP_SECONDS
         while not self.stopping:
             # asyncio.wait, not wait_for: wait_for may swallow a cancellation that races a set event.
             waiter = asyncio.ensure_future(self.view.changed.wait())
             try:
-                await asyncio.wait({waiter}, timeout=max(next_sweep - self.loop.time(), 0.1))
+                await asyncio.wait({waiter}, timeout=max(next_sweep - self.clock.monotonic(), 0.1))
             finally:
                 waiter.cancel()
             self.view.changed.clear()
             try:
                 await self.reconcile()
-                if self.loop.time() >= next_sweep:
-                    next_sweep = self.loop.time() + SWEEP_SECONDS
+                if self.clock.monotonic() >= next_sweep:
+                    next_sweep = self.clock.monotonic() + SWEEP_SECONDS
                     await self.sweep()
             except asyncio.CancelledError:
                 raise
@@ -232,7 +237,7 @@ class QueueCoordinator:
         patch = [{"op": "test", "path": "/spec/schedulingGates", "value": [{"name": QUEUE_GATE}]},
                  {"op": "remove", "path": "/spec/schedulingGates"}]  # fmt: skip
         ticket.lifted.set()
-        ticket.lifted_at = time.time()
+        ticket.lifted_at = self.clock.now().timestamp()
         try:
             await self.api.patch_namespaced_pod(name, namespace, patch)
         except ApiException as error:
@@ -251,7 +256,7 @@ class QueueCoordinator:
     async def sweep(self) -> None:
         """Delete gated pods that no spawn waits on once their maximum wait is over (no orphan is left)."""
         _nodes, pods = await self.view.snapshot(wait=0)
-        now = datetime.now(timezone.utc)
+        now = self.clock.now()
         for pod in pods:
             key = object_key(pod)
             deadline = wait_deadline(pod)

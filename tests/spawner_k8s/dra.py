@@ -1,0 +1,27 @@
+"""Reading the ``dra`` cluster's claims and claim templates, for the tests of the dra backend."""
+
+from __future__ import annotations
+
+A100 = "NVIDIA-A100-SXM4-80GB"  # as GPU Feature Discovery writes it; the dra cluster's devices say "NVIDIA A100-…"
+
+
+def claims_in(testbed, namespace: str) -> list[dict]:
+    return testbed.get(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")["items"]
+
+
+def templates_in(testbed, namespace: str) -> list[dict]:
+    return testbed.get(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates")["items"]
+
+
+def claims_owned_by(testbed, namespace: str, pod_name: str) -> list[dict]:
+    return [
+        c for c in claims_in(testbed, namespace)
+        if any(ref["name"] == pod_name for ref in c["metadata"].get("ownerReferences", []))
+    ]  # fmt: skip
+
+
+def allocation_of(testbed, namespace: str, pod_name: str) -> dict:
+    """The device result of the claim the pod ``pod_name`` holds."""
+    (claim,) = claims_owned_by(testbed, namespace, pod_name)
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    return result

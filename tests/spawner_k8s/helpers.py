@@ -1,0 +1,45 @@
+"""What several cluster-tier tests do: run a GPU job the hub did not start, and follow the spawn form's
+free count as the cluster changes (the form reads the hub's watch, so it follows, never at once)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from fracnb_testbed.procs import wait_until_async
+
+
+def gpu_job_pod(replicas: int, name: str = "batch-job") -> dict:
+    """A pod the hub did not start, holding ``replicas`` time-sliced GPU shares on the local node."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"fracnb.io/runner": "local"},
+            "containers": [
+                {
+                    "name": "job",
+                    "image": "example.invalid/job",
+                    "command": ["python3", "-c", "import time; time.sleep(600)"],
+                    "resources": {"limits": {"nvidia.com/gpu.shared": str(replicas)}},
+                }
+            ],
+        },
+    }
+
+
+async def free_on_form(spawner: Any) -> int:
+    """The "N free now" of the spawn form's one GPU choice."""
+    (count,) = re.findall(r"(\d+) free now", await spawner.render_options_form())
+    return int(count)
+
+
+async def form_shows(viewer: Callable[[], Any], expected: int, timeout: float = 20) -> None:
+    """Wait until the form of ``viewer()`` (a spawner) shows ``expected`` free."""
+
+    async def shown() -> bool:
+        return await free_on_form(viewer()) == expected
+
+    await wait_until_async(shown, what=f"the form to show {expected} free", timeout=timeout, interval=0.05)
