@@ -127,6 +127,9 @@ class SessionsHandler(ServiceHandler):
                 shown(report["server_name"]),
                 shown(user),
             )
+        facts = getattr(self.state, "facts", None)
+        if facts is not None:  # in memory, for the GPU-unused timeouts: kept even when the database is away
+            facts.record_report((user, report["server_name"]), report, self.state.clock())
         try:
             stored = await in_history(self.state, "store", store_report, user, report)
         except ReportConflictError as error:
