@@ -177,9 +177,10 @@ def gpu_unused_policy_text(row: dict) -> str:
     """ "hibernated and stopped after 20 min without GPU work while its kernels are idle; ... measurable: yes, ..." """
     unused, busy = row["gpu_unused_timeout_seconds"], row["gpu_unused_busy_timeout_seconds"]
     text = f"hibernated and stopped after {duration_text(unused)} without GPU work while its kernels are idle"
-    text += f"; with a kernel busy, warned then, and stopped after {duration_text(busy)}" if busy else (
-        "; with a kernel busy, only warned"
-    )
+    if busy:
+        text += f"; with a kernel busy, warned then, and stopped after {duration_text(busy)}"
+    else:
+        text += "; with a kernel busy, only warned"
     return f"{text}. Measurable: {measurability(row['backend'], row['isolation'])[1]}"
 
 
