@@ -17,17 +17,27 @@ from typing import Any
 
 NOTICE_WAIT_S = 3.0  # the pages poll every second by default (the settings' refreshRate)
 POLLING_RECENTLY_S = 10.0  # a page that asked within this long is polling
+# The stop follows the answer within seconds; a server still running this long after is not being
+# stopped for it (a GPU-unused stop called off because a kernel turned busy), and its notice would mislead.
+KEPT_S = 120.0
 
 
 class LastHibernation:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.report: dict[str, Any] | None = None
+        self._report: tuple[float, dict[str, Any]] | None = None
         self._clock = clock
         self._last_poll: float | None = None
         self._read = asyncio.Event()
 
+    @property
+    def report(self) -> dict[str, Any] | None:
+        """The last hibernation's report, for KEPT_S after it."""
+        if self._report is None or self._clock() - self._report[0] > KEPT_S:
+            return None
+        return self._report[1]
+
     def keep(self, report: dict[str, Any]) -> None:
-        self.report = report
+        self._report = (self._clock(), report)
         self._read = asyncio.Event()
 
     def served(self, *, with_report: bool) -> None:

@@ -157,7 +157,8 @@ class Judge:
 
     def status(self, model: Mapping[str, Any], pod: PodFacts | None, who: tuple[str, str]) -> dict[str, Any]:
         """The server's ``cullStatus`` for ``api/me``."""
-        return server_status(*self.judged(model, pod, who))
+        policy, decision, gpu_unused = self.judged(model, pod, who)
+        return server_status(decision, policy, gpu_unused)
 
 
 def judge_for(
