@@ -8,7 +8,8 @@ open tab never looked idle. The fracnb service counts use instead, as the meter 
   leaves out kernel_info and comm_info), and a kernel computing (the meter's busy-kernel activity);
 - typing, in any page of the server (the front end's ``POST fracnb/api/use``, at most every 10 s);
 - a request that changes something (any method but GET, HEAD and OPTIONS): a save, a new file, a
-  kernel started or restarted;
+  kernel started or restarted; but not JupyterLab saving its own layout (the workspace), which an
+  open page does every few seconds;
 - a terminal's input and output.
 
 A page polling (a GET), and the hub's fracnb service asking for a hibernation, are not use.
@@ -28,6 +29,8 @@ from .activity import isoformat
 from .hubcalls import JsonPoster
 
 READING_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Changes a page makes on its own: JupyterLab saves its layout (the workspace) every few seconds.
+AUTOMATIC_PATHS = ("/lab/api/workspaces",)
 KEEPALIVE_SECONDS = 240.0  # posted at least this often, so a restarted service learns it again soon
 _EPOCH = datetime.min.replace(tzinfo=timezone.utc)
 
@@ -41,6 +44,8 @@ def _aware(moment: datetime | None) -> datetime:
 def is_use(handler: Any) -> bool:
     """Whether a finished request was someone using the server: an authenticated, successful change."""
     if handler.request.method in READING_METHODS or handler.get_status() >= 400:
+        return False
+    if any(path in handler.request.path for path in AUTOMATIC_PATHS):
         return False
     if getattr(handler, "_track_activity", True) is False:
         return False  # e.g. the hub's service asking for a hibernation
