@@ -37,7 +37,7 @@ from .sampler import Sampler
 from .sessionreport import SessionIdentity, SessionReporter, report_document
 from .sessionstats import SessionStats, reading_from_usage
 from .usage import KernelInfo, build_usage
-from .use import ServiceUse, UseClock, UseHandler, hook_requests
+from .use import ServiceUse, UseClock, UseHandler, hook_requests, ignore_control_requests
 
 
 def utcnow() -> datetime:
@@ -243,6 +243,7 @@ class FracnbMeter(ExtensionApp):
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         self._enable_kernel_culling(serverapp.kernel_manager)
         hook_requests(serverapp.web_app.settings, self.use)
+        ignore_control_requests(serverapp.kernel_manager)
         if self.activity_interval > 0:
             self._activity = PeriodicCallback(self.report_activity, self.activity_interval * 1000, jitter=0.1)
             self._activity.start()

@@ -12,7 +12,9 @@ open tab never looked idle. The fracnb service counts use instead, as the meter 
   open page does every few seconds;
 - a terminal's input and output.
 
-A page polling (a GET), and the hub's fracnb service asking for a hibernation, are not use.
+A page polling (a GET), and the hub's fracnb service asking for a hibernation, are not use; nor
+are the requests pages make on a kernel's control channel (:data:`CONTROL_REQUESTS`), which also
+would make a kernel in a long cell look idle.
 """
 
 from __future__ import annotations
@@ -74,6 +76,24 @@ class UseClock:
             _aware(settings.get("terminal_last_activity")),
             _aware(settings.get("fracnb_last_activity")),
         )
+
+
+# Requests on a kernel's control channel that pages send on their own: the GPU and memory panels'
+# usage polls (jupyter-resource-usage), the debugger's state on connect, kernel subshells. The kernel
+# answers them at once, even while a cell runs, and publishes "busy" then "idle" for each: counted,
+# these would make a kernel in a long cell look idle (and its server stoppable) and a polled one active.
+CONTROL_REQUESTS = (
+    "usage_request", "usage_reply", "debug_request", "debug_reply",
+    "create_subshell_request", "create_subshell_reply", "list_subshell_request", "list_subshell_reply",
+    "delete_subshell_request", "delete_subshell_reply",
+)  # fmt: skip
+
+
+def ignore_control_requests(kernel_manager: Any) -> None:
+    """Have jupyter_server neither count these requests as kernel activity nor take a kernel's
+    execution state from their replies (its ``untracked_message_types``, extended)."""
+    untracked = list(kernel_manager.untracked_message_types)
+    kernel_manager.untracked_message_types = untracked + [t for t in CONTROL_REQUESTS if t not in untracked]
 
 
 def hook_requests(settings: dict[str, Any], clock: UseClock) -> None:

@@ -4,11 +4,14 @@ Carol computes in a notebook and leaves JupyterLab open and visible, untouched: 
 counts as use, so her idle 0.25 GPU server is warned and, at its idle deadline, the fracnb service asks
 it to save her variables and stops it. The open tab then says what was saved; her fracnb page says it
 too. On her next start, opening the notebook offers "Restore variables from ...", and Restore brings
-them back. Bob's kernel, busy in a long silent cell on his own server, is untouched throughout.
+them back. Bob's kernel, busy in a long silent cell on his own server, is untouched throughout. The
+hub also hibernates at the stops users ask for (``hibernate_on_stop``): her "Stop My Server" saves
+her variables again, and a cull is not saved twice.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from collections.abc import Iterator
@@ -43,6 +46,7 @@ def short_demo(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> It
     extra_config = "\n".join([
         f"c.Spawner.args = ['--allow-root', '--FracnbMeter.activity_interval={METER_ACTIVITY_INTERVAL}']",
         f"c.FracnbService.activity_report_lag = {ACTIVITY_REPORT_LAG}",
+        "c.FractionalSpawner.hibernate_on_stop = True",
         f"c.JupyterHub.services = [{{'name': 'e2e', 'api_token': {TEST_TOKEN!r}}}]",
         "c.JupyterHub.load_roles = [{'name': 'e2e', 'scopes': ['admin:users', 'admin:servers', 'tokens',"
         " 'access:servers'], 'services': ['e2e']}]",
@@ -73,6 +77,17 @@ def write_notebook(demo: RunningDemo, user: str) -> None:
 def open_notebook(page: Page, demo: RunningDemo, user: str) -> None:
     page.goto(f"{demo.settings.url}/user/{user}/lab/tree/{NOTEBOOK}")
     page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for(timeout=90_000)
+
+
+def saved_state(demo: RunningDemo, user: str) -> dict[str, Any]:
+    """The manifest of the user's one saved state, in their home on the cluster's homes volume."""
+    assert demo.testbed is not None
+    [manifest] = demo.testbed.state.homes_dir.rglob(f"{user}/.local/state/fracnb/hibernation/default/*/manifest.json")
+    return json.loads(manifest.read_text())
+
+
+def user_token(demo: RunningDemo, user: str) -> str:
+    return call(demo, f"hub/api/users/{user}/tokens", method="POST", body={"note": "e2e", "expires_in": 900})["token"]
 
 
 def kernel_states(demo: RunningDemo, user: str) -> list[str]:
@@ -154,6 +169,12 @@ def test_an_idle_servers_variables_survive_its_cull_with_its_tab_open(short_demo
         expect(stops.locator(".hibernation")).to_have_text(re.compile(r"^Variables of train\.ipynb saved at "))
         shot(page, "hibernation-service-page")
 
+        # The service's hibernation is the one on disk: the spawner's stop that followed did not save again.
+        stopped = answer_of(demo, "services/fracnb/api/me", user_token(demo, "carol"))["stopped"][""]
+        [kernel] = stopped["hibernation"]["kernels"]
+        culled_state = saved_state(demo, "carol")
+        assert culled_state["saved_at"] == kernel["saved_at"]
+
         # Bob's busy kernel was never touched.
         assert default_server(demo, "bob") is not None
         assert kernel_states(demo, "bob") == ["busy"]
@@ -172,6 +193,14 @@ def test_an_idle_servers_variables_survive_its_cull_with_its_tab_open(short_demo
             "250000 7", timeout=30_000
         )
         assert kernel_states(demo, "bob") == ["busy"]
+
+        # She stops her server herself: with hibernate_on_stop, her variables are saved again first.
+        page.goto(f"{demo.settings.url}/hub/home")
+        page.locator("#stop").click()
+        wait_until(lambda: default_server(demo, "carol") is None, what="carol's server to stop", timeout=120)
+        stopped_state = saved_state(demo, "carol")
+        assert stopped_state["saved_at"] > culled_state["saved_at"]
+        assert {"weights", "notes"} <= {variable["name"] for variable in stopped_state["variables"]}
     finally:
         bobs.close()
         for user in ("bob", "carol"):

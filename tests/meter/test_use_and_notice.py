@@ -115,6 +115,26 @@ def test_polling_is_not_use_but_a_save_typing_and_a_cell_are(server: MeterServer
     assert last_use(service) <= now()
 
 
+def test_a_kernel_in_a_long_cell_stays_busy_while_pages_poll_its_usage(
+    server: MeterServer, service: ReportServer
+) -> None:
+    kernel_id = server.start_session("long.ipynb")
+    client = server.client(kernel_id)
+    client.execute("import time\ntime.sleep(600)")
+    state = lambda: server.request(f"api/kernels/{kernel_id}")[1]["execution_state"]  # noqa: E731
+    wait_until(lambda: state() == "busy", what="the cell to run", timeout=30, interval=0.05)
+    # JupyterLab's kernel usage panel (jupyter-resource-usage) asks on the control channel; the kernel
+    # answers at once, with a "busy" and an "idle" status of its own.
+    status, answer = server.request(f"api/metrics/v1/kernel_usage/get_usage/{kernel_id}")
+    assert status == 200, answer
+    assert answer["kernel_id"] == kernel_id  # answered by the kernel while its cell runs
+    started = len(service.uses)
+    wait_until(lambda: len(service.uses) >= started + 2, what="two more use reports", timeout=30, interval=0.1)
+    assert state() == "busy"
+    assert parsed(service.uses[-1]["last_use"]) > parsed(service.uses[started - 1]["last_use"])  # computing is use
+    server.request(f"api/kernels/{kernel_id}/interrupt", "POST")
+
+
 def test_the_usage_document_keeps_the_hibernation_for_the_page_that_polls_it(server: MeterServer) -> None:
     kernel_id = server.start_session("train.ipynb")
     client = server.client(kernel_id)
