@@ -3,10 +3,11 @@ meter, on the fake NVML, reporting to the real fracnb service of a real JupyterH
 
 Ann's notebook holds 4 GiB of GPU memory and has done no GPU work (no utilisation samples) since it
 ran a cell; her JupyterLab could be open all day and the hub would see her server active. Bob's
-notebook holds 2 GiB and computes on the CPU. Both profiles stop a server after 4 s without GPU work
+notebook holds 2 GiB and computes on the CPU. Cid's notebook holds 1 GiB on a node whose driver
+(565) gives a container per-process memory but not per-process utilisation: his count is unknown. Both profiles stop a server after 4 s without GPU work
 (``fracnb.io/gpu-unused-timeout``; windows of 1 s instead of 30 s, reports every second), and the
 idle timeout is an hour. The service asks Ann's server to save its variables, then stops it, and
-tells her what was saved; Bob's server is only warned. The pods are the ones FractionalSpawner would
+tells her what was saved; Bob's server is only warned; Cid's is left alone (unknown never counts). The pods are the ones FractionalSpawner would
 make, pointing at the local servers (the hub spawns them as local processes).
 """
 
@@ -37,12 +38,9 @@ def gpu_hub(tmp_path_factory: pytest.TempPathFactory, testbed: Any) -> Iterator[
     workdir = tmp_path_factory.mktemp("gpu-unused-hub")
     namespace = testbed.create_namespace()
     library = build(workdir / "fakenvml")
-    state = StateFile(workdir / "nvml-state")
-    state.write(FakeState(driver_version="570.86.15", devices=[FakeDevice.a100(0)]))
     runtime, homes = workdir / "runtime", workdir / "homes"
     environment = {
         "LD_LIBRARY_PATH": str(library.parent),
-        "FAKE_NVML_STATE": str(state.path),
         "JUPYTER_RUNTIME_DIR": str(runtime),
         "FRACNB_GPU_FRACTION": "0.25",
         "FRACNB_GPU_MEMORY_LIMIT": str(20 * GIB),
@@ -56,6 +54,8 @@ def gpu_hub(tmp_path_factory: pytest.TempPathFactory, testbed: Any) -> Iterator[
         f"c.Spawner.environment = {environment!r}",
         # As setup(c) gives FractionalSpawner's servers: the service's URL, and a token that may call it.
         "c.Spawner.environment['FRACNB_SERVICE_URL'] = c.JupyterHub.services[0]['url'] + '/services/fracnb/'",
+        # Each user's server on a GPU of its own: its own fake NVML state.
+        f"c.Spawner.environment['FAKE_NVML_STATE'] = lambda spawner: {str(workdir)!r} + '/nvml-' + spawner.user.name",
         "c.Spawner.server_token_scopes = ['users:activity!user', 'access:servers!server', "
         "'access:services!service=fracnb']",
         f"c.Spawner.args = ['--allow-root', *{[f'--FracnbMeter.{k}={v}' for k, v in meter.items()]!r}]",
@@ -69,7 +69,7 @@ def gpu_hub(tmp_path_factory: pytest.TempPathFactory, testbed: Any) -> Iterator[
     service_env = {"KUBECONFIG": str(testbed.kubeconfig), "POD_NAMESPACE": namespace}
     try:
         with running_hub(workdir, service_env, extra) as hub:
-            yield hub, {"state": state, "runtime": runtime, "homes": homes, "namespace": namespace}
+            yield hub, {"workdir": workdir, "runtime": runtime, "homes": homes, "namespace": namespace}
     finally:
         testbed.delete_namespace(namespace)
 
@@ -127,6 +127,13 @@ def create_pod(testbed: Any, namespace: str, user: str, url: str) -> None:
         rest.close()
 
 
+def gpu_state(where: dict[str, Any], user: str, driver: str = "570.86.15", **state: Any) -> StateFile:
+    """The user's fake NVML: one A100 (``driver``: 570.86.15 gives a container per-process utilisation)."""
+    found = StateFile(where["workdir"] / f"nvml-{user}")
+    found.write(FakeState(driver_version=driver, devices=[FakeDevice.a100(0)], **state))
+    return found
+
+
 def me(hub: RunningHub, user: str) -> dict[str, Any]:
     status, report = hub.http("GET", hub.service_url + "api/me", token=user_token(hub, user))
     assert status == 200, report
@@ -148,9 +155,10 @@ def test_an_idle_notebook_with_an_unused_gpu_is_hibernated_and_stopped_and_a_bus
     gpu_hub: tuple[RunningHub, dict[str, Any]], testbed: Any
 ) -> None:
     hub, where = gpu_hub
-    ann, bob = "ann", "bob"
+    ann, bob, cid = "ann", "bob", "cid"
     clients: list[BlockingKernelClient] = []
-    for user in (ann, bob):
+    for user in (ann, bob, cid):
+        gpu_state(where, user, driver="565.57.01" if user == cid else "570.86.15")
         assert hub.api("POST", f"users/{user}")[0] in (201, 409)
         hub.start_server(user)
     try:
@@ -163,10 +171,15 @@ def test_an_idle_notebook_with_an_unused_gpu_is_hibernated_and_stopped_and_a_bus
         bob_pid = int(evaluate(training, "import os", "os.getpid()"))
         bob_url = evaluate(training, "", "os.environ['JUPYTERHUB_SERVICE_URL']")
         training.execute("import time\nwhile True:\n    time.sleep(0.05)")  # busy on the CPU from now on
-        # Both hold GPU memory; neither has a utilisation sample: the GPU is unused.
-        held = [FakeProcess(0, ann_pid, 4 * GIB), FakeProcess(0, bob_pid, 2 * GIB)]
-        where["state"].write(FakeState(driver_version="570.86.15", devices=[FakeDevice.a100(0)], processes=held))
-        for user, url in ((ann, ann_url), (bob, bob_url)):
+        plotting = open_notebook(hub, where["runtime"], cid, "plots.ipynb")
+        clients.append(plotting)
+        cid_pid = int(evaluate(plotting, "import os", "os.getpid()"))
+        cid_url = evaluate(plotting, "", "os.environ['JUPYTERHUB_SERVICE_URL']")
+        # All three hold GPU memory; none has a utilisation sample: unused, or for Cid unknown.
+        gpu_state(where, ann, processes=[FakeProcess(0, ann_pid, 4 * GIB)])
+        gpu_state(where, bob, processes=[FakeProcess(0, bob_pid, 2 * GIB)])
+        gpu_state(where, cid, driver="565.57.01", processes=[FakeProcess(0, cid_pid, GIB)])
+        for user, url in ((ann, ann_url), (bob, bob_url), (cid, cid_url)):
             create_pod(testbed, where["namespace"], user, url)
 
         warned: dict[str, Any] = {}
@@ -186,6 +199,15 @@ def test_an_idle_notebook_with_an_unused_gpu_is_hibernated_and_stopped_and_a_bus
                    timeout=60, interval=0.5)  # fmt: skip
         assert hub.server_running(bob)
         assert me(hub, bob)["culling"][""]["deadline"]["reason"] == "idle"  # an hour after his last use
+        # Cid's count was unknown all along: no GPU-unused deadline, no warning, still running.
+        assert hub.server_running(cid)
+        token = user_token(hub, cid, scopes=(f"access:servers!user={cid}",))
+        usage = hub.http("GET", f"{hub.url}/user/{cid}/fracnb/api/usage", token=token)[1]
+        assert usage["gpu_unused"]["seconds"] is None, usage["gpu_unused"]
+        assert "570.86.15" in usage["gpu_unused"]["reason"]
+        cid_status = me(hub, cid)["culling"][""]
+        assert cid_status["deadline"]["reason"] == "idle"
+        assert "gpu_unused" not in cid_status
 
         stopped = me(hub, ann)["stopped"][""]
         assert stopped["reason"] == "gpu-unused"
@@ -205,5 +227,5 @@ def test_an_idle_notebook_with_an_unused_gpu_is_hibernated_and_stopped_and_a_bus
     finally:
         for client in clients:
             client.stop_channels()
-        for user in (ann, bob):
+        for user in (ann, bob, cid):
             hub.api("DELETE", f"users/{user}/server")
