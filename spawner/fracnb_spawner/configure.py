@@ -104,38 +104,25 @@ def check_config(c: Config) -> None:
     check_cull_timing(c, settings, [] if callable(raw) else initialize_profiles(raw))
 
 
-def idle_timeouts(settings: FractionalTraits, profiles: list[dict]) -> list[tuple[str, float]]:
-    """Every idle timeout the config sets for the spawner's servers (those under demand too), with where it is set."""
-    gpu, cpu = settings.cull_defaults()
-    found = [
-        ("FractionalSpawner.gpu_idle_timeout", gpu.idle_timeout),
-        ("FractionalSpawner.cpu_idle_timeout", cpu.idle_timeout),
-    ]
-    for profile in profiles:
-        for choices, _spec, cull in iter_combinations(profile):
-            where = ",".join(f"{o}={k}" for o, k in choices)
-            name = f"FractionalSpawner.profile_list: {profile_name(profile)}" + (f", choice {where}" if where else "")
-            found += [
-                (f"{name}: cull.{key}", parse_duration(cull[key]))
-                for key in ("idle_timeout", "idle_timeout_under_demand")
-                if key in cull
-            ]
-    return found
-
-
-def gpu_unused_timeouts(profiles: list[dict]) -> list[tuple[str, float]]:
-    """Every GPU-unused timeout the profiles set, with where it is set."""
+def profile_timeouts(profiles: list[dict], keys: tuple[str, ...]) -> list[tuple[str, float]]:
+    """Every ``cull.<key>`` the profiles and their choices set, with where it is set."""
     found = []
     for profile in profiles:
         for choices, _spec, cull in iter_combinations(profile):
             where = ",".join(f"{o}={k}" for o, k in choices)
             name = f"FractionalSpawner.profile_list: {profile_name(profile)}" + (f", choice {where}" if where else "")
-            found += [
-                (f"{name}: cull.{key}", parse_duration(cull[key]))
-                for key in ("gpu_unused_timeout", "gpu_unused_busy_timeout")
-                if key in cull
-            ]
+            found += [(f"{name}: cull.{key}", parse_duration(cull[key])) for key in keys if key in cull]
     return found
+
+
+def idle_timeouts(settings: FractionalTraits, profiles: list[dict]) -> list[tuple[str, float]]:
+    """Every idle timeout the config sets for the spawner's servers (those under demand too), with where it is set."""
+    gpu, cpu = settings.cull_defaults()
+    return [
+        ("FractionalSpawner.gpu_idle_timeout", gpu.idle_timeout),
+        ("FractionalSpawner.cpu_idle_timeout", cpu.idle_timeout),
+        *profile_timeouts(profiles, ("idle_timeout", "idle_timeout_under_demand")),
+    ]
 
 
 def check_cull_timing(c: Config, settings: FractionalTraits, profiles: list[dict]) -> None:
@@ -147,7 +134,8 @@ def check_cull_timing(c: Config, settings: FractionalTraits, profiles: list[dict
         ("FracnbService.default_idle_timeout", service.default_idle_timeout),
     ]
     check_timing(timeouts, service.timing())
-    check_gpu_unused_timing(gpu_unused_timeouts(profiles), service.warning_lead, service.session_report_interval)
+    gpu_unused = profile_timeouts(profiles, ("gpu_unused_timeout", "gpu_unused_busy_timeout"))
+    check_gpu_unused_timing(gpu_unused, service.warning_lead, service.session_report_interval)
     problem = timeout_problem(service.hibernation_timeout)
     if problem:
         raise TraitError(problem)

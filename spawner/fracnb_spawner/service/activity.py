@@ -11,10 +11,9 @@ import json
 
 from tornado import web
 
-from fracnb_spawner.common.logsafe import shown
 from fracnb_spawner.culling import parse_timestamp
 from fracnb_spawner.service.base import ServiceHandler
-from fracnb_spawner.service.sessions import server_scope
+from fracnb_spawner.service.sessions import require_server_token
 
 
 def use_problems(document: object) -> list[str]:
@@ -35,10 +34,7 @@ class ActivityHandler(ServiceHandler):
         found = use_problems(report)
         if found:
             raise web.HTTPError(400, "not a use report: %s", "; ".join(found[:3]))
-        if server_scope(user, report["server_name"]) not in (self.current_user.get("scopes") or []):
-            raise web.HTTPError(
-                403, "only the token of server %s of %s may report its use", shown(report["server_name"]), shown(user)
-            )
+        require_server_token(self.current_user, user, report["server_name"], "use")
         last_use = parse_timestamp(report["last_use"])
         facts = getattr(self.state, "facts", None)
         if facts is not None and last_use is not None:
