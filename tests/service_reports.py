@@ -9,6 +9,8 @@ against a real hub and apiserver, is tested in tests/service.
     service = ReportServer.start()          # http://127.0.0.1:<port>/services/fracnb/
     service.scenario = IDLE_WARNING         # what api/me answers from now on (None: 503)
     service.sessions                        # the session reports POSTed to api/sessions, schema-checked
+    service.uses                            # the use reports POSTed to api/activity, schema-checked
+    service.hub_activity                    # what the meter posted to the hub's activity API (hub_environment())
     service.accept_sessions = False         # api/sessions answers 503 from now on
     service.earlier_sessions = [...]        # the user's stored sessions before these (api/advice reads them)
     ... FRACNB_SERVICE_URL=service.url, JUPYTERHUB_API_TOKEN=service.token ...
@@ -31,7 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from traitlets.config import Config
 
-from fracnb_meter.schema import SESSION_REPORT, problems
+from fracnb_meter.schema import SESSION_REPORT, USE_REPORT, problems
 from fracnb_spawner.common.podkeys import (
     FRACTION_ANNOTATION,
     IDLE_TIMEOUT_ANNOTATION,
@@ -50,6 +52,7 @@ from fracnb_spawner.service.nextadvice import advice_document, menu_from_config
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 USER = "ann"
 SERVICE_PREFIX = "/services/fracnb/"
+HUB_ACTIVITY_PATH = f"/hub/api/users/{USER}/activity"
 
 
 def pod(
@@ -221,6 +224,8 @@ class ReportServer:
         self.scenario: Scenario | None = None
         self.raw: bytes | None = None  # an answer that is not a report, e.g. from another version
         self.sessions: list[dict[str, Any]] = []
+        self.uses: list[dict[str, Any]] = []
+        self.hub_activity: list[dict[str, Any]] = []
         self.accept_sessions = True
         self.refused_sessions = 0
         self.earlier_sessions: list[dict[str, Any]] = []
@@ -268,9 +273,26 @@ class ReportServer:
         return advice_document(menu_from_config(MENU), records, profile, choice)
 
     def take_session(self, request: BaseHTTPRequestHandler) -> None:
-        """``POST api/sessions``: keep a report that fits session-report.schema.json (400 otherwise)."""
+        """``POST api/sessions``: keep a report that fits session-report.schema.json (400 otherwise);
+        ``POST api/activity``: keep a use report that fits use-report.schema.json; the hub's activity API."""
         body = request.rfile.read(int(request.headers.get("Content-Length", "0")))
-        if request.path != f"{SERVICE_PREFIX}api/sessions":
+        if request.path == HUB_ACTIVITY_PATH and request.headers.get("Authorization") == f"token {self.token}":
+            self.hub_activity.append(json.loads(body))
+            request.send_response(200)
+            request.end_headers()
+        elif (
+            request.path == f"{SERVICE_PREFIX}api/activity"
+            and request.headers.get("Authorization") == f"token {self.token}"
+        ):
+            document = json.loads(body)
+            found = problems(USE_REPORT, document, check_formats=True)
+            if found:
+                self._send(request, 400, json.dumps({"message": found}).encode())
+                return
+            self.uses.append(document)
+            request.send_response(204)
+            request.end_headers()
+        elif request.path != f"{SERVICE_PREFIX}api/sessions":
             self._send(request, 404, b'{"message": "not found"}')
         elif request.headers.get("Authorization") != f"token {self.token}":
             self._send(request, 403, b'{"message": "no token"}')
@@ -298,6 +320,11 @@ class ReportServer:
     def environment(self) -> dict[str, str]:
         """What the spawner gives a notebook server to reach the service."""
         return {"FRACNB_SERVICE_URL": self.url, "JUPYTERHUB_API_TOKEN": self.token, "JUPYTERHUB_SERVER_NAME": ""}
+
+    def hub_environment(self) -> dict[str, str]:
+        """:meth:`environment`, and the hub's activity API here too (``hub_activity``)."""
+        url = f"http://127.0.0.1:{self._server.server_address[1]}{HUB_ACTIVITY_PATH}"
+        return {**self.environment(), "JUPYTERHUB_ACTIVITY_URL": url}
 
     def stop(self) -> None:
         self._server.shutdown()

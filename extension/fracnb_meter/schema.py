@@ -24,6 +24,8 @@ module (shipped in the wheel):
   state's manifest, the list of saved states, and the front ends' restore request and report.
 - ``gpu-unused.schema.json``: how long a kernel or the server has done no GPU work (:mod:`.gpuunused`),
   in the usage document and in the session report.
+- ``use-report.schema.json``: ``POST api/activity`` of the service, when the server was last used
+  (:mod:`.use`), for its idle timeouts.
 
 The schemas refer to one another by file name. jsonschema is in the notebook extra (jupyter_server
 needs it too).
@@ -56,6 +58,7 @@ HIBERNATION_STATES = "hibernation-states.schema.json"
 RESTORE_REQUEST = "restore-request.schema.json"
 RESTORE_REPORT = "restore-report.schema.json"
 GPU_UNUSED = "gpu-unused.schema.json"
+USE_REPORT = "use-report.schema.json"
 NAMES = (
     USAGE,
     SERVICE_REPORT,
@@ -73,6 +76,7 @@ NAMES = (
     RESTORE_REQUEST,
     RESTORE_REPORT,
     GPU_UNUSED,
+    USE_REPORT,
 )
 
 

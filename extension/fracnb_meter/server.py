@@ -24,6 +24,7 @@ from .contract import Budget, ContractError, gpu_withheld, read_budget
 from .gpuunused import MAX_READING_GAP_SECONDS, WINDOW_SECONDS, GpuUnused, sharing_blocks, work_of
 from .hibernation import handlers as hibernation_handlers
 from .hibernation.kernelcall import call_in_kernel
+from .hibernation.notice import NOTICE_WAIT_S, LastHibernation
 from .hibernation.serverside import hibernate, kernel_views
 from .hubservice import ServiceReports
 from .kernelwatch import SYNC_SECONDS, KernelWatch
@@ -36,6 +37,7 @@ from .sampler import Sampler
 from .sessionreport import SessionIdentity, SessionReporter, report_document
 from .sessionstats import SessionStats, reading_from_usage
 from .usage import KernelInfo, build_usage
+from .use import ServiceUse, UseClock, UseHandler, hook_requests, ignore_control_requests
 
 
 def utcnow() -> datetime:
@@ -68,12 +70,14 @@ class FracnbMeter(ExtensionApp):
     activity_interval = Float(
         30.0,
         help="""How often, in seconds, busy kernels are counted as server activity and
-        any activity newer than the last report is posted to the hub (default 30). A
-        notebook computing for hours without output thus counts as active, and the hub
-        hears of it (and of a user resuming work) within about this interval plus a
-        request, rather than after JupyterHub's own 300 s report. The fracnb service
-        assumes at most FracnbService.activity_report_lag (45 s) for this path: raise that
-        when raising this. 0 turns both off. Example: c.FracnbMeter.activity_interval = 15""",
+        any activity newer than the last report is posted to the hub (default 30), and the
+        server's last use (a cell run, typing, a save, a kernel computing; not a page
+        polling) to the hub's fracnb service, which times idle servers by it. A notebook
+        computing for hours without output thus counts as active, and the hub hears of it
+        (and of a user resuming work) within about this interval plus a request, rather
+        than after JupyterHub's own 300 s report. The fracnb service assumes at most
+        FracnbService.activity_report_lag (45 s) for this path: raise that when raising
+        this. 0 turns all of it off. Example: c.FracnbMeter.activity_interval = 15""",
     ).tag(config=True)
 
     in_container = Bool(
@@ -193,12 +197,20 @@ class FracnbMeter(ExtensionApp):
         self.no_gpu_reason = gpu_withheld(self.budget, os.environ)
         self.gpu_unused = GpuUnused(self.gpu_unused_window) if counting and self.no_gpu_reason is None else None
         self.gpu_sharing_blocks = sharing_blocks(self.budget.backend, self.budget.isolation, os.environ)
-        self._cached: tuple[float, str] | None = None
+        self._cached: tuple[float, str, bool] | None = None  # when, the document, whether it has the hibernation
+        self.last_hibernation = LastHibernation()
         self._sampling = asyncio.Lock()
         self._activity: PeriodicCallback | None = None
         self.memory_history, self._history_origin = MemoryHistory(self.wall_clock()), self.clock()
         self._reading_timer: PeriodicCallback | None = None
         self.hub_activity = HubActivity.from_environment(os.environ)
+        self.use = UseClock(self.wall_clock(), self.wall_clock)
+        self.service_use = ServiceUse(
+            os.environ.get("FRACNB_SERVICE_URL", ""),
+            os.environ.get("JUPYTERHUB_API_TOKEN", ""),
+            os.environ.get("JUPYTERHUB_SERVER_NAME", ""),
+            time.monotonic,
+        )
         self.service = ServiceReports(
             os.environ.get("FRACNB_SERVICE_URL", ""),
             os.environ.get("JUPYTERHUB_API_TOKEN", ""),
@@ -219,6 +231,7 @@ class FracnbMeter(ExtensionApp):
     def initialize_handlers(self) -> None:
         self.handlers.extend(ROUTES)
         self.handlers.extend(hibernation_handlers.handlers())
+        self.handlers.append((r"/fracnb/api/use", UseHandler))
 
     def _read_budget(self) -> tuple[Budget, str | None]:
         try:
@@ -229,6 +242,8 @@ class FracnbMeter(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         self._enable_kernel_culling(serverapp.kernel_manager)
+        hook_requests(serverapp.web_app.settings, self.use)
+        ignore_control_requests(serverapp.kernel_manager)
         if self.activity_interval > 0:
             self._activity = PeriodicCallback(self.report_activity, self.activity_interval * 1000, jitter=0.1)
             self._activity.start()
@@ -325,9 +340,11 @@ class FracnbMeter(ExtensionApp):
             self._web_settings["fracnb_last_activity"] = self.wall_clock()
 
     async def report_activity(self) -> None:
-        """Count busy kernels as activity, then tell the hub if anything happened since the last report."""
+        """Count busy kernels as activity, then tell the hub if anything happened since the last report, and
+        the fracnb service when the server was last used (fracnb_meter.use)."""
         self.mark_busy_activity()
         await self.hub_activity.report(self.serverapp.web_app.last_activity())
+        await self.service_use.report(self.use.last_use(self._web_settings))
 
     def current_activity(self) -> list[str] | None:
         return self.busy_kernel_ids() or None
@@ -336,10 +353,10 @@ class FracnbMeter(ExtensionApp):
         """The usage document, re-sampled at most once per sample_interval_floor."""
         async with self._sampling:
             now = self.clock()
-            if self._cached and now - self._cached[0] < self.sample_interval_floor:
-                return self._cached[1]
-            document = await self.sample()
-            self._cached = (now, json.dumps(document))
+            if not (self._cached and now - self._cached[0] < self.sample_interval_floor):
+                document = await self.sample()
+                self._cached = (now, json.dumps(document), document["hibernation"] is not None)
+            self.last_hibernation.served(with_report=self._cached[2])
             return self._cached[1]
 
     async def record_reading(self) -> None:
@@ -352,6 +369,7 @@ class FracnbMeter(ExtensionApp):
         (document["quota"], document["cull"]), document["advice"] = await asyncio.gather(
             self.service.latest(), self.advice.latest()
         )
+        document["hibernation"] = self.last_hibernation.report
         return document
 
     async def measure(self) -> dict[str, Any]:
@@ -400,10 +418,16 @@ class FracnbMeter(ExtensionApp):
         async def call(kernel_id: str, function: str, arguments: dict[str, Any], timeout: float) -> dict[str, Any]:
             return await call_in_kernel(manager.get_kernel(kernel_id), function, arguments, timeout)
 
+        started = self.clock()
         views = kernel_views(
             await self._kernels(), manager, self._web_settings.get("kernel_spec_manager"), self.serverapp.root_dir
         )
-        return await hibernate(views, call, limit_bytes=limit, timeout_s=timeout_s)
+        report = await hibernate(views, call, limit_bytes=limit, timeout_s=timeout_s)
+        # The stop follows the answer: a page that polls the usage document reads the outcome first.
+        self.last_hibernation.keep(report)
+        self._cached = None
+        await self.last_hibernation.wait_for_page(min(NOTICE_WAIT_S, timeout_s - (self.clock() - started)))
+        return report
 
     async def _kernels(self) -> list[KernelInfo]:
         manager = self._web_settings["kernel_manager"]

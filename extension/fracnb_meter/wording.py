@@ -89,6 +89,13 @@ def cull_warning(deadline: Mapping[str, Any] | None, zone: tzinfo | None = None)
     when = _minutes_text(deadline["seconds_left"])
     if reason == "idle":
         return f"Idle: this server will be stopped {when} unless you use it."
+    if reason == "gpu-unused":
+        return f"GPU unused: this idle server will be stopped {when} unless it uses the GPU."
+    if reason == "gpu-unused-busy":
+        return (
+            f"GPU unused: this server will be stopped {when}, even while a cell runs, unless it uses the GPU."
+            " Save your work."
+        )
     return f"This server reaches its maximum age and will be stopped {when}, even if in use. Save your work."
 
 

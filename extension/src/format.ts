@@ -86,3 +86,13 @@ export function formatMinutes(minutes: number): string {
 export function formatDuration(seconds: number): string {
   return seconds < 60 ? `${Math.round(seconds)} s` : formatMinutes(Math.round(seconds / 60));
 }
+
+/** "14:05": the time of day on a 24-hour clock, in ``timeZone`` (default: the browser's). */
+export function clockTime(moment: Date, timeZone?: string): string {
+  return new Intl.DateTimeFormat('en-GB', {
+    hour: '2-digit',
+    minute: '2-digit',
+    hourCycle: 'h23',
+    timeZone
+  }).format(moment);
+}

@@ -13,6 +13,7 @@ import { BudgetNotifier } from './notify';
 import { MeterPanel } from './panel';
 import { MeterStatusItem } from './statusbar';
 import { hubHomeUrl } from './stopped';
+import { reportTyping } from './use';
 
 const PLUGIN_ID = '@fracnb/meter:plugin';
 const OPEN_COMMAND = 'fracnb-meter:open-panel';
@@ -29,6 +30,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     palette: ICommandPalette | null
   ): void => {
     const model = new UsageModel(DEFAULT_REFRESH_MS);
+    // Typing is use, for the hub's idle timeout (a polling page is not).
+    reportTyping();
     const openPath = (path: string) => void app.commands.execute('docmanager:open', { path });
     // Under JupyterHub, where a stopped server is started again.
     const hubHome = hubHomeUrl(PageConfig.getOption('hubPrefix'), PageConfig.getOption('hubHost'));

@@ -60,9 +60,13 @@ export class BudgetNotifier {
     this._showAlerts(alerts);
     const deadline = state.usage.cull?.deadline ?? null;
     const message = cullMessage(state.usage);
-    // A new time or a new reason is a new deadline.
+    // A new time or a new reason is a new deadline; a GPU-unused warning without one is one toast.
     const key =
-      message === null || deadline === null ? null : `${deadline.reason} ${deadline.cull_at}`;
+      message === null
+        ? null
+        : deadline?.warning
+          ? `${deadline.reason} ${deadline.cull_at}`
+          : 'gpu-unused';
     this._warnOfCulling(key, message);
   }
 

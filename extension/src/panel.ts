@@ -285,6 +285,10 @@ function cullView(cull: ICullStatus): HTMLElement {
   return view;
 }
 
+/** Above the hibernation's lines in the stopped view (the consequences say the same with the lines). */
+const SAVED_NOTE =
+  'Your saved files are kept. Before the stop, the kernels were asked to save their variables:';
+
 /** The server stopped (the hub answers for it): why, what was kept and lost, where to go. */
 function stoppedView(state: IUsageState, hubHome: string | null): HTMLElement {
   const notice = stopNoticeOf(state);
@@ -300,7 +304,8 @@ function stoppedView(state: IUsageState, hubHome: string | null): HTMLElement {
     section(
       'Server stopped',
       el('p', 'fracnb-meter-stopped-headline', notice.headline),
-      el('p', 'fracnb-meter-note', notice.consequences),
+      el('p', 'fracnb-meter-note', notice.saved.length > 0 ? SAVED_NOTE : notice.consequences),
+      ...notice.saved.map(line => el('p', 'fracnb-meter-note fracnb-meter-stopped-saved', line)),
       link === null
         ? el('p', 'fracnb-meter-note', 'Start the server again to go on working.')
         : el('p', '', link)

@@ -4,6 +4,7 @@
  */
 import type { IUsageState } from './model';
 import { formatDuration } from './format';
+import { savedAny, stopHibernationLines } from './hibernationnotice';
 import type { IUsage } from './usage';
 
 /**
@@ -12,7 +13,8 @@ import type { IUsage } from './usage';
  */
 export const SERVER_NOT_RUNNING = 424;
 
-export type StopCause = 'idle' | 'demand' | 'max-age' | 'unknown';
+export type StopCause =
+  'idle' | 'demand' | 'max-age' | 'gpu-unused' | 'gpu-unused-busy' | 'unknown';
 
 export interface IStopNotice {
   cause: StopCause;
@@ -22,6 +24,11 @@ export interface IStopNotice {
   consequences: string;
   /** Headline and consequences, short enough for a toast (140 characters). */
   toast: string;
+  /**
+   * What the hibernation just before the stop saved, a line per notebook
+   * (hibernationnotice.ts); empty when the server was stopped without one.
+   */
+  saved: string[];
 }
 
 /** Saved files live on the home volume; kernels and their memory die with the server. */
@@ -73,14 +80,34 @@ export function stopNotice(last: IUsage | null, secondsUntilStop: number): IStop
     headline = `This server was stopped at its maximum age of ${formatDuration(cull.max_age_seconds)}.`;
   } else if (cause === 'max-age') {
     headline = 'This server was stopped at its maximum age.';
+  } else if (cause === 'gpu-unused') {
+    headline = 'This server was stopped for not using its GPU while idle.';
+  } else if (cause === 'gpu-unused-busy') {
+    headline = 'This server was stopped for not using its GPU for too long.';
+  }
+  const saved = stopHibernationLines(last);
+  if (savedAny(last)) {
+    return {
+      cause,
+      headline,
+      consequences: `${SAVED_CONSEQUENCES} ${saved.join(' ')}`,
+      toast: `${headline} Your variables were saved: open the notebook again to restore them.`,
+      saved
+    };
   }
   return {
     cause,
     headline,
     consequences: CONSEQUENCES,
-    toast: `${headline} Saved files are kept; running kernels and unsaved changes are lost.`
+    toast: `${headline} Saved files are kept; running kernels and unsaved changes are lost.`,
+    saved
   };
 }
+
+/** Saved files live on the home volume; the hibernation saved kernels' variables there too. */
+const SAVED_CONSEQUENCES =
+  'Your saved files are kept, and the variables listed here: open the notebook again to ' +
+  'restore them. Anything else not saved is lost.';
 
 /**
  * The hub's home page, where the user starts the server again, or null outside JupyterHub.

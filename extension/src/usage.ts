@@ -63,6 +63,10 @@ export interface IUsage {
   advice: null | ServiceAdvice;
   gpu_unused: IGpuUnused;
   /**
+   * This server's last hibernation, as POST fracnb/api/hibernate answered it (the hub's fracnb service asks just before it stops the server), for the stopped-server notice; null when there was none since the server started, or in the in-kernel widget's document.
+   */
+  hibernation: null | IHibernationReport;
+  /**
    * When the figures were read, ISO 8601 with time zone.
    */
   sampled_at: string;
@@ -220,12 +224,25 @@ export interface ICullStatus {
    * The next automatic stop; null: none is scheduled (no idle timeout and no maximum age apply, or the server is not ready yet).
    */
   deadline: null | IDeadline;
+  /**
+   * Present only while the server has a busy kernel and its GPU has been unused for at least the profile's GPU-unused timeout: it is warned, not stopped (unless the profile's longer gpu_unused_busy_timeout gives the deadline, reason gpu-unused-busy).
+   */
+  gpu_unused?: {
+    /**
+     * Seconds without GPU work, as the notebook last reported them.
+     */
+    seconds: number;
+    /**
+     * GPU memory the server's processes held then; null when unknown.
+     */
+    gpu_memory_bytes: number | null;
+  };
 }
 export interface IDeadline {
   /**
-   * idle: activity moves the deadline back. demand: idle while someone waits for the kind of GPU slot this server holds, so the profile's shorter idle timeout under demand applies; activity moves the deadline back too. max-age: the server has reached its maximum age; using it does not move the deadline.
+   * idle: activity moves the deadline back. demand: idle while someone waits for the kind of GPU slot this server holds, so the profile's shorter idle timeout under demand applies; activity moves the deadline back too. max-age: the server has reached its maximum age; using it does not move the deadline. gpu-unused: every kernel idle and the GPU unused for the profile's GPU-unused timeout (from the notebook's reports); using the GPU moves it back, and the server is asked to save its variables before the stop. gpu-unused-busy: a kernel busy on the CPU and the GPU unused for the profile's longer gpu_unused_busy_timeout; the server is stopped even while the cell runs, unless it uses the GPU.
    */
-  reason: 'idle' | 'demand' | 'max-age';
+  reason: 'idle' | 'demand' | 'max-age' | 'gpu-unused' | 'gpu-unused-busy';
   /**
    * When the server is stopped (at the first culling pass after this moment), ISO 8601 in UTC.
    */
@@ -335,4 +352,77 @@ export interface INoAdvice {
    * Nothing to say: the choice fits, there is nothing smaller (or larger) to offer, the advice is turned off, or the service does not know the hub's menu (a profile_list computed per user).
    */
   state: 'none';
+}
+/**
+ * The answer of POST {base_url}fracnb/api/hibernate: what became of each kernel. Produced by fracnb_meter.hibernation.serverside.hibernate; read by the hub's fracnb service (the stopped-server notice, metrics).
+ */
+export interface IHibernationReport {
+  started_at: string;
+  /**
+   * How long the request took.
+   */
+  seconds: number;
+  timeout_seconds: number;
+  /**
+   * The limit that applied: the smaller of the request's and the server's.
+   */
+  limit_bytes: number;
+  /**
+   * Bytes written by saved and partly saved kernels.
+   */
+  saved_bytes: number;
+  /**
+   * How many kernels ended in each status.
+   */
+  totals: {
+    saved: number;
+    partly_saved: number;
+    failed: number;
+    skipped_over_limit: number;
+    busy: number;
+    empty: number;
+    not_supported: number;
+  };
+  /**
+   * One entry per kernel, the most recently used first (the order they were saved in).
+   */
+  kernels: IKernelOutcome[];
+}
+export interface IKernelOutcome {
+  kernel_id: string;
+  /**
+   * The notebook's path under the server's root; null for a kernel without one.
+   */
+  path: string | null;
+  /**
+   * saved: every variable; partly_saved: some were skipped (listed); failed: nothing new was written (reason), the previous state is kept; skipped_over_limit: the variables would not fit the limit or the free space, nothing written; busy: the kernel was running a cell and was neither interrupted nor saved; empty: no variables; not_supported: not a Python kernel, or no notebook.
+   */
+  status:
+    'saved' | 'partly_saved' | 'failed' | 'skipped_over_limit' | 'busy' | 'empty' | 'not_supported';
+  /**
+   * Why, in a sentence, for any status but saved and partly_saved.
+   */
+  reason: string | null;
+  /**
+   * Bytes written (saved, partly_saved), or the bytes it would have taken (skipped_over_limit).
+   */
+  bytes: number;
+  /**
+   * Variables saved.
+   */
+  variables: number;
+  skipped: ISkippedVariable[];
+  saved_at: string | null;
+  /**
+   * How long the kernel's save took.
+   */
+  seconds: number | null;
+}
+export interface ISkippedVariable {
+  name: string;
+  type: string;
+  /**
+   * For people: 'an open file', 'it holds a generator', 'TypeError: cannot pickle ...'.
+   */
+  reason: string;
 }

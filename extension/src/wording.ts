@@ -3,9 +3,9 @@
  * (fracnb_meter/wording.py writes the same; test-data/cull-warnings.json holds both to it).
  * Pure: no DOM.
  */
-import { formatBytes, formatMinutes } from './format';
+import { clockTime, formatBytes, formatDuration, formatMinutes } from './format';
 import { budgetBytes, minutesLeft } from './summary';
-import type { IBudget, IDeadline, IUsage } from './usage';
+import type { IBudget, ICullStatus, IDeadline, IUsage } from './usage';
 
 /** The frameworks the spawner's soft cap reaches (docs/contract.md, FRACNB_SOFT_CAP_BYTES). */
 export const SOFT_CAP_FRAMEWORKS = 'PyTorch, JAX and CuPy; TensorFlow through the startup hook';
@@ -35,15 +35,7 @@ export function deviceName(name: string, simulated: boolean): string {
     .trim();
 }
 
-/** "14:05": the time of day on a 24-hour clock, in ``timeZone`` (default: the browser's). */
-export function clockTime(moment: Date, timeZone?: string): string {
-  return new Intl.DateTimeFormat('en-GB', {
-    hour: '2-digit',
-    minute: '2-digit',
-    hourCycle: 'h23',
-    timeZone
-  }).format(moment);
-}
+export { clockTime } from './format';
 
 /** The warning for a deadline of the hub's culling status, or null when none is due. */
 export function cullWarning(deadline: IDeadline | null, timeZone?: string): string | null {
@@ -63,12 +55,39 @@ export function cullWarning(deadline: IDeadline | null, timeZone?: string): stri
   if (deadline.reason === 'idle') {
     return `Idle: this server will be stopped ${when} unless you use it.`;
   }
+  if (deadline.reason === 'gpu-unused') {
+    return `GPU unused: this idle server will be stopped ${when} unless it uses the GPU.`;
+  }
+  if (deadline.reason === 'gpu-unused-busy') {
+    return `GPU unused: this server will be stopped ${when}, even while a cell runs, unless it uses the GPU. Save your work.`;
+  }
   return `This server reaches its maximum age and will be stopped ${when}, even if in use. Save your work.`;
+}
+
+/**
+ * "This server holds 18 GiB of GPU memory but has not used the GPU for 1 h.": a busy server
+ * whose GPU has been unused for its profile's GPU-unused timeout is warned, not stopped
+ * (service-me.schema.json cullStatus.gpu_unused); null when that does not apply.
+ */
+export function gpuUnusedWarning(cull: ICullStatus | null): string | null {
+  const unused = cull?.gpu_unused;
+  if (unused === undefined) {
+    return null;
+  }
+  const held =
+    unused.gpu_memory_bytes === null || unused.gpu_memory_bytes <= 0
+      ? 'a GPU share'
+      : `${formatBytes(unused.gpu_memory_bytes)} of GPU memory`;
+  const time =
+    unused.seconds < 60
+      ? formatDuration(unused.seconds)
+      : formatMinutes(Math.floor(unused.seconds / 60));
+  return `This server holds ${held} but has not used the GPU for ${time}.`;
 }
 
 /** The culling warning for a notification, or null when none is due. */
 export function cullMessage(usage: IUsage): string | null {
-  return cullWarning(usage.cull?.deadline ?? null);
+  return cullWarning(usage.cull?.deadline ?? null) ?? gpuUnusedWarning(usage.cull);
 }
 
 /**

@@ -25,9 +25,11 @@ from fracnb_spawner.config.profiles import (
 from fracnb_spawner.config.traits import FractionalTraits, configured_traits, spawner_section
 from fracnb_spawner.culling import CullTimingError, check_timing
 from fracnb_spawner.gpu.backends import is_gpu_resource
+from fracnb_spawner.hibernation.settings import timeout_problem
 from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.service.app import FracnbService
+from fracnb_spawner.service.gpuunused import check_gpu_unused_timing
 
 SERVICE_SCOPES = [
     "list:users",
@@ -36,6 +38,9 @@ SERVICE_SCOPES = [
     "delete:servers",
     "read:users:groups",
     "read:groups",
+    # Hibernation: the service asks a GPU server it culls to save its kernels' variables first, at
+    # the server's own endpoint (docs/hibernation.md, "Who asks, and why").
+    "access:servers",
 ]
 
 
@@ -99,30 +104,38 @@ def check_config(c: Config) -> None:
     check_cull_timing(c, settings, [] if callable(raw) else initialize_profiles(raw))
 
 
-def idle_timeouts(settings: FractionalTraits, profiles: list[dict]) -> list[tuple[str, float]]:
-    """Every idle timeout the config sets for the spawner's servers (those under demand too), with where it is set."""
-    gpu, cpu = settings.cull_defaults()
-    found = [
-        ("FractionalSpawner.gpu_idle_timeout", gpu.idle_timeout),
-        ("FractionalSpawner.cpu_idle_timeout", cpu.idle_timeout),
-    ]
+def profile_timeouts(profiles: list[dict], keys: tuple[str, ...]) -> list[tuple[str, float]]:
+    """Every ``cull.<key>`` the profiles and their choices set, with where it is set."""
+    found = []
     for profile in profiles:
         for choices, _spec, cull in iter_combinations(profile):
             where = ",".join(f"{o}={k}" for o, k in choices)
             name = f"FractionalSpawner.profile_list: {profile_name(profile)}" + (f", choice {where}" if where else "")
-            found += [
-                (f"{name}: cull.{key}", parse_duration(cull[key]))
-                for key in ("idle_timeout", "idle_timeout_under_demand")
-                if key in cull
-            ]
+            found += [(f"{name}: cull.{key}", parse_duration(cull[key])) for key in keys if key in cull]
     return found
 
 
+def idle_timeouts(settings: FractionalTraits, profiles: list[dict]) -> list[tuple[str, float]]:
+    """Every idle timeout the config sets for the spawner's servers (those under demand too), with where it is set."""
+    gpu, cpu = settings.cull_defaults()
+    return [
+        ("FractionalSpawner.gpu_idle_timeout", gpu.idle_timeout),
+        ("FractionalSpawner.cpu_idle_timeout", cpu.idle_timeout),
+        *profile_timeouts(profiles, ("idle_timeout", "idle_timeout_under_demand")),
+    ]
+
+
 def check_cull_timing(c: Config, settings: FractionalTraits, profiles: list[dict]) -> None:
-    """Refuse idle timeouts and a warning lead that would warn or stop servers in use (``CullTimingError``)."""
+    """Refuse idle and GPU-unused timeouts and a warning lead that would warn or stop servers in use
+    (``CullTimingError``), and a hibernation timeout out of bounds (``TraitError``)."""
     service = FracnbService(config=c)
     timeouts = [
         *idle_timeouts(settings, profiles),
         ("FracnbService.default_idle_timeout", service.default_idle_timeout),
     ]
     check_timing(timeouts, service.timing())
+    gpu_unused = profile_timeouts(profiles, ("gpu_unused_timeout", "gpu_unused_busy_timeout"))
+    check_gpu_unused_timing(gpu_unused, service.warning_lead, service.session_report_interval)
+    problem = timeout_problem(service.hibernation_timeout)
+    if problem:
+        raise TraitError(problem)

@@ -1,4 +1,4 @@
-"""Idle and max-age culling decisions, pure: the caller passes the server model and ``now``.
+"""Idle, max-age and GPU-unused culling decisions, pure: the caller passes the server model and ``now``.
 
 A server has one deadline, the earlier of ``last activity + idle timeout`` and ``start +
 max age``. While someone waits for the kind of GPU slot the server holds (``demand_since``),
@@ -7,6 +7,13 @@ a shorter ``idle_timeout_under_demand`` applies too, but never ends sooner than
 deadline, within ``warning_lead`` seconds of it, the server is in the
 warning state (the notebook shows it; any activity the hub hears about moves an idle
 deadline back). At or after the deadline it is culled: stopped, pod deleted.
+
+With a ``gpu_unused_timeout``, the server's GPU-unused time (what its notebook last reported,
+:class:`GpuUnused`) gives one more candidate: a server whose kernels are all idle and whose GPU
+has been unused that long is stopped (after a hibernation) even if it looks active to the hub.
+A server with a busy kernel is only warned, unless ``gpu_unused_busy_timeout`` (longer) says to
+stop it too. The count is never extrapolated: the stop waits for a report that reaches the
+timeout; the projected moment only serves the warning.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from typing import Any
 from traitlets import TraitError
 
 from fracnb_spawner.common.podkeys import (
+    GPU_UNUSED_BUSY_TIMEOUT_ANNOTATION,
+    GPU_UNUSED_TIMEOUT_ANNOTATION,
     IDLE_TIMEOUT_ANNOTATION,
     IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION,
     MAX_AGE_ANNOTATION,
@@ -37,6 +46,13 @@ class Reason(str, Enum):
     MAX_AGE = "max-age"
     # Idle while someone waits for the kind of slot the server holds: the shorter timeout applies.
     DEMAND = "demand"
+    # Every kernel idle and the GPU unused for gpu_unused_timeout (the notebook's reports).
+    GPU_UNUSED = "gpu-unused"
+    # A kernel busy on the CPU, the GPU unused for gpu_unused_busy_timeout (an admin's opt-in).
+    GPU_UNUSED_BUSY = "gpu-unused-busy"
+
+
+GPU_UNUSED_REASONS = (Reason.GPU_UNUSED, Reason.GPU_UNUSED_BUSY)
 
 
 @dataclass(frozen=True)
@@ -46,6 +62,8 @@ class CullPolicy:
     idle_timeout: float = 0
     max_age: float = 0
     idle_timeout_under_demand: float = 0
+    gpu_unused_timeout: float = 0
+    gpu_unused_busy_timeout: float = 0
 
     @property
     def demand_timeout(self) -> float:
@@ -64,6 +82,26 @@ class ServerActivity:
     last_activity: datetime | None
     pending: str | None = None
     ready: bool = True
+
+
+@dataclass(frozen=True)
+class GpuUnused:
+    """A server's GPU-unused time as its notebook last reported it, known (never None seconds).
+
+    ``measured_at`` is on the service's clock; ``seconds`` counts up to it and no further.
+    """
+
+    seconds: float
+    measured_at: datetime
+    busy_kernels: int = 0
+    gpu_memory_bytes: int | None = None
+
+    def reached(self, timeout: float) -> bool:
+        return timeout > 0 and self.seconds >= timeout
+
+    def projected(self, timeout: float) -> datetime:
+        """When the count would reach ``timeout`` if the GPU stays unused (for the warning only)."""
+        return self.measured_at + timedelta(seconds=max(timeout - self.seconds, 0))
 
 
 @dataclass(frozen=True)
@@ -115,16 +153,44 @@ def policy_from_annotations(annotations: Mapping[str, str], default: CullPolicy)
         idle_timeout_under_demand=_seconds(
             annotations, IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION, default.idle_timeout_under_demand
         ),
+        gpu_unused_timeout=_seconds(annotations, GPU_UNUSED_TIMEOUT_ANNOTATION, default.gpu_unused_timeout),
+        gpu_unused_busy_timeout=_seconds(
+            annotations, GPU_UNUSED_BUSY_TIMEOUT_ANNOTATION, default.gpu_unused_busy_timeout
+        ),
     )
 
 
 # On a tie, the reason reported is the one the user can act on, and the plainest.
-_TIE_ORDER = {Reason.IDLE: 0, Reason.DEMAND: 1, Reason.MAX_AGE: 2}
+_TIE_ORDER = {Reason.IDLE: 0, Reason.DEMAND: 1, Reason.GPU_UNUSED: 2, Reason.GPU_UNUSED_BUSY: 3, Reason.MAX_AGE: 4}
 
 
-def _deadline(
-    server: ServerActivity, policy: CullPolicy, demand_since: datetime | None, warning_lead: float
-) -> tuple[datetime, Reason] | None:
+def _gpu_unused_candidate(policy: CullPolicy, gpu_unused: GpuUnused | None) -> tuple[datetime, Reason] | None:
+    """Idle kernels: the GPU-unused timeout; a busy kernel: the opt-in longer one, else none (a warning only)."""
+    if gpu_unused is None:
+        return None
+    if gpu_unused.busy_kernels == 0 and policy.gpu_unused_timeout > 0:
+        return gpu_unused.projected(policy.gpu_unused_timeout), Reason.GPU_UNUSED
+    if gpu_unused.busy_kernels > 0 and policy.gpu_unused_busy_timeout > 0:
+        return gpu_unused.projected(policy.gpu_unused_busy_timeout), Reason.GPU_UNUSED_BUSY
+    return None
+
+
+def _reached(candidate: tuple[datetime, Reason], policy: CullPolicy, gpu_unused: GpuUnused | None) -> bool:
+    """Whether a candidate that has passed may stop the server: a GPU-unused one only once reported."""
+    reason = candidate[1]
+    if reason not in GPU_UNUSED_REASONS or gpu_unused is None:
+        return reason not in GPU_UNUSED_REASONS
+    timeout = policy.gpu_unused_timeout if reason is Reason.GPU_UNUSED else policy.gpu_unused_busy_timeout
+    return gpu_unused.reached(timeout)
+
+
+def _candidates(
+    server: ServerActivity,
+    policy: CullPolicy,
+    demand_since: datetime | None,
+    warning_lead: float,
+    gpu_unused: GpuUnused | None = None,
+) -> list[tuple[datetime, Reason]]:
     candidates = []
     idle_since = server.last_activity or server.started
     if policy.idle_timeout > 0 and idle_since is not None:
@@ -135,7 +201,14 @@ def _deadline(
         candidates.append((max(idle_since + timedelta(seconds=policy.demand_timeout), warned_from), Reason.DEMAND))
     if policy.max_age > 0 and server.started is not None:
         candidates.append((server.started + timedelta(seconds=policy.max_age), Reason.MAX_AGE))
-    return min(candidates, key=lambda c: (c[0], _TIE_ORDER[c[1]]), default=None)
+    gpu_candidate = _gpu_unused_candidate(policy, gpu_unused)
+    if gpu_candidate is not None:
+        candidates.append(gpu_candidate)
+    return candidates
+
+
+def _earliest(candidates: list[tuple[datetime, Reason]]) -> tuple[datetime, Reason]:
+    return min(candidates, key=lambda c: (c[0], _TIE_ORDER[c[1]]))
 
 
 def decide(
@@ -145,21 +218,26 @@ def decide(
     now: datetime,
     warning_lead: float,
     demand_since: datetime | None = None,
+    gpu_unused: GpuUnused | None = None,
 ) -> CullDecision:
     """Keep, warn or cull one server at ``now``.
 
     ``demand_since``: since when someone has been waiting for the kind of slot the server
     holds, or None while nobody waits (then the shorter timeout under demand plays no part).
+    ``gpu_unused``: the server's GPU-unused time if known (unknown never counts as unused).
     """
     if server.pending or not server.ready:
         return CullDecision(Action.KEEP)
-    deadline = _deadline(server, policy, demand_since, warning_lead)
-    if deadline is None:
+    candidates = _candidates(server, policy, demand_since, warning_lead, gpu_unused)
+    if not candidates:
         return CullDecision(Action.KEEP)
-    cull_at, reason = deadline
-    seconds_left = max((cull_at - now).total_seconds(), 0.0)
-    if seconds_left <= 0:
+    due = [c for c in candidates if c[0] <= now and _reached(c, policy, gpu_unused)]
+    if due:
+        cull_at, reason = _earliest(due)
         return CullDecision(Action.CULL, reason, cull_at, 0.0)
+    # A GPU-unused moment that has passed but is not reported yet warns until a report reaches it.
+    cull_at, reason = _earliest(candidates)
+    seconds_left = max((cull_at - now).total_seconds(), 0.0)
     action = Action.WARN if seconds_left <= warning_lead else Action.KEEP
     return CullDecision(action, reason, cull_at, seconds_left)
 
@@ -170,9 +248,18 @@ def isoformat(moment: datetime | None) -> str | None:
     return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def server_status(decision: CullDecision, policy: CullPolicy) -> dict[str, Any]:
+def busy_gpu_unused(policy: CullPolicy, gpu_unused: GpuUnused | None) -> GpuUnused | None:
+    """``gpu_unused`` when it calls for the warning without a stop: a busy kernel, the GPU unused for
+    the GPU-unused timeout (the opt-in stop of busy servers, if any, has its own deadline)."""
+    if gpu_unused is None or gpu_unused.busy_kernels == 0 or not gpu_unused.reached(policy.gpu_unused_timeout):
+        return None
+    return gpu_unused
+
+
+def server_status(decision: CullDecision, policy: CullPolicy, gpu_unused: GpuUnused | None = None) -> dict[str, Any]:
     """The per-server culling status ``GET api/me`` returns (``cullStatus`` in
-    schemas/service-me.schema.json): the policy, and the deadline or None when none is set."""
+    schemas/service-me.schema.json): the policy, and the deadline or None when none is set; with
+    ``gpu_unused`` while a busy server's GPU has been unused past its GPU-unused timeout."""
     deadline = None
     if decision.reason is not None and decision.cull_at is not None and decision.seconds_left is not None:
         deadline = {
@@ -182,8 +269,17 @@ def server_status(decision: CullDecision, policy: CullPolicy) -> dict[str, Any]:
             "warning": decision.action is not Action.KEEP,
         }
     # No field for the timeout under demand: a meter of an older version refuses unknown fields,
-    # and the deadline's reason says when it applies.
-    return {"idle_timeout_seconds": policy.idle_timeout, "max_age_seconds": policy.max_age, "deadline": deadline}
+    # and the deadline's reason says when it applies. For the same reason gpu_unused is there only
+    # while it applies.
+    status: dict[str, Any] = {
+        "idle_timeout_seconds": policy.idle_timeout,
+        "max_age_seconds": policy.max_age,
+        "deadline": deadline,
+    }
+    unused = busy_gpu_unused(policy, gpu_unused)
+    if unused is not None:
+        status["gpu_unused"] = {"seconds": int(unused.seconds), "gpu_memory_bytes": unused.gpu_memory_bytes}
+    return status
 
 
 # ---- what timeouts the activity path can honour ---------------------------------------------

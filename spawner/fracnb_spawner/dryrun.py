@@ -23,7 +23,7 @@ from traitlets import TraitError
 from traitlets.config import Config, PyFileConfigLoader
 
 from fracnb_spawner.cluster.kube import offline_kubeconfig
-from fracnb_spawner.common.units import share_text
+from fracnb_spawner.common.units import format_bytes, share_text
 from fracnb_spawner.config.overrides import OverrideError
 from fracnb_spawner.config.profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
 from fracnb_spawner.config.traits import configured_traits
@@ -33,6 +33,7 @@ from fracnb_spawner.gpu.backends import KAI_FRACTION_ANNOTATION
 from fracnb_spawner.gpu.words import plan_summary
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.policy import QuotaPolicy
+from fracnb_spawner.service.gpuunused import measurability
 from fracnb_spawner.service.page import duration_text
 
 
@@ -96,6 +97,7 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
                 "scheduler": pod.spec.scheduler_name or "(default)",
                 "memory_budget_bytes": plan.memory_bytes if plan else 0,
                 "isolation": plan.isolation if plan else "none",
+                "backend": plan.backend if plan else "none",
                 "summary": plan_summary(plan) if plan else "",
                 "kai_fraction": spawn.pod.annotations.get(KAI_FRACTION_ANNOTATION) if spawn else None,
                 # Objects created beside the pod, as the spawner creates them (a DRA claim template).
@@ -105,6 +107,9 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
                 "idle_timeout_under_demand_seconds": int(cull.demand_timeout) if plan and plan.fraction else 0,
                 "queue_slot_kind": spawn.ask.kind if spawn and spawn.ask else None,
                 "queue_max_wait_seconds": spawn.max_wait if spawn else 0,
+                "gpu_unused_timeout_seconds": int(cull.gpu_unused_timeout),
+                "gpu_unused_busy_timeout_seconds": int(cull.gpu_unused_busy_timeout),
+                "gpu_unused_measurable": measurability(plan.backend, plan.isolation)[0] if plan else False,
             }
             if manifest:
                 entry["pod"] = spawner.api.api_client.sanitize_for_serialization(pod)
@@ -151,10 +156,23 @@ def _print_table(rows: list[dict]) -> None:
             wait = row["queue_max_wait_seconds"]
             waits = f"waits up to {duration_text(wait)} in the GPU queue" if wait else "never waits in the queue"
             print(f"  when no slot is free: {waits} (slot kind {row['queue_slot_kind']})")
+        if row["gpu_unused_timeout_seconds"]:
+            print(f"  GPU unused: {gpu_unused_policy_text(row)}")
         if "pod" in row:
             print("  pod manifest:")
             print("    " + yaml.safe_dump(row["pod"], sort_keys=False).replace("\n", "\n    ").rstrip())
         print()
+
+
+def gpu_unused_policy_text(row: dict) -> str:
+    """ "hibernated and stopped after 20 min without GPU work while its kernels are idle; ... measurable: yes, ..." """
+    unused, busy = row["gpu_unused_timeout_seconds"], row["gpu_unused_busy_timeout_seconds"]
+    text = f"hibernated and stopped after {duration_text(unused)} without GPU work while its kernels are idle"
+    if busy:
+        text += f"; with a kernel busy, warned then, and stopped after {duration_text(busy)}"
+    else:
+        text += "; with a kernel busy, only warned"
+    return f"{text}. Measurable: {measurability(row['backend'], row['isolation'])[1]}"
 
 
 def idle_policy_text(idle_timeout: float, max_age: float) -> str:
@@ -184,6 +202,28 @@ def service_lines(service: Any) -> list[str]:
         f"  servers without fracnb annotations: {idle_policy_text(default.idle_timeout, default.max_age)}",
         f"  warning shown in the notebook {duration_text(service.warning_lead)} before a deadline;"
         f" a culling pass every {duration_text(service.cull_every)}",
+        f"  GPU-unused time: as the notebooks report it every {duration_text(service.session_report_interval)};"
+        f" older than {duration_text(2 * service.session_report_interval)} counts as unknown, never unused",
+    ]
+
+
+def hibernation_lines(service: Any, hibernate_on_stop: bool) -> list[str]:
+    """What the service and the spawner do before stopping a GPU server."""
+    settings = service.hibernation()
+    if not settings.enabled:
+        return ["  off (FracnbService.hibernation_timeout = 0): GPU servers are stopped without saving variables"]
+    limit = (
+        f"at most {format_bytes(settings.max_bytes)} per server"
+        if settings.max_bytes
+        else "the notebook's own size limit (FracnbMeter.hibernation_max_bytes, 4 GiB by default)"
+    )
+    return [
+        f"  before stopping an idle GPU server (idle, idle under demand, GPU unused), its idle kernels save their"
+        f" variables; the stop waits at most {duration_text(settings.timeout)} (FracnbService.hibernation_timeout),"
+        f" {limit}",
+        f"  at max-age stops: {'yes' if settings.at_max_age else 'no'} (FracnbService.hibernate_at_max_age);"
+        f" at stops users and admins ask for: {'yes' if hibernate_on_stop else 'no'}"
+        " (FractionalSpawner.hibernate_on_stop)",
     ]
 
 
@@ -198,6 +238,8 @@ def summary(config: Config) -> list[str]:
         f"  GPU servers by default: {idle_policy_text(gpu.idle_timeout, gpu.max_age)}",
         f"  CPU-only servers by default: {idle_policy_text(cpu.idle_timeout, cpu.max_age)}",
         *service_lines(FracnbService(config=config)),
+        "hibernation (docs/hibernation.md):",
+        *hibernation_lines(FracnbService(config=config), configured_traits(config).hibernate_on_stop),
     ]
     return lines
 

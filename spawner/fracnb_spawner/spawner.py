@@ -23,6 +23,7 @@ from fracnb_spawner.form.advice import AdviceTraits
 from fracnb_spawner.form.progress import waiting_message
 from fracnb_spawner.gpu.backends import PodFields, is_gpu_resource
 from fracnb_spawner.gpu.companions import CompanionError, Companions
+from fracnb_spawner.hibernation.userstop import hibernate_before_user_stop
 from fracnb_spawner.hubstate import HubState
 from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.spawning import QueueTimeoutError, SpawnQueue, hub_server_activity, merge
@@ -273,6 +274,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
 
     async def stop(self, now: bool = False) -> None:
         try:
+            if not now:  # now: a spawn given up, or a leftover pod; nothing to save
+                await hibernate_before_user_stop(self)
             await super().stop(now=now)
             await self.companions.remove(self.api.api_client, self.log)
         finally:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from fracnb_spawner import dryrun
+from fracnb_spawner.configure import SERVICE_SCOPES
 from fracnb_spawner.gpu.companions import TEMPLATE_VERBS
 from tests.helm.conftest import VALUES_DIR, merged, values_of
 from tests.helm.scenarios import EXPECTED, SCENARIOS
@@ -71,6 +72,8 @@ def test_values_pass_the_chart_schema(scenario: str, chart: tuple[dict, dict]) -
     assert values["hub"]["config"]["JupyterHub"]["spawner_class"] == "fractional"
     assert "fracnb" in values["hub"]["services"]
     assert values["hub"]["loadRoles"]["user"]["scopes"] == ["self", "access:services!service=fracnb"]
+    # The service's role as setup(c) makes it (access:servers: it asks servers to hibernate before a cull).
+    assert values["hub"]["loadRoles"]["fracnb"]["scopes"] == SERVICE_SCOPES
 
 
 def test_the_schema_check_catches_a_misplaced_key(chart: tuple[dict, dict]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import secrets
 import urllib.error
 import urllib.request
+from datetime import timezone
 
 from tests.history.records import report
 
@@ -49,3 +50,10 @@ def new_report(**figures):
 
 def post(hub, body, token):
     return hub.http("POST", hub.service_url + "api/sessions", body, token=token)
+
+
+def record_activity(hub, user, when):
+    """The hub's record of the user's default server's last activity, set to ``when``."""
+    stamp = when.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    status, _ = hub.api("POST", f"users/{user}/activity", {"servers": {"": {"last_activity": stamp}}})
+    assert status in (200, 204)

@@ -70,7 +70,7 @@ c.JupyterHub.load_roles = [
         "name": "fracnb",
         "scopes": [
             "list:users", "read:users:activity", "read:servers", "delete:servers",
-            "read:users:groups", "read:groups",
+            "read:users:groups", "read:groups", "access:servers",
         ],
         "services": ["fracnb", "fracnb-inproc"],
     }},

@@ -14,7 +14,7 @@ from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.service.core import CullSettings, cull_pass, user_report, utcnow
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
-from tests.service.calls import user_token
+from tests.service.calls import record_activity, user_token
 
 SLOT = "nvidia.com-gpu.shared"
 OTHER_SLOT = "nvidia.com-mig-1g.10gb.a100"
@@ -89,11 +89,6 @@ def waiting(testbed, namespace, *, since: datetime, slot=SLOT, priority=0, user=
         yield user
     finally:
         testbed.delete_pod(namespace, name, grace_seconds=0)
-
-
-def record_activity(hub, user, when):
-    status, _ = hub.api("POST", f"users/{user}/activity", {"servers": {"": {"last_activity": isoformat(when)}}})
-    assert status in (200, 204)
 
 
 def last_activity(hub, user) -> datetime:

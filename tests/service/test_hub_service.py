@@ -13,7 +13,7 @@ from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.service.core import CullSettings, cull_pass, user_report, utcnow
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
-from tests.service.calls import user_token
+from tests.service.calls import record_activity, user_token
 
 
 def test_api_without_token_is_denied(hub):
@@ -49,12 +49,6 @@ def two_servers(hub, new_user):
     hub.start_server(idle)
     hub.start_server(active)
     return idle, active
-
-
-def record_activity(hub, user, when):
-    stamp = when.isoformat().replace("+00:00", "Z")
-    status, _ = hub.api("POST", f"users/{user}/activity", {"servers": {"": {"last_activity": stamp}}})
-    assert status in (200, 204)
 
 
 def settings(**kwargs):

@@ -67,6 +67,7 @@ export function usage(overrides: Partial<IUsage> = {}): IUsage {
     history: null,
     advice: null,
     gpu_unused: { seconds: 0, reason: null },
+    hibernation: null,
     sampled_at: '2026-03-01T12:00:00.000000+00:00',
     ...overrides
   };

@@ -4,13 +4,15 @@ import { describe, test } from 'node:test';
 import type { IDeadline } from '../usage';
 import {
   adviceText,
+  cullMessage,
   cullWarning,
+  gpuUnusedWarning,
   deviceName,
   restoreOffer,
   sessionPeakText,
   softCapText
 } from '../wording';
-import { deadline, GIB, testData, usage } from './fixtures';
+import { cull, deadline, GIB, testData, usage } from './fixtures';
 
 describe('soft cap', () => {
   test('the real cap and the frameworks it reaches', () => {
@@ -71,6 +73,31 @@ describe('culling warnings', () => {
       text,
       'Someone is waiting for a GPU; this idle server stops at 14:05 unless you use it.'
     );
+  });
+});
+
+describe('the GPU-unused warning of a busy server', () => {
+  test('names the memory held and the time unused', () => {
+    const status = cull({
+      deadline: null,
+      gpu_unused: { seconds: 3600, gpu_memory_bytes: 18 * GIB }
+    });
+    assert.equal(
+      gpuUnusedWarning(status),
+      'This server holds 18 GiB of GPU memory but has not used the GPU for 1 h.'
+    );
+    assert.equal(cullMessage(usage({ cull: status })), gpuUnusedWarning(status));
+  });
+
+  test('a deadline in warning speaks first; no field, no warning', () => {
+    const both = cull({ gpu_unused: { seconds: 4000, gpu_memory_bytes: null } });
+    assert.match(cullMessage(usage({ cull: both })) ?? '', /^Idle:/);
+    assert.equal(
+      gpuUnusedWarning(cull({ gpu_unused: { seconds: 1500, gpu_memory_bytes: null } })),
+      'This server holds a GPU share but has not used the GPU for 25 min.'
+    );
+    assert.equal(gpuUnusedWarning(cull()), null);
+    assert.equal(gpuUnusedWarning(null), null);
   });
 });
 

@@ -28,7 +28,7 @@ from fracnb_spawner.gpu.resolve import parse_gpu_spec, plan_gpu
 UNLISTED = "unlisted-choice"
 UNLISTED_SUFFIX = "--unlisted-choice"
 UNLISTED_LABEL = "Other..."  # KubeSpawner's default display_name_in_choices
-CULL_KEYS = ("idle_timeout", "max_age", "idle_timeout_under_demand")
+CULL_KEYS = ("idle_timeout", "max_age", "idle_timeout_under_demand", "gpu_unused_timeout", "gpu_unused_busy_timeout")
 NO_CULL_DEFAULTS = (CullPolicy(0, 0), CullPolicy(0, 0))
 MAX_OPTION_LENGTH = 1024
 _SAMPLE_TEXT = "sample"  # formats unlisted-choice templates at start, to find broken ones
@@ -223,9 +223,13 @@ def cull_policy(spec: GPUSpec | None, cull: Mapping, gpu_default: CullPolicy, cp
         idle_timeout=parse_duration(cull["idle_timeout"]) if "idle_timeout" in cull else default.idle_timeout,
         max_age=parse_duration(cull["max_age"]) if "max_age" in cull else default.max_age,
         idle_timeout_under_demand=_cull_seconds(cull, "idle_timeout_under_demand"),
+        gpu_unused_timeout=_cull_seconds(cull, "gpu_unused_timeout"),
+        gpu_unused_busy_timeout=_cull_seconds(cull, "gpu_unused_busy_timeout"),
     )
     idle_source = "cull.idle_timeout" if "idle_timeout" in cull else "the default idle timeout"
-    problem = under_demand_problem(policy, idle_source)
+    problem = under_demand_problem(policy, idle_source) or gpu_unused_problem(
+        policy, requests_gpu=spec is not None and spec.requests_gpu
+    )
     if problem:
         raise ProfileConfigError(problem)
     return policy
@@ -250,6 +254,25 @@ def under_demand_problem(policy: CullPolicy, idle_source: str) -> str | None:
         return (
             f"cull.idle_timeout_under_demand ({shorter:g} s) must be less than the idle timeout it shortens"
             f" ({usual:g} s, {idle_source}); give a shorter one, or 0 for none"
+        )
+    return None
+
+
+def gpu_unused_problem(policy: CullPolicy, *, requests_gpu: bool) -> str | None:
+    """Why the GPU-unused timeouts cannot work as set, or None (0 turns either off)."""
+    unused, busy = policy.gpu_unused_timeout, policy.gpu_unused_busy_timeout
+    if (unused or busy) and not requests_gpu:
+        key = "gpu_unused_timeout" if unused else "gpu_unused_busy_timeout"
+        return f"cull.{key} applies only to GPU servers, and this choice asks for no GPU; remove it here"
+    if busy and not unused:
+        return (
+            f"cull.gpu_unused_busy_timeout ({busy:g} s) needs cull.gpu_unused_timeout, which it extends for"
+            " servers busy on the CPU; set that too (shorter), or remove gpu_unused_busy_timeout"
+        )
+    if busy and busy <= unused:
+        return (
+            f"cull.gpu_unused_busy_timeout ({busy:g} s) must be longer than cull.gpu_unused_timeout"
+            f" ({unused:g} s): a server busy on the CPU is warned at gpu_unused_timeout and stopped only later"
         )
     return None
 

@@ -347,6 +347,16 @@ class FractionalTraits(HasTraits):
             raise TraitError(f"FractionalSpawner.{proposal['trait'].name}: {error}") from None
         return proposal["value"]
 
+    hibernate_on_stop = Bool(
+        False,
+        help="""Ask a GPU server to save its idle kernels' variables also when its user (or an admin)
+        stops it, as the fracnb service does before it stops an idle one (docs/hibernation.md).
+        The stop waits at most ``FracnbService.hibernation_timeout`` for it; busy kernels are
+        never interrupted or saved. Default: False.
+        Example: ``c.FractionalSpawner.hibernate_on_stop = True``
+        """,
+    ).tag(config=True)
+
     show_availability = Bool(
         True,
         help="""Show on the spawn form how many fractions of each choice are free in the cluster,

@@ -58,4 +58,8 @@ def contract_fields(
     }
     if plan.fraction > 0 and cull.demand_timeout:
         annotations[keys.IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION] = str(cull.demand_timeout)
+    if plan.fraction > 0 and cull.gpu_unused_timeout:
+        annotations[keys.GPU_UNUSED_TIMEOUT_ANNOTATION] = str(cull.gpu_unused_timeout)
+    if plan.fraction > 0 and cull.gpu_unused_busy_timeout:
+        annotations[keys.GPU_UNUSED_BUSY_TIMEOUT_ANNOTATION] = str(cull.gpu_unused_busy_timeout)
     return PodFields(labels=labels, annotations=annotations, environment=environment)

@@ -20,6 +20,13 @@ from fracnb_spawner.common.logsafe import EscapeControlCharacters
 from fracnb_spawner.config.traits import configured_traits
 from fracnb_spawner.culling import CullPolicy, CullTiming, CullTimingError, check_timing
 from fracnb_spawner.gpu.backends import is_gpu_resource
+from fracnb_spawner.hibernation.culled import Hibernator
+from fracnb_spawner.hibernation.settings import (
+    DEFAULT_TIMEOUT_SECONDS,
+    MAX_TIMEOUT_SECONDS,
+    HibernationSettings,
+    timeout_problem,
+)
 from fracnb_spawner.history.db import DEFAULT_DB_URL, HistoryDatabaseError, open_database
 from fracnb_spawner.history.metrics import HistoryMetrics
 from fracnb_spawner.history.store import purge
@@ -27,11 +34,13 @@ from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.service import core
 from fracnb_spawner.service.handlers import make_app
 from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.meterfacts import MeterFacts
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.nextadvice import Menu, menu_from_config
 from fracnb_spawner.service.page import CullRecord, gpu_kinds
 from fracnb_spawner.service.pods import KubernetesPods, PodSource
 from fracnb_spawner.service.sessions import load_checker
+from fracnb_spawner.service.stops import LastStops
 from fracnb_spawner.service.web import PageSources, recent_culls
 
 log = logging.getLogger("fracnb.service")
@@ -72,28 +81,45 @@ class ServiceState:
         settings: core.CullSettings,
         hub_auth: HubAuth,
         clock: core.Clock = core.utcnow,
+        hibernator: Hibernator | None = None,
+        report_interval: float = 60.0,
     ) -> None:
         self.hub, self.pods, self.settings, self.hub_auth = hub, pods, settings, hub_auth
+        self.hibernator = hibernator  # None: culled servers are stopped without a hibernation
         self.quota_policy = quotas.policy()
         self.metrics = CullMetrics()
+        self.facts = MeterFacts(report_interval, self.metrics)  # what the notebooks report: use, GPU-unused time
         self.metrics.observe_quotas(self.quota_policy)
         # Which extended resources are GPUs (the backends' settings), for the GPU unit gauges; None: not measured.
         self.is_gpu: Callable[[str], bool] | None = None
         self._capacity_refused = False
         self.clock = clock
         self.recent_culls = recent_culls()
+        self.last_stops = LastStops()  # each server's last cull, with its hibernation, for its user
         self.history: Any = None  # the session history's session factory, once opened
         self.history_metrics = HistoryMetrics(self.metrics.registry)
         self.advice_menu: Menu | None = None  # the hub's profile menu, for the users' advice (api/advice)
         self.named_servers = False  # the hub's JupyterHub.allow_named_servers (its default: one server a user)
 
     async def user_report(self, name: str) -> dict[str, Any]:
-        return await core.user_report(self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock)
+        report = await core.user_report(
+            self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock, facts=self.facts
+        )
+        stopped = self.last_stops.of_user(name, running=report["culling"])
+        if stopped:  # only while there is one: a meter of an older version refuses fields it does not know
+            report["stopped"] = stopped
+        return report
 
     async def cull_pass(self) -> core.PassReport:
-        report = await core.cull_pass(self.hub, self.pods, self.settings, self.metrics, clock=self.clock)
+        report = await core.cull_pass(
+            self.hub, self.pods, self.settings, self.metrics, clock=self.clock, hibernator=self.hibernator,
+            facts=self.facts,
+        )  # fmt: skip
         when = self.clock()
-        self.recent_culls.extend(CullRecord(when, user, server, reason) for user, server, reason in report.culled)
+        for user, server, reason in report.culled:
+            record = CullRecord(when, user, server, reason, report.hibernations.get((user, server)))
+            self.recent_culls.append(record)
+            self.last_stops.add(record)
         await self.observe_gpu_kinds()
         return report
 
@@ -265,6 +291,53 @@ class FracnbService(Application):
         """,
     ).tag(config=True)
 
+    hibernation_timeout = Float(
+        DEFAULT_TIMEOUT_SECONDS,
+        help=f"""
+        Seconds a GPU server stopped for idleness (idle timeout, idle timeout under demand,
+        GPU-unused timeout) may take to save its idle kernels' variables before the service
+        stops it anyway (docs/hibernation.md). Busy kernels are never interrupted or saved.
+        Between 0 and {MAX_TIMEOUT_SECONDS}; 0 stops servers without asking them to save.
+        FractionalSpawner.hibernate_on_stop uses the same bound. Default: {DEFAULT_TIMEOUT_SECONDS}.
+
+        Example: c.FracnbService.hibernation_timeout = 300
+        """,
+    ).tag(config=True)
+
+    hibernation_max_bytes = Integer(
+        0,
+        help="""
+        The most one hibernation may write to the user's home, all kernels of the server
+        together, in bytes; it can only lower the notebook's own limit
+        (FracnbMeter.hibernation_max_bytes, 4 GiB by default). 0 leaves that limit. Default: 0.
+
+        Example: c.FracnbService.hibernation_max_bytes = 2 << 30
+        """,
+    ).tag(config=True)
+
+    hibernate_at_max_age = Bool(
+        False,
+        help="""
+        Also hibernate GPU servers stopped at their maximum age (their idle kernels' variables
+        are saved first, within hibernation_timeout). Default: False.
+
+        Example: c.FracnbService.hibernate_at_max_age = True
+        """,
+    ).tag(config=True)
+
+    session_report_interval = Float(
+        60,
+        help="""
+        How often, in seconds, the notebooks post their session reports, which carry the
+        servers' GPU-unused time (FracnbMeter.session_report_interval in the notebook image):
+        a report older than twice this is unknown, never unused, and a GPU-unused timeout must
+        exceed warning_lead plus this plus one 30 s window (the hub refuses to start
+        otherwise). Default: 60.
+
+        Example: c.FracnbService.session_report_interval = 60
+        """,
+    ).tag(config=True)
+
     db_url = Unicode(
         DEFAULT_DB_URL,
         help="""
@@ -327,9 +400,16 @@ class FracnbService(Application):
         except CullTimingError as error:
             self.log.critical("fracnb service: refusing to start, %s", error)
             self.exit(1)
+        problem = timeout_problem(self.hibernation_timeout)
+        if problem:
+            self.log.critical("fracnb service: refusing to start, %s", problem)
+            self.exit(1)
 
     def timing(self) -> CullTiming:
         return CullTiming(warning_lead=self.warning_lead, activity_report_lag=self.activity_report_lag)
+
+    def hibernation(self) -> HibernationSettings:
+        return HibernationSettings(self.hibernation_timeout, self.hibernation_max_bytes, self.hibernate_at_max_age)
 
     def settings(self) -> core.CullSettings:
         return core.CullSettings(
@@ -352,6 +432,8 @@ class FracnbService(Application):
             quotas=FracnbQuotas(parent=self),
             settings=self.settings(),
             hub_auth=hub_auth,
+            hibernator=Hibernator(self.hibernation(), hub_auth.api_token) if self.hibernation().enabled else None,
+            report_interval=self.session_report_interval,
         )
         state.advice_menu = menu_from_config(self.config)
         state.named_servers = bool(self.config.JupyterHub.get("allow_named_servers", False))

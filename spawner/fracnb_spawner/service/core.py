@@ -20,14 +20,18 @@ from fracnb_spawner.culling import (
     Action,
     CullDecision,
     CullPolicy,
+    GpuUnused,
     decide,
     policy_from_annotations,
     server_activity,
     server_status,
 )
+from fracnb_spawner.hibernation.client import Hibernation, server_url
+from fracnb_spawner.hibernation.culled import Hibernator, metric_outcome, spares_server
 from fracnb_spawner.queue.demand import demand_since, is_queued, slot_kind
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods, parse_gpus, pod_profile, usage_report
 from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.meterfacts import MeterFacts
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.pods import PodSource
 
@@ -49,6 +53,8 @@ class PodFacts:
     fraction: Fraction
     slot_kind: str = ""
     queued: bool = False
+    address: str | None = None  # the pod's IP and the notebook's port, where the service reaches the server
+    port: int | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,9 @@ class PassReport:
     culled: list[tuple[str, str, str]] = field(default_factory=list)
     failed: int = 0
     duration: float = 0.0
+    # The hibernation of each culled server that was asked to save (user, server) -> what came of it.
+    hibernations: dict[tuple[str, str], Hibernation] = field(default_factory=dict)
+    spared: int = 0  # GPU-unused stops called off: a kernel had turned busy
 
 
 def index_pods(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], PodFacts]:
@@ -85,10 +94,23 @@ def index_pods(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], PodFa
             fraction = Fraction(0)
         profile = pod_profile(metadata)
         key = (user, annotations.get(SERVERNAME_ANNOTATION, ""))
+        address, port = _reach(pod)
         index[key] = PodFacts(
-            annotations=annotations, profile=profile, fraction=fraction, slot_kind=slot_kind(pod), queued=is_queued(pod)
-        )
+            annotations=annotations, profile=profile, fraction=fraction, slot_kind=slot_kind(pod),
+            queued=is_queued(pod), address=address, port=port,
+        )  # fmt: skip
     return index
+
+
+def _reach(pod: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    """The pod's IP and its notebook container's port (KubeSpawner names it ``notebook-port``)."""
+    address = (pod.get("status") or {}).get("podIP")
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        ports = container.get("ports") or []
+        named = [p for p in ports if p.get("name") == "notebook-port"] or ports
+        if named:
+            return address, named[0].get("containerPort")
+    return address, None
 
 
 @dataclass(frozen=True)
@@ -102,22 +124,47 @@ class Judge:
     warning_lead: float
     demand: Mapping[str, datetime]
     now: datetime
+    facts: MeterFacts | None = None  # what the servers' notebooks reported: their last use, GPU-unused time
 
-    def __call__(self, model: Mapping[str, Any], pod: PodFacts | None) -> tuple[CullPolicy, CullDecision]:
+    def __call__(
+        self, model: Mapping[str, Any], pod: PodFacts | None, who: tuple[str, str] = ("", "")
+    ) -> tuple[CullPolicy, CullDecision]:
+        """The server's policy and decision; ``who`` is (user, server), for what its notebook reported."""
+        policy, decision, _ = self.judged(model, pod, who)
+        return policy, decision
+
+    def judged(
+        self, model: Mapping[str, Any], pod: PodFacts | None, who: tuple[str, str]
+    ) -> tuple[CullPolicy, CullDecision, GpuUnused | None]:
         policy = policy_from_annotations(pod.annotations if pod else {}, self.default_policy)
+        activity = server_activity(model)
+        gpu_unused = None
+        if self.facts is not None:
+            # The notebook's own report of use, where it sent one, rather than the hub's activity
+            # (which counts a browser tab's polling), and its GPU-unused time.
+            activity = self.facts.activity(who, activity, self.now)
+            gpu_unused = self.facts.gpu_unused(who, activity, self.now)
         holds = pod.slot_kind if pod and not pod.queued else ""
         decision = decide(
-            server_activity(model),
+            activity,
             policy,
             now=self.now,
             warning_lead=self.warning_lead,
             demand_since=self.demand.get(holds) if holds else None,
+            gpu_unused=gpu_unused,
         )
-        return policy, decision
+        return policy, decision, gpu_unused
+
+    def status(self, model: Mapping[str, Any], pod: PodFacts | None, who: tuple[str, str]) -> dict[str, Any]:
+        """The server's ``cullStatus`` for ``api/me``."""
+        policy, decision, gpu_unused = self.judged(model, pod, who)
+        return server_status(decision, policy, gpu_unused)
 
 
-def judge_for(settings: CullSettings, pods: Iterable[Mapping[str, Any]], now: datetime) -> Judge:
-    return Judge(settings.default_policy, settings.warning_lead, demand_since(pods), now)
+def judge_for(
+    settings: CullSettings, pods: Iterable[Mapping[str, Any]], now: datetime, facts: MeterFacts | None = None
+) -> Judge:
+    return Judge(settings.default_policy, settings.warning_lead, demand_since(pods), now, facts)
 
 
 @dataclass(frozen=True)
@@ -129,6 +176,34 @@ class ServerVerdict:
     decision: CullDecision
 
 
+async def _hibernate(
+    hibernator: Hibernator | None, metrics: CullMetrics, report: PassReport, verdict: ServerVerdict, reason: str
+) -> bool:
+    """Ask the server to hibernate when that applies; False when the stop is called off (:func:`spares_server`)."""
+    if hibernator is None or verdict.pod is None:
+        return True
+    pod = verdict.pod
+    url = server_url(pod.address, pod.port, verdict.model.get("url"))
+    hibernation = await hibernator.before_stop(
+        user=verdict.user, server=verdict.server, reason=reason, fraction=pod.fraction, url=url
+    )
+    if hibernation is None:
+        return True
+    outcome = metric_outcome(hibernation)
+    if outcome is not None:
+        metrics.record_hibernation(outcome)
+    if spares_server(reason, hibernation):
+        log.info(
+            "Not stopping server %r of %r: a kernel turned busy since its GPU-unused report",
+            verdict.server,
+            verdict.user,
+        )
+        report.spared += 1
+        return False
+    report.hibernations[(verdict.user, verdict.server)] = hibernation
+    return True
+
+
 async def _stop(
     hub: HubAPI,
     metrics: CullMetrics,
@@ -136,9 +211,16 @@ async def _stop(
     verdict: ServerVerdict,
     *,
     clock: Clock,
+    hibernator: Hibernator | None = None,
+    facts: MeterFacts | None = None,
 ) -> None:
     decision, pod, model = verdict.decision, verdict.pod, verdict.model
     reason = decision.reason.value if decision.reason else "idle"
+    try:
+        if not await _hibernate(hibernator, metrics, report, verdict, reason):
+            return
+    except Exception:  # whatever happened, the server is stopped
+        log.exception("Hibernation of server %r of %r failed", verdict.server, verdict.user)
     try:
         code = await hub.stop_server(verdict.user, verdict.server)
     except Exception:
@@ -146,7 +228,10 @@ async def _stop(
         metrics.cull_failures.inc()
         report.failed += 1
         return
+    if facts is not None:
+        facts.forget((verdict.user, verdict.server))
     if not code:
+        report.hibernations.pop((verdict.user, verdict.server), None)
         return  # already stopped or stopping by other means: nothing reclaimed by us
     activity = server_activity(model)
     idle_since = activity.last_activity or activity.started or clock()
@@ -169,7 +254,7 @@ def judge_page(
     for user in page:
         for name, model in (user.get("servers") or {}).items():
             pod = by_server.get((user["name"], name))
-            _, decision = judge(model, pod)
+            _, decision = judge(model, pod, (user["name"], name))
             yield ServerVerdict(user["name"], name, model, pod, decision)
 
 
@@ -191,8 +276,11 @@ async def cull_pass(
     metrics: CullMetrics,
     *,
     clock: Clock = utcnow,
+    hibernator: Hibernator | None = None,
+    facts: MeterFacts | None = None,
 ) -> PassReport:
-    """Decide every ready server and stop those past their deadline, a few at a time.
+    """Decide every ready server and stop those past their deadline, a few at a time; a GPU server
+    stopped for idleness is asked to hibernate first (``hibernator``).
 
     The pod LIST runs while the first page of users loads; stops start while later pages load.
     """
@@ -204,7 +292,7 @@ async def cull_pass(
 
     async def stop_bounded(verdict: ServerVerdict) -> None:
         async with slots:
-            await _stop(hub, metrics, report, verdict, clock=clock)
+            await _stop(hub, metrics, report, verdict, clock=clock, hibernator=hibernator, facts=facts)
 
     try:
         pod_list: list[Mapping[str, Any]] | None = None
@@ -216,7 +304,7 @@ async def cull_pass(
             groups.update(group for user in page for group in user.get("groups") or [])
             if pod_list is None or judge is None:
                 pod_list = await pod_listing
-                by_server, judge = index_pods(pod_list), judge_for(settings, pod_list, now)
+                by_server, judge = index_pods(pod_list), judge_for(settings, pod_list, now, facts)
                 metrics.observe_pods(pod_list, now)
             for verdict in judge_page(page, by_server, judge):
                 report.servers += 1
@@ -245,6 +333,7 @@ async def user_report(
     name: str,
     *,
     clock: Clock = utcnow,
+    facts: MeterFacts | None = None,
 ) -> dict[str, Any]:
     """``GET api/me``: the user's GPU use and quotas, and each server's culling status."""
     user, pod_list = await asyncio.gather(hub.user(name), pods.list_pods())
@@ -257,11 +346,10 @@ async def user_report(
         groups=dict(zip(group_names, members, strict=True)),
     )
     by_server = index_pods(pod_list)
-    judge = judge_for(settings, pod_list, clock())
+    judge = judge_for(settings, pod_list, clock(), facts)
     culling = {}
     for server, model in sorted((user.get("servers") or {}).items()):
-        policy, decision = judge(model, by_server.get((name, server)))
-        culling[server] = server_status(decision, policy)
+        culling[server] = judge.status(model, by_server.get((name, server)), (name, server))
     report["culling"] = culling
     report["warning_lead_seconds"] = settings.warning_lead
     return report

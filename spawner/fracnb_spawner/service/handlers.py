@@ -10,6 +10,7 @@ from tornado import web
 
 from fracnb_spawner.common.logsafe import shown
 from fracnb_spawner.queue.demand import queue_entries
+from fracnb_spawner.service.activity import ActivityHandler
 from fracnb_spawner.service.base import ServiceHandler
 from fracnb_spawner.service.metrics import CONTENT_TYPE
 from fracnb_spawner.service.nextadvice import AdviceHandler
@@ -63,6 +64,7 @@ class NotFoundHandler(ServiceHandler):
 def history_routes(prefix: str, state: Any, pages: PageSources | None) -> list[Any]:
     routes: list[Any] = [
         (rf"{prefix}api/sessions", SessionsHandler, {"state": state}),
+        (rf"{prefix}api/activity", ActivityHandler, {"state": state}),
         (rf"{prefix}api/users/([^/]+)/sessions", SessionsHandler, {"state": state}),
         (rf"{prefix}api/report", ReportHandler, {"state": state}),
         (rf"{prefix}api/advice", AdviceHandler, {"state": state}),

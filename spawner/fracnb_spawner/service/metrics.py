@@ -15,7 +15,9 @@ the hub's queue is not being served (a hub down, or restarted without resuming i
 The GPU units per resource and product are those of the admin page (:func:`.page.gpu_kinds`):
 extended resources of schedulable nodes against what live pods there request. Group quotas
 are configuration, set once at start. Hibernations count by outcome; every outcome starts at
-0 so that the first one shows as an increase.
+0 so that the first one shows as an increase. ``fracnb_gpu_unused_gpu_hours_total`` adds up,
+per profile, the GPU fraction times the time the notebooks reported their GPU unused (known
+windows only, between two reports of one session: from the service's start).
 """
 
 from __future__ import annotations
@@ -147,6 +149,13 @@ class CullMetrics:
         )
         for outcome in HIBERNATION_OUTCOMES:
             self.hibernations.labels(outcome=outcome)
+        self.gpu_unused_hours = Counter(
+            "fracnb_gpu_unused_gpu_hours",
+            "GPUs (fractions summed) x hours that servers of each profile held while their GPU was unused"
+            " (known 30 s windows, from the notebooks' session reports)",
+            ["profile"],
+            registry=self.registry,
+        )
 
     def observe_pods(self, pods: Iterable[Mapping[str, Any]], now: datetime | None = None) -> None:
         """Set the queue and per-profile gauges from a pod listing (labels no longer seen go)."""
@@ -200,6 +209,9 @@ class CullMetrics:
         if outcome not in HIBERNATION_OUTCOMES:
             raise ValueError(f"unknown hibernation outcome {outcome!r}: one of {', '.join(HIBERNATION_OUTCOMES)}")
         self.hibernations.labels(outcome=outcome).inc()
+
+    def record_gpu_unused(self, profile: str, gpu_hours: float) -> None:
+        self.gpu_unused_hours.labels(profile=profile or "unknown").inc(max(gpu_hours, 0.0))
 
     def observe_groups(self, pods: Iterable[Mapping[str, Any]], members: Mapping[str, Iterable[str]]) -> None:
         """Set the per-group gauge: what the members of each group hold (``members``: group -> user names)."""

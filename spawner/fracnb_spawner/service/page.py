@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, tzinfo
 from fractions import Fraction
 from typing import Any
 
@@ -19,6 +19,8 @@ from fracnb_spawner.common.clock import clock_text, duration_text
 from fracnb_spawner.common.podkeys import GPU_MEMORY_ANNOTATION
 from fracnb_spawner.common.units import format_bytes, gpus_text, share_text, share_words
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy
+from fracnb_spawner.hibernation.client import Hibernation
+from fracnb_spawner.hibernation.words import problem_line, report_lines
 from fracnb_spawner.queue.demand import QueueEntry
 from fracnb_spawner.quota.policy import Allocation, QuotaPolicy, used_by
 
@@ -54,8 +56,34 @@ class ServerRow:
     def deadline_text(self) -> str:
         if self.cull_at is None or self.seconds_left is None:
             return "never stopped for idleness" if not self.idle_timeout else "not started yet"
-        why = {"max-age": "max age", "demand": "idle while someone waits for a GPU"}.get(self.reason or "", "idle")
+        why = {
+            "max-age": "max age",
+            "demand": "idle while someone waits for a GPU",
+            "gpu-unused": "GPU unused while idle",
+            "gpu-unused-busy": "GPU unused while busy on the CPU",
+        }.get(self.reason or "", "idle")
         return f"in {duration_text(max(self.seconds_left, 0))} ({why}, at {clock_text(self.cull_at)})"
+
+
+STOP_REASONS = {
+    "idle": "idle",
+    "demand": "idle while someone waited for a GPU",
+    "gpu-unused": "GPU unused while idle",
+    "gpu-unused-busy": "GPU unused while busy on the CPU",
+    "max-age": "maximum age",
+}
+
+
+def stop_reason_text(reason: str) -> str:
+    return STOP_REASONS.get(reason, reason)
+
+
+def hibernation_lines(hibernation: Hibernation | None, zone: tzinfo | None = None) -> list[str]:
+    if hibernation is None:
+        return []
+    if hibernation.report is None:
+        return [problem_line(hibernation.problem or "no answer")]
+    return report_lines(hibernation.kernels, zone)
 
 
 def waiting_text(queued_at: datetime | None, now: datetime) -> str:
@@ -109,6 +137,11 @@ class CullRecord:
     user: str
     server: str
     reason: str
+    hibernation: Hibernation | None = None  # what its hibernation came to, if it was asked to save
+
+    def hibernation_lines(self, zone: tzinfo | None = None) -> list[str]:
+        """What was saved, in the stopped-server notice's words ([] when no hibernation was asked)."""
+        return hibernation_lines(self.hibernation, zone)
 
     @property
     def name(self) -> str:
@@ -123,6 +156,7 @@ class UserView:
     groups: list[UseRow]
     available: Fraction | None
     named_servers: bool = True  # JupyterHub.allow_named_servers: may the user run more than one server?
+    stops: list[CullRecord] = field(default_factory=list)  # the user's servers' last culls, newest first
 
     @property
     def holding_text(self) -> str:
@@ -173,7 +207,7 @@ def _pod_budget(annotations: Mapping[str, str]) -> int | None:
 def server_rows(
     users: Iterable[Mapping[str, Any]],
     pods: Mapping[tuple[str, str], Any],
-    judge: Callable[[Mapping[str, Any], Any], tuple[CullPolicy, CullDecision]],
+    judge: Callable[[Mapping[str, Any], Any, tuple[str, str]], tuple[CullPolicy, CullDecision]],
 ) -> list[ServerRow]:
     """A row per server of the user models; ``pods`` is :func:`.core.index_pods`'s index, and
     ``judge`` (a :class:`.core.Judge`) decides a server from its model and pod."""
@@ -181,7 +215,7 @@ def server_rows(
     for user in users:
         for server, model in sorted((user.get("servers") or {}).items()):
             pod = pods.get((user["name"], server))
-            policy, decision = judge(model, pod)
+            policy, decision = judge(model, pod, (user["name"], server))
             rows.append(
                 ServerRow(
                     user=user["name"],

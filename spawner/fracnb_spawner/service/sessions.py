@@ -72,6 +72,14 @@ def server_scope(user: str, server: str) -> str:
     return f"access:servers!server={user}/{server}"
 
 
+def require_server_token(model: dict[str, Any], user: str, server: str, what: str) -> None:
+    """A 403 unless the caller's token is the server's own (``access:servers`` on exactly that server)."""
+    if server_scope(user, server) not in (model.get("scopes") or []):
+        raise web.HTTPError(
+            403, "only the token of server %s of %s may report its %s", shown(server), shown(user), what
+        )
+
+
 def record_json(record: dict[str, Any]) -> dict[str, Any]:
     """A stored record as JSON: times in ISO 8601 UTC with ``Z``, no internal row id."""
     out = {key: value for key, value in record.items() if key != "id"}
@@ -120,13 +128,10 @@ class SessionsHandler(ServiceHandler):
     async def post(self) -> None:
         user = self.caller()
         report = self._report()
-        if server_scope(user, report["server_name"]) not in (self.current_user.get("scopes") or []):
-            raise web.HTTPError(
-                403,
-                "only the token of server %s of %s may report its sessions",
-                shown(report["server_name"]),
-                shown(user),
-            )
+        require_server_token(self.current_user, user, report["server_name"], "sessions")
+        facts = getattr(self.state, "facts", None)
+        if facts is not None:  # in memory, for the GPU-unused timeouts: kept even when the database is away
+            facts.record_report((user, report["server_name"]), report, self.state.clock())
         try:
             stored = await in_history(self.state, "store", store_report, user, report)
         except ReportConflictError as error:

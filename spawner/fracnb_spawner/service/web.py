@@ -13,7 +13,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +50,12 @@ def recent_culls() -> deque[page.CullRecord]:
 async def user_view(state: Any, name: str, now: datetime) -> page.UserView:
     user, pods = await asyncio.gather(state.hub.user(name), state.pods.list_pods())
     groups = await state.hub.members_of(user.get("groups") or [])
-    rows = page.server_rows([user], index_pods(pods), judge_for(state.settings, pods, now))
-    return page.user_view(
+    rows = page.server_rows([user], index_pods(pods), judge_for(state.settings, pods, now, state.facts))
+    view = page.user_view(
         name, rows, allocations_from_pods(pods), state.quota_policy, groups, named_servers=state.named_servers
     )
+    view.stops = state.last_stops.of(name)
+    return view
 
 
 async def _active_users(hub: Any, page_size: int) -> list[Mapping[str, Any]]:
@@ -82,7 +84,7 @@ async def admin_view(sources: PageSources, now: datetime) -> page.AdminView:
     members = await state.hub.members_of(group_names)
     allocations = allocations_from_pods(pods)
     groups, holders = page.use_rows(allocations, policy, members)
-    rows = page.server_rows(users, index_pods(pods), judge_for(state.settings, pods, now))
+    rows = page.server_rows(users, index_pods(pods), judge_for(state.settings, pods, now, state.facts))
     return page.AdminView(
         kinds=kinds,
         kinds_error=kinds_error,
@@ -140,6 +142,8 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
             settings=state.settings,
             duration_text=page.duration_text,
             waiting_text=page.waiting_text,
+            stop_reason_text=page.stop_reason_text,
+            utc=timezone.utc,
         )
 
 

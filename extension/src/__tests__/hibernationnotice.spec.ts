@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+
+import { hibernationLines } from '../hibernationnotice';
+import { stopNotice } from '../stopped';
+import type { IHibernationReport, IKernelOutcome } from '../usage';
+import { cull, deadline, testData, usage } from './fixtures';
+
+interface INoticeCase {
+  kernels: IKernelOutcome[];
+  time_zone: string;
+  lines: string[];
+}
+
+describe('what a hibernation saved (test-data/hibernation-notices.json)', () => {
+  const { cases } = testData<{ cases: INoticeCase[] }>('hibernation-notices.json');
+  for (const item of cases) {
+    test(item.lines[0], () => {
+      assert.deepEqual(hibernationLines(item.kernels, item.time_zone), item.lines);
+    });
+  }
+});
+
+function report(kernels: IKernelOutcome[]): IHibernationReport {
+  return {
+    started_at: '2026-03-01T12:04:00+00:00',
+    seconds: 1.5,
+    timeout_seconds: 120,
+    limit_bytes: 4 * 1024 ** 3,
+    saved_bytes: kernels.reduce((sum, k) => sum + k.bytes, 0),
+    totals: {
+      saved: 0,
+      partly_saved: 0,
+      failed: 0,
+      skipped_over_limit: 0,
+      busy: 0,
+      empty: 0,
+      not_supported: 0
+    },
+    kernels
+  };
+}
+
+describe('the stopped notice after a hibernation', () => {
+  const { cases } = testData<{ cases: INoticeCase[] }>('hibernation-notices.json');
+
+  test('lists what was saved and says the variables come back', () => {
+    const last = usage({ cull: cull(), hibernation: report(cases[0].kernels) });
+    const notice = stopNotice(last, 235);
+    assert.equal(notice.cause, 'idle');
+    assert.equal(notice.saved.length, 1);
+    assert.match(
+      notice.saved[0],
+      /^Variables of train\.ipynb saved at \d\d:05: 3\.2 GiB, 41 variables; 2 skipped/
+    );
+    assert.match(notice.consequences, /open the notebook again to restore them/);
+    assert.match(notice.consequences, /Variables of train\.ipynb saved/);
+    assert.match(notice.toast, /Your variables were saved/);
+    assert.ok(notice.toast.length <= 140, notice.toast);
+  });
+
+  test('says when nothing was saved, and keeps the plain consequences', () => {
+    const failed = cases.find(item => item.kernels[0]?.status === 'skipped_over_limit');
+    assert.ok(failed);
+    const notice = stopNotice(usage({ cull: cull(), hibernation: report(failed.kernels) }), 235);
+    assert.deepEqual(
+      notice.saved,
+      failed.lines.map(line => line)
+    );
+    assert.match(notice.consequences, /Running kernels were shut down/);
+    assert.match(notice.toast, /Saved files are kept;/);
+  });
+
+  test('without a hibernation the notice is as before', () => {
+    const notice = stopNotice(usage({ cull: cull() }), 235);
+    assert.deepEqual(notice.saved, []);
+    assert.match(notice.consequences, /Running kernels were shut down/);
+  });
+
+  test('a GPU-unused stop names its cause', () => {
+    const last = usage({ cull: cull({ deadline: deadline({ reason: 'gpu-unused' }) }) });
+    assert.equal(
+      stopNotice(last, 235).headline,
+      'This server was stopped for not using its GPU while idle.'
+    );
+    const busy = usage({ cull: cull({ deadline: deadline({ reason: 'gpu-unused-busy' }) }) });
+    assert.equal(stopNotice(busy, 235).cause, 'gpu-unused-busy');
+    assert.ok(stopNotice(busy, 235).toast.length <= 140);
+  });
+});
