@@ -6,6 +6,7 @@ could take it, and the quota. ``FractionalSpawner.choosing`` serves the spawn fo
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any, Protocol
 
@@ -77,6 +78,7 @@ class Choosing:
     def __init__(self, host: ChoiceHost) -> None:
         self.host = host
         self.longest_queue_wait: float = 0  # of the profile list last read: the hub's start timeout grows by it
+        self.notice: str | None = None  # why the last server stopped, for the form (until the next spawn)
 
     # ---- the configuration ------------------------------------------------------------------------
 
@@ -249,7 +251,19 @@ class Choosing:
         return await self.host.queue.form_text(ask, max_wait)
 
     def kept_place_text(self) -> str | None:
-        return self.host.queue.kept_place_text()
+        """The form's notice: why the last server stopped (``notice``), else a place kept in the queue."""
+        return self.notice or self.host.queue.kept_place_text()
+
+    async def node_gone(self, pod: Mapping[str, Any] | None) -> str | None:
+        """The node ``pod`` is bound to, if the hub-wide view of nodes no longer has it; None if the pod is not
+        bound, its node is there, or the view cannot tell (not listed yet, the cluster unreadable)."""
+        node = ((pod or {}).get("spec") or {}).get("nodeName")
+        if not node:
+            return None
+        cluster = await self.read_cluster(None, wait=False)
+        if cluster is None or not cluster.nodes:
+            return None
+        return None if any(n["metadata"]["name"] == node for n in cluster.nodes) else node
 
     def shown_choice(self) -> dict:
         """The choice to show selected: the last one submitted (even if refused), else the current one."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 from jupyterhub.utils import maybe_future
@@ -13,6 +14,7 @@ from tornado import web
 from traitlets import TraitError, default, validate
 
 from fracnb_spawner.choosing import Choosing
+from fracnb_spawner.cluster.reflectors import needs_restart, recovering
 from fracnb_spawner.common.errors import HubConfigError, InvalidRequestError, RefusedSpawnError
 from fracnb_spawner.config.applied import SpawnValues, apply_overrides
 from fracnb_spawner.config.overrides import GPU_CARRYING_TRAITS, FilledText, OverrideError, check_spawner_traits
@@ -26,6 +28,7 @@ from fracnb_spawner.gpu.companions import CompanionError, Companions
 from fracnb_spawner.hubstate import HubState
 from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.spawning import QueueTimeoutError, SpawnQueue, hub_server_activity, merge
+from fracnb_spawner.queue.text import node_lost_message
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.spawnplan import SpawnPlan, plan_from_state, pod_with_plan
@@ -44,8 +47,9 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
 
     KubeSpawner internals this class overrides: ``_start`` (queue and plain refusals),
     ``_make_create_pod_request`` (objects beside the pod, the queue's gate), ``_apply_overrides``
-    (undone between spawns) and ``_expand_user_properties`` (a user's free text stays literal); it
-    calls ``_start_watching_pods`` (the pod reflector, for the form's quota line).
+    (undone between spawns), ``_expand_user_properties`` (a user's free text stays literal) and
+    ``_start_reflector`` (reflectors that survive an apiserver outage); it calls
+    ``_start_watching_pods`` (the pod reflector, for the form's quota line).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -56,6 +60,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         self.companions = Companions()
         self.values = SpawnValues()  # trait values a kubespawner_override changed, and start_timeout
         self._form_choice: dict = {}  # the last choice submitted on the form, shown again after a refusal
+        self._replacing_leftover = False  # KubeSpawner is removing a leftover pod in the middle of this start
         try:
             check_spawner_traits({name: getattr(self, name) for name in GPU_CARRYING_TRAITS}, self.is_gpu_resource)
         except OverrideError as error:
@@ -148,6 +153,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         self.values.restore(self)
         self.spawn_plan = None
         self.queue.reset()
+        self.choosing.notice = None
         profiles = await self.resolve_profiles()
         if not profiles:
             return await super().load_user_options()
@@ -207,6 +213,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
     def clear_state(self) -> None:
         super().clear_state()
         self.spawn_plan = None
+        # The hub forgot the server (stopped, or seen stopped: a pod gone, a node lost): so does the quota.
+        self.hub_state.ledger.release(self.user.name, self.name)
 
     # ---- starting and stopping -------------------------------------------------------------------------
 
@@ -249,6 +257,9 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             await _cancelled(inner)
             self.queue.leave(cancelled=cancelled)
             self.values.restore_start_timeout(self)
+            if not inner.done() or inner.cancelled() or inner.exception() is not None:
+                # A failed start holds no quota (its pod, if one is left, counts by itself).
+                self.hub_state.ledger.release(self.user.name, self.name)
 
     async def _make_create_pod_request(self, pod: Any, request_timeout: float) -> Any:
         """Create the plan's objects beside the pod, queue (or not), create the pod, then make it the objects'
@@ -263,12 +274,21 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             raise HubConfigError(f"This server could not start: {error}") from None
         if self.queue.ask is not None:
             await self.queue.join(self.hub_state.gpu_queue(self.api, self.log), pod)
-        created = await super()._make_create_pod_request(pod, request_timeout)
+        # On a 409 KubeSpawner stops the leftover pod of the same name (stop(True)) and tries again.
+        self._replacing_leftover = True
+        try:
+            created = await super()._make_create_pod_request(pod, request_timeout)
+        finally:
+            self._replacing_leftover = False
         if created:
             await self.companions.adopt(self.api, self.pod_name, self.namespace, self.log)
         return created
 
     async def stop(self, now: bool = False) -> None:
+        if self._replacing_leftover:
+            # Only the leftover pod goes: this start keeps its quota reservation and its objects.
+            await super().stop(now=now)
+            return
         try:
             await super().stop(now=now)
             await self.companions.remove(self.api.api_client, self.log)
@@ -282,15 +302,40 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             self.log.warning("fracnb: could not remove %s after its wait in the queue: %r", self._log_name, error)
 
     async def poll(self) -> int | None:
-        """KubeSpawner's poll, except that a pod waiting in the queue that no spawn of this hub process put
-        there (the hub restarted) is not running. The restarted hub then forgets the spawn at once and, as
-        it stops only servers that poll() says run, leaves the pod and its place for the user's next start
-        (docs/queue.md). KubeSpawner alone says a pending pod runs: the hub would wait ``http_timeout`` for
-        it to answer, then stop it, deleting the pod and its place."""
+        """KubeSpawner's poll, except that these pods are not running servers:
+
+        - a pod waiting in the queue that no spawn of this hub process put there (the hub restarted).
+          The restarted hub then forgets the spawn at once and, as it stops only servers that poll()
+          says run, leaves the pod and its place, which the fracnb service resumes (docs/queue.md).
+          KubeSpawner alone says a pending pod runs: the hub would wait ``http_timeout`` for it to
+          answer, then stop it, deleting the pod and its place;
+        - a pod being deleted (a stop under way when the hub restarted): KubeSpawner says it runs;
+        - a pod bound to a node that left the cluster: its pod is deleted (nothing else would), and the
+          spawn form says why the server stopped.
+        """
         status = await super().poll()
-        if status is None and self.queue.ask is None and self.queue.pod_in_queue() is not None:
+        if status is not None:
+            return status
+        pod = self.pod_reflector.pods.get(self.queue.key) if self.pod_reflector is not None else None
+        if pod is not None and pod["metadata"].get("deletionTimestamp"):
             return 0
-        return status
+        if self.queue.ask is None and self.queue.pod_in_queue() is not None:
+            return 0
+        node = await self.choosing.node_gone(pod)
+        if node is not None:
+            self.choosing.notice = node_lost_message(node, datetime.now(timezone.utc), self.queue_settings().zone)
+            self.log.warning("fracnb: %s ran on node %s, which left the cluster; deleting it", self._log_name, node)
+            await self.stop(now=True)
+            return 1
+        return None
+
+    async def _start_reflector(self, kind: str, reflector_class: type, replace: bool = False, **kwargs: Any) -> Any:
+        """KubeSpawner's shared reflector of ``kind``, one that keeps watching through an apiserver outage, and
+        made again when its first LIST failed (:mod:`.cluster.reflectors`)."""
+        if not replace and needs_restart(self.__class__.reflectors.get(self._get_reflector_key(kind))):
+            self.log.warning("fracnb: the %s reflector is not watching; starting it again", kind)
+            replace = True
+        return await super()._start_reflector(kind, recovering(reflector_class), replace=replace, **kwargs)
 
     # ---- progress -------------------------------------------------------------------------------------
 
@@ -301,9 +346,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         The spawn page shows the latest message as its headline: repeating the plain one after every
         raw ``FailedScheduling`` event keeps the scheduler's text in the log only.
         """
-        queue = self.queue.progress(
-            lambda: self._start_future is not None and self._start_future.done(), self._activity
-        )
+        queue = self.queue.progress(lambda: self._start_future is not None and self._start_future.done())
         async for event in merge(self._kube_progress(), queue):
             yield event
 

@@ -104,6 +104,13 @@ class Testbed:
             raise TestbedError(f"creating pod failed ({status}): {answer}")
         return answer
 
+    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386) of the pod; ``None`` values remove keys."""
+        status, answer = self._call("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", patch)
+        if status >= 300:
+            raise TestbedError(f"patching pod {namespace}/{name} failed ({status}): {answer}")
+        return answer
+
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         query = "" if grace_seconds is None else f"?gracePeriodSeconds={grace_seconds}"
         self._call("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}{query}")

@@ -30,6 +30,7 @@ from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.nextadvice import Menu, menu_from_config
 from fracnb_spawner.service.page import CullRecord
 from fracnb_spawner.service.pods import KubernetesPods, PodSource
+from fracnb_spawner.service.resume import ResumeReport, resume_pass
 from fracnb_spawner.service.sessions import load_checker
 from fracnb_spawner.service.web import PageSources, recent_culls
 
@@ -82,6 +83,11 @@ class ServiceState:
 
     async def user_report(self, name: str) -> dict[str, Any]:
         return await core.user_report(self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock)
+
+    async def resume_pass(self) -> ResumeReport:
+        report = await resume_pass(self.hub, await self.pods.list_pods(), self.clock())
+        self.metrics.resumed.inc(len(report.resumed))
+        return report
 
     async def cull_pass(self) -> core.PassReport:
         report = await core.cull_pass(self.hub, self.pods, self.settings, self.metrics, clock=self.clock)
@@ -141,6 +147,20 @@ class FracnbService(Application):
         deadline, so this is the most it can outlive it. Default: 60.
 
         Example: c.FracnbService.cull_every = 60
+        """,
+    ).tag(config=True)
+
+    resume_every = Float(
+        10,
+        help="""
+        Seconds between looks for queued spawns that a restarted hub forgot (their pods wait
+        in the GPU queue, the hub lists no server for them); the service asks the hub to start
+        each again with its stored options, and the new spawn takes over the pod's place
+        (docs/queue.md). The first look is right after the service starts. Each look is one
+        LIST of the singleuser pods. 0 turns this off: users then start the same choice again
+        to rejoin. Default: 10.
+
+        Example: c.FracnbService.resume_every = 10
         """,
     ).tag(config=True)
 
@@ -346,6 +366,21 @@ class FracnbService(Application):
                 self.log.exception("Culling pass failed; trying again in %ss", self.cull_every)
             await asyncio.sleep(self.cull_every)
 
+    async def resume_forever(self, state: ServiceState) -> None:
+        while self.resume_every > 0:
+            try:
+                report = await state.resume_pass()
+                if report.resumed or report.deferred or report.failed:
+                    self.log.info(
+                        "Queued spawns a restarted hub forgot: %d resumed, %d to try again, %d failed",
+                        len(report.resumed),
+                        len(report.deferred),
+                        report.failed,
+                    )
+            except Exception:
+                self.log.exception("Looking for queued spawns to resume failed; trying again in %ss", self.resume_every)
+            await asyncio.sleep(self.resume_every)
+
     async def open_history(self, state: ServiceState) -> None:
         """Open (and migrate) the session history database; stop the service when that fails.
 
@@ -380,6 +415,7 @@ class FracnbService(Application):
         app = make_app(state, prefix, pages)
         app.listen(service_url.port or 80, self.ip or bind_address(service_url.hostname))
         self.log.info("fracnb service on %s%s", service_url.geturl(), prefix)
+        self._resuming = asyncio.ensure_future(self.resume_forever(state))
         await self.open_history(state)
         self._purging = asyncio.ensure_future(self.purge_forever(state))
         await self.cull_forever(state)
