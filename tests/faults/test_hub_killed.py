@@ -60,9 +60,7 @@ def test_queued_spawns_resume_by_themselves_in_order(stack: FaultStack, browser:
         page.evaluate("document.getElementById('progress-message').textContent = ''")
         stack.start_hub()
         # No click: the service starts each forgotten spawn again, and it takes over its pod's place.
-        wait_until(
-            lambda: all(pending_spawn(stack, u) for u in places), what="the queued spawns resumed", timeout=60
-        )
+        wait_until(lambda: all(pending_spawn(stack, u) for u in places), what="the queued spawns resumed", timeout=60)
         assert {user: queued_at(stack, user) for user in places} == places
         # ann's progress page came back by itself, with her place.
         expect(headline).to_contain_text("Queued for a 0.25 GPU (time-slicing): 2nd in line", timeout=60_000)
