@@ -9,11 +9,13 @@ hub's process group would miss them).
 
 from __future__ import annotations
 
+import http.cookiejar
 import os
 import re
 import secrets
 import signal
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -235,16 +237,24 @@ class FaultStack:
         name): the hub's quota ledger and its pod reflector together. Read for a user without a server
         (the form of a running server redirects to it)."""
         html = self.page(f"hub/spawn/{user}")
+        assert "data-fracnb-profile" in html, f"no spawn form for {user}"
         found = re.findall(r"(Your GPU quota|\S+ \(your team, together\)): ([\d.]+) of", html)
         return {"" if who == "Your GPU quota" else who.split()[0]: Fraction(used) for who, used in found}
 
     def page(self, path: str) -> str:
-        """A hub page as the hub's admin user sees it."""
-        if not hasattr(self, "_admin_token"):
-            self._admin_token = self.user_token("admin")
-        sent = urllib.request.Request(f"{self.url}/{path}", headers={"Authorization": f"token {self._admin_token}"})  # noqa: S310
-        with urllib.request.urlopen(sent, timeout=60) as answer:  # noqa: S310
-            return answer.read().decode()
+        """A hub page as the hub's admin user sees it (logged in through the login form: pages take no token)."""
+        if not hasattr(self, "_browser"):
+            jar = http.cookiejar.CookieJar()
+            opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+            opener.open(f"{self.url}/hub/login", timeout=60).close()
+            xsrf = next(cookie.value for cookie in jar if cookie.name == "_xsrf")
+            form = {"username": "admin", "password": self.demo.settings.password, "_xsrf": xsrf}
+            opener.open(f"{self.url}/hub/login", data=urllib.parse.urlencode(form).encode(), timeout=60).close()
+            self._browser = opener
+        with self._browser.open(f"{self.url}/{path}", timeout=60) as answer:
+            text = answer.read().decode()
+        assert 'id="login_submit"' not in text, f"not logged in to the hub for {path}"
+        return text
 
     def problems(self) -> list[str]:
         """What breaks the invariants now: pods without a server, servers without a pod, gated pods nobody
