@@ -80,7 +80,7 @@ def stack_config(hold_dir: Path, extra: str = "") -> str:
         " 'admin-ui', 'access:services'], 'services': ['faults']}]",
         "c.Spawner.http_timeout = 60",
         # A start request answers after 1 s rather than 10 (the spawn goes on): quicker tests, same spawns.
-        "c.JupyterHub.tornado_settings = {'slow_spawn_timeout': 1}",
+        "c.JupyterHub.tornado_settings = {'slow_spawn_timeout': 1, 'slow_stop_timeout': 1}",
         "c.FracnbService.resume_every = 2",
         # The hub notices a dead managed service within a few seconds and starts it again.
         "c.Spawner.poll_interval = 5",
@@ -174,9 +174,15 @@ class FaultStack:
         return pid
 
     def wait_service_back(self, killed: int, timeout: float = 90) -> None:
+        token = self.user_token("admin")
+
         def answers() -> bool:
             pid = self.service_pid()
-            return pid not in (None, killed) and self.request("services/fracnb/api/me")[0] != 503
+            if pid in (None, killed):
+                return False
+            with suppress(ValueError):  # the proxy's error page while the service is away
+                return self.request("services/fracnb/api/me", token=token)[0] == 200
+            return False
 
         wait_until(answers, what="the hub to start the fracnb service again", timeout=timeout, interval=0.5)
 
