@@ -7,6 +7,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+import aiohttp
 from jupyterhub.utils import maybe_future
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubespawner import KubeSpawner
@@ -61,6 +62,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         self.values = SpawnValues()  # trait values a kubespawner_override changed, and start_timeout
         self._form_choice: dict = {}  # the last choice submitted on the form, shown again after a refusal
         self._replacing_leftover = False  # KubeSpawner is removing a leftover pod in the middle of this start
+        self._pod_created = False  # this start's pod was created (the apiserver said so)
         try:
             check_spawner_traits({name: getattr(self, name) for name in GPU_CARRYING_TRAITS}, self.is_gpu_resource)
         except OverrideError as error:
@@ -228,10 +230,11 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
     async def _start(self) -> Any:
         """KubeSpawner's start, queued when no slot is free, failing with a plain reason before the hub's timeout."""
         inner = asyncio.ensure_future(super()._start())
-        cancelled = True
+        self._pod_created = False
+        cancelled, succeeded = True, False
         try:
             result = await self.queue.await_started(inner)
-            cancelled = False
+            cancelled, succeeded = False, True
             return result
         except QueueTimeoutError:
             cancelled = False
@@ -239,27 +242,46 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             message = self.queue.gave_up()
             await self._stop_quietly()
             raise RefusedSpawnError(503, message, reason="queue-timeout") from None
-        except (asyncio.TimeoutError, TimeoutError):
+        except Exception as error:
             cancelled = False
-            raise await self.choosing.no_node_refusal(self.spawn_plan, self.events, self.start_timeout) from None
-        except ApiException as error:
-            cancelled = False
-            if error.status not in _INVALID_OBJECT_STATUSES:
+            plain = await self._plain_refusal(error)
+            if plain is None:
                 raise
-            # The apiserver refused an object built from the profile and the user's choices: say why,
-            # as a refusal (it repeats for every spawn of this choice; restarting the hub fixes nothing).
-            message = f"The cluster refused this server's pod: {_api_message(error)}"
-            raise RefusedSpawnError(400, message, reason="invalid-pod") from None
-        except Exception:
-            cancelled = False
-            raise
+            raise plain from None
         finally:
             await _cancelled(inner)
             self.queue.leave(cancelled=cancelled)
             self.values.restore_start_timeout(self)
-            if not inner.done() or inner.cancelled() or inner.exception() is not None:
-                # A failed start holds no quota (its pod, if one is left, counts by itself).
-                self.hub_state.ledger.release(self.user.name, self.name)
+            if not succeeded:
+                await self._undo_failed_start()
+
+    async def _plain_refusal(self, error: Exception) -> Exception | None:
+        """What the user reads when a start fails for a reason fracnb can name; None: the error as it is."""
+        if isinstance(error, (asyncio.TimeoutError, TimeoutError)):
+            if not self._pod_created:  # every attempt to create the pod went unanswered
+                return RefusedSpawnError(503, cluster_unavailable_message("did not answer in time"), reason="cluster")
+            return await self.choosing.no_node_refusal(self.spawn_plan, self.events, self.start_timeout)
+        if isinstance(error, ApiException) and error.status in _INVALID_OBJECT_STATUSES:
+            # The apiserver refused an object built from the profile and the user's choices: say why,
+            # as a refusal (it repeats for every spawn of this choice; restarting the hub fixes nothing).
+            message = f"The cluster refused this server's pod: {_api_message(error)}"
+            return RefusedSpawnError(400, message, reason="invalid-pod")
+        if isinstance(error, ApiException) and ((error.status or 0) >= 500 or error.status == 429):
+            detail = f"answered {error.status} {error.reason}"
+            return RefusedSpawnError(503, cluster_unavailable_message(detail), reason="cluster")
+        if isinstance(error, (aiohttp.ClientError, ConnectionError)):
+            return RefusedSpawnError(503, cluster_unavailable_message("could not be reached"), reason="cluster")
+        return None
+
+    async def _undo_failed_start(self) -> None:
+        """A failed start holds no quota, and objects made for a pod that was never created go (a pod left
+        over counts by itself, and the hub's stop removes it with its objects)."""
+        self.hub_state.ledger.release(self.user.name, self.name)
+        if not self._pod_created and self.companions.refs:
+            try:
+                await self.companions.remove(self.api.api_client, self.log)
+            except Exception as error:  # the failure the user reads says more; the log keeps this
+                self.log.warning("fracnb: could not remove the objects of %s's failed start: %r", self._log_name, error)
 
     async def _make_create_pod_request(self, pod: Any, request_timeout: float) -> Any:
         """Create the plan's objects beside the pod, queue (or not), create the pod, then make it the objects'
@@ -281,6 +303,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         finally:
             self._replacing_leftover = False
         if created:
+            self._pod_created = True
             await self.companions.adopt(self.api, self.pod_name, self.namespace, self.log)
         return created
 
@@ -377,6 +400,14 @@ async def _cancelled(task: asyncio.Future) -> None:
     if not task.done():
         task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+def cluster_unavailable_message(what_it_did: str) -> str:
+    """A start the cluster's API server failed, in plain words ("The cluster's API server did not answer ...")."""
+    return (
+        f"The cluster's API server {what_it_did} while this server was being created, so nothing was started "
+        "and none of your quota is held. Try again in a minute; if it keeps failing, tell your hub admin."
+    )
 
 
 def _api_message(error: ApiException, limit: int = 500) -> str:
