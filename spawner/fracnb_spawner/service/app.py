@@ -29,10 +29,13 @@ from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.nextadvice import Menu, menu_from_config
 from fracnb_spawner.service.page import CullRecord
+from fracnb_spawner.service.pending import PendingReports
 from fracnb_spawner.service.pods import KubernetesPods, PodSource
 from fracnb_spawner.service.resume import ResumeReport, resume_pass
-from fracnb_spawner.service.sessions import load_checker
+from fracnb_spawner.service.sessions import load_checker, store_and_count
 from fracnb_spawner.service.web import PageSources, recent_culls
+
+KEPT_REPORTS_RETRY_SECONDS = 5.0  # how often reports kept while the session database was away are stored
 
 
 def bind_address(host: str | None) -> str:
@@ -80,6 +83,7 @@ class ServiceState:
         self.history_metrics = HistoryMetrics(self.metrics.registry)
         self.advice_menu: Menu | None = None  # the hub's profile menu, for the users' advice (api/advice)
         self.named_servers = False  # the hub's JupyterHub.allow_named_servers (its default: one server a user)
+        self.pending_reports = PendingReports()  # session reports kept while the database is away
 
     async def user_report(self, name: str) -> dict[str, Any]:
         return await core.user_report(self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock)
@@ -394,6 +398,16 @@ class FracnbService(Application):
             self.log.critical("fracnb service: stopping, %s (c.FracnbService.db_url)", error)
             self.exit(1)
 
+    async def store_kept_reports_forever(self, state: ServiceState) -> None:
+        """Store the session reports kept while the database was away, once it answers (:mod:`.pending`)."""
+        while True:
+            await asyncio.sleep(KEPT_REPORTS_RETRY_SECONDS)
+            if not state.pending_reports or state.history is None:
+                continue
+            stored = await state.pending_reports.flush(lambda user, report: store_and_count(state, user, report))
+            if stored:
+                self.log.info("Stored %d session reports kept while the database was away", stored)
+
     async def purge_forever(self, state: ServiceState) -> None:
         while self.session_retention_days > 0:
             try:
@@ -418,6 +432,7 @@ class FracnbService(Application):
         self._resuming = asyncio.ensure_future(self.resume_forever(state))
         await self.open_history(state)
         self._purging = asyncio.ensure_future(self.purge_forever(state))
+        self._storing = asyncio.ensure_future(self.store_kept_reports_forever(state))
         await self.cull_forever(state)
 
     def start(self) -> None:

@@ -18,6 +18,7 @@ import logging
 import time
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
 
 from fracnb_spawner.common.logsafe import shown
@@ -87,6 +88,13 @@ def history_of(state: Any) -> Any:
     return history
 
 
+async def store_and_count(state: Any, user: str, report: Any) -> None:
+    """Store a report and count what it added in the metrics; ``SQLAlchemyError`` while the database is away."""
+    stored = await asyncio.to_thread(store_report, history_of(state), user, report)
+    if stored is not None:
+        state.history_metrics.record(stored, await user_groups(state, user))
+
+
 class SessionsHandler(ServiceHandler):
     def _report(self) -> dict[str, Any]:
         try:
@@ -110,11 +118,16 @@ class SessionsHandler(ServiceHandler):
                 shown(user),
             )
         try:
-            stored = await asyncio.to_thread(store_report, history_of(self.state), user, report)
+            await store_and_count(self.state, user, report)
         except ReportConflictError as error:
             raise web.HTTPError(409, "%s", str(error)) from None
-        if stored is not None:
-            self.state.history_metrics.record(stored, await user_groups(self.state, user))
+        except SQLAlchemyError as error:
+            # The database is away: keep the report until it answers (a notebook sends its last one once).
+            self.state.pending_reports.keep(user, report)
+            log.warning("The session database failed; keeping %s's report until it answers: %s", shown(user), error)
+            self.set_status(202)
+            self.finish()
+            return
         self.set_status(204)
         self.finish()
 
