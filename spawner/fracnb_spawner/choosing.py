@@ -78,7 +78,6 @@ class Choosing:
     def __init__(self, host: ChoiceHost) -> None:
         self.host = host
         self.longest_queue_wait: float = 0  # of the profile list last read: the hub's start timeout grows by it
-        self.notice: str | None = None  # why the last server stopped, for the form (until the next spawn)
 
     # ---- the configuration ------------------------------------------------------------------------
 
@@ -251,8 +250,10 @@ class Choosing:
         return await self.host.queue.form_text(ask, max_wait)
 
     def kept_place_text(self) -> str | None:
-        """The form's notice: why the last server stopped (``notice``), else a place kept in the queue."""
-        return self.notice or self.host.queue.kept_place_text()
+        """The form's notice: why the last server stopped (``HubState.stop_notices``), else a place kept in the
+        queue."""
+        notice = self.host.hub_state.stop_notices.get((self.host.user.name, self.host.name))
+        return notice or self.host.queue.kept_place_text()
 
     async def node_gone(self, pod: Mapping[str, Any] | None) -> str | None:
         """The node ``pod`` is bound to, if the hub-wide view of nodes no longer has it; None if the pod is not

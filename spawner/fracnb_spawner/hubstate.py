@@ -32,6 +32,9 @@ class HubState:
         self.queue: QueueCoordinator | None = None
         self._settings: dict[str, tuple[Any, Any]] = {}
         self.checked_profiles: tuple[Any, Any, Any] | None = None  # (config, profile list, settings) validated
+        # Why a server stopped, for its user's next spawn form: (user, server) -> text. Here, not on the
+        # spawner: JupyterHub drops a stopped server's spawner object.
+        self.stop_notices: dict[tuple[str, str], str] = {}
 
     @classmethod
     def current(cls) -> HubState:

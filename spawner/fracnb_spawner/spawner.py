@@ -155,7 +155,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         self.values.restore(self)
         self.spawn_plan = None
         self.queue.reset()
-        self.choosing.notice = None
+        self.hub_state.stop_notices.pop((self.user.name, self.name), None)
         profiles = await self.resolve_profiles()
         if not profiles:
             return await super().load_user_options()
@@ -346,7 +346,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             return 0
         node = await self.choosing.node_gone(pod)
         if node is not None:
-            self.choosing.notice = node_lost_message(node, datetime.now(timezone.utc), self.queue_settings().zone)
+            notice = node_lost_message(node, datetime.now(timezone.utc), self.queue_settings().zone)
+            self.hub_state.stop_notices[(self.user.name, self.name)] = notice
             self.log.warning("fracnb: %s ran on node %s, which left the cluster; deleting it", self._log_name, node)
             await self.stop(now=True)
             return 1

@@ -114,6 +114,12 @@ class FaultStack:
         assert status < 400, f"{method} {path}: {status} {answer}"
         return answer
 
+    def text(self, path: str, token: str = TOKEN) -> str:
+        """A plain-text answer (a service's /metrics)."""
+        sent = urllib.request.Request(f"{self.url}/{path}", headers={"Authorization": f"token {token}"})  # noqa: S310
+        with urllib.request.urlopen(sent, timeout=30) as answer:  # noqa: S310
+            return answer.read().decode()
+
     def server(self, user: str, name: str = "") -> dict[str, Any] | None:
         """The hub's model of a user's server, None when the hub lists none (stopped, or forgotten)."""
         return (self.call(f"hub/api/users/{user}")["servers"] or {}).get(name)
