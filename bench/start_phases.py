@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import statistics
 from collections import defaultdict
 from typing import Any
@@ -71,11 +72,12 @@ class Phases:
         if (claim.get("status") or {}).get("allocation"):
             self.mark(pod, "allocated")
 
-    def summary(self, prefix: str) -> str:
-        """Median seconds between consecutive steps, over the pods whose name starts with ``prefix``."""
+    def summary(self, pods: str) -> str:
+        """Median seconds between consecutive steps, over the pods whose name matches the regular expression
+        ``pods``."""
         gaps: dict[str, list[float]] = defaultdict(list)
         for pod, moments in self.seen.items():
-            if not pod.startswith(prefix):
+            if not re.fullmatch(pods, pod):
                 continue
             reached = [step for step in STEPS if step in moments]
             for earlier, later in itertools.pairwise(reached):
