@@ -233,7 +233,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         self._pod_created = False
         cancelled, succeeded = True, False
         try:
-            result = await self.queue.await_started(inner)
+            result = await self.queue.await_started(inner, self._running_url)
             cancelled, succeeded = False, True
             return result
         except QueueTimeoutError:
@@ -254,6 +254,17 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             self.values.restore_start_timeout(self)
             if not succeeded:
                 await self._undo_failed_start()
+
+    def _running_url(self) -> str | None:
+        """The server's URL once its pod runs, if all that is left of KubeSpawner's start is its wait for that
+        (its own result, computed the same way); else None."""
+        if not self._pod_created or self.internal_ssl or self.services_enabled or self.after_pod_created_hook:
+            return None
+        pod = self.pod_reflector.pods.get(self.queue.key) if self.pod_reflector is not None else None
+        if not self.is_pod_running(pod):
+            return None
+        self.pod_id = pod["metadata"]["uid"]
+        return self._get_pod_url(pod)
 
     async def _plain_refusal(self, error: Exception) -> Exception | None:
         """What the user reads when a start fails for a reason fracnb can name; None: the error as it is."""
