@@ -201,6 +201,7 @@ class Storm:
         self.hub = Hub(demo.settings.url)
         self.running, self.queued = running, queued
         self.places: dict[str, str] = {}  # queued user -> the enqueue time on their pod
+        self.first_pods: dict[str, str] = {}  # queued pod -> its uid before the restart
 
     def form(self) -> str:
         return form_counts(self.demo.settings.url, "watcher", self.demo.settings.password)
@@ -219,6 +220,7 @@ class Storm:
         wait(lambda: len(gated()) == len(self.queued), "queued", 300)
         self.places = {p["metadata"]["name"][len("jupyter-") :]: p["metadata"]["annotations"][QUEUED_AT_ANNOTATION]
                        for p in gated()}  # fmt: skip
+        self.first_pods = {p["metadata"]["name"]: p["metadata"]["uid"] for p in gated()}
         print(f"{len(self.queued)} spawns queued; the form says: {self.form()}")
 
     def start(self, user: str) -> None:
@@ -254,11 +256,14 @@ class Storm:
         return ready == ungated == self.running
 
     def all_resumed(self) -> bool:
-        """Every queued spawn pending again, its pod gated with the same enqueue time."""
+        """Every queued spawn pending again and in the queue: its pod made again by the resumed spawn (the old
+        one's token is gone with the forgotten server), gated, with the same enqueue time."""
         models, found = self.hub.servers(), pods(self.testbed, self.namespace)
         for user in self.queued:
             pod = found.get(f"jupyter-{user}")
             if (models.get(user) or {}).get("pending") != "spawn" or pod is None or not pod_is_gated(pod):
+                return False
+            if pod["metadata"]["uid"] == self.first_pods[f"jupyter-{user}"]:
                 return False
             if pod["metadata"]["annotations"][QUEUED_AT_ANNOTATION] != self.places[user]:
                 return False

@@ -146,11 +146,13 @@ class QueueCoordinator:
             self.view.changed.set()  # positions behind it move up
 
     async def capacity(self, ask: Ask) -> KindCapacity | None:
-        """Servers of ``ask`` that fit now and spawns waiting for its kind; None while the cluster is unreadable."""
+        """Servers of ``ask`` that fit now and spawns waiting for its kind (kept places too); None while the cluster
+        is unreadable."""
         cluster = await self._cluster(devices=ask.needs_devices, wait=False)
         if cluster is None:
             return None
         waiting = sum(1 for t in self.tickets.values() if t.kind == ask.kind and t.waiting)
+        waiting += len(self._kept_places(ask, cluster.pods))
         return KindCapacity(servers_free(ask, cluster, self._in_flight(ask, cluster)), waiting)
 
     # ---- capacity ------------------------------------------------------------------------------
