@@ -315,6 +315,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             self._replacing_leftover = False
         if created:
             self._pod_created = True
+            self.queue.pod_created()
             await self.companions.adopt(self.api, self.pod_name, self.namespace, self.log)
         return created
 

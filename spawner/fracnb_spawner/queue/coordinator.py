@@ -60,6 +60,10 @@ class Ticket:
     lifted: asyncio.Event = field(default_factory=asyncio.Event)
     lifted_at: float = 0.0  # epoch seconds
     on_change: Callable[[], None] = lambda: None
+    # It took over the place of a gated pod of the same name (a hub restart), which its spawn replaces with a
+    # pod of its own: until that exists, the place holds its slot but its gate is not lifted (the old pod's is
+    # not this spawn's to lift).
+    replacing: bool = False
 
     @property
     def kind(self) -> str:
@@ -118,7 +122,7 @@ class QueueCoordinator:
         waiting = waiting_from_pod(pod, Fraction(0)) if pod is not None else None
         if waiting is None or ticket.key in self.tickets:
             return False
-        ticket.queued_at, ticket.priority = waiting.queued_at, waiting.priority
+        ticket.queued_at, ticket.priority, ticket.replacing = waiting.queued_at, waiting.priority, True
         return True
 
     def _kept_places(self, ask: Ask, pods: list[dict[str, Any]], *, besides: str = "") -> list[Ticket]:
@@ -237,12 +241,12 @@ class QueueCoordinator:
                 order = _ordered([*tickets, *self._kept_places(tickets[0].ask, cluster.pods)], allocations)
                 ledger = self._ledger(order[0].ask, cluster)
                 # Strict order within a kind: nobody starts before a spawn ahead of them that does not fit.
-                # A kept place that fits holds its slot until its spawn resumes (it is not lifted).
+                # A kept place that fits holds its slot until its spawn resumes and its new pod exists.
                 starting = 0
                 for ticket in order:
                     if not ledger.take(ticket.ask):
                         break
-                    if ticket.key in self.tickets:
+                    if ticket.key in self.tickets and not ticket.replacing:
                         to_lift.append(ticket)
                     starting += 1
                 for position, ticket in enumerate(order[starting:], start=1):

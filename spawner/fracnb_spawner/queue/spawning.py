@@ -113,6 +113,15 @@ class SpawnQueue:
         host.start_timeout = host.start_timeout + self.max_wait
         host.log.info("fracnb: %s queued for %s", self.key, self.ask.kind)
 
+    def pod_created(self) -> None:
+        """This spawn's pod exists now: a place it took over from a gated pod of the same name may be lifted."""
+        ticket = self.ticket
+        if ticket is not None and ticket.replacing:
+            ticket.replacing = False
+            queue = self.coordinator()
+            if queue is not None:
+                queue.view.changed.set()
+
     async def await_started(self, inner: asyncio.Future, running: Callable[[], Any] = lambda: None) -> Any:
         """Wait for KubeSpawner's start: the queue's maximum wait while gated, 90 % of start_timeout after.
 
