@@ -72,17 +72,11 @@ def spawner_factory(setup: RunSetup, config: Any, day: Day) -> Any:
 
 
 async def close_kube_clients() -> None:
-    from kubespawner import KubeSpawner, clients
-
+    from fracnb_spawner.cluster.kube import close_shared_clients
     from fracnb_spawner.hubstate import HubState
 
     await HubState.discard()
-    await KubeSpawner._stop_all_reflectors()
-    loop = asyncio.get_running_loop()
-    for key, shared in list(clients._client_cache.items()):
-        if key[0] is loop:
-            await shared.api_client.close()
-            clients._client_cache.pop(key, None)
+    await close_shared_clients()
 
 
 async def prepare(api: Any, namespace: str, dra: bool) -> None:

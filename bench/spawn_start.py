@@ -10,24 +10,35 @@ With ``--dra``: FractionalSpawner's 0.25 GPU as a DRA memory slice (a claim temp
 server, the claim made by kube-controller-manager and allocated by kube-scheduler) vs the
 same 0.25 GPU time-sliced, on one testbed that has both (:func:`dra_bench_cluster`).
 
-    python -m bench.spawn_start --dra [--rounds 3] [--notebooks 100]
+    python -m bench.spawn_start --dra [--rounds 3] [--notebooks 100] [--phases] [--controller-qps 200]
+
+``--phases`` prints, per variant, the median time between a start's steps as watches see them
+(:mod:`bench.start_phases`): pod created, claim created, claim allocated, pod bound, ready.
+``--controller-qps`` first restarts kube-controller-manager with a higher client rate than its
+default (20 requests/s, burst 30), which the resourceclaim controller shares with its pod updates;
+``--scheduler-qps`` kube-scheduler (default 50 requests/s, burst 100), which writes each claim's
+allocation besides each binding.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
+import yaml
 from traitlets.config import Config
 
+from bench.start_phases import Phases
 from fracnb_spawner.cluster.kube import kubeconfig_at
 from fracnb_testbed.binaries import find_bin_dir
 from fracnb_testbed.clusters import ClusterSpec, load_cluster, parse_cluster
-from fracnb_testbed.controlplane import down, up
+from fracnb_testbed.controlplane import down, start_component, stop_component, up
 from fracnb_testbed.handle import Testbed
 
 
@@ -92,7 +103,9 @@ def stock_shared_config(namespace: str) -> Config:
     return stock_config(namespace, override)
 
 
-async def batch(spawner_class: type, config: Config, notebooks: int, tag: str) -> tuple[list[float], float]:
+async def batch(
+    spawner_class: type, config: Config, notebooks: int, tag: str, phases: Phases | None = None
+) -> tuple[list[float], float]:
     spawners = []
     for index in range(notebooks):
         spawner = spawner_class(_mock=True, config=config)
@@ -102,7 +115,11 @@ async def batch(spawner_class: type, config: Config, notebooks: int, tag: str) -
 
     async def timed(spawner) -> float:
         started = time.perf_counter()
+        if phases is not None:
+            phases.mark(spawner.pod_name, "called")
         await spawner.start()
+        if phases is not None:
+            phases.mark(spawner.pod_name, "returned")
         return time.perf_counter() - started
 
     started = time.perf_counter()
@@ -112,7 +129,7 @@ async def batch(spawner_class: type, config: Config, notebooks: int, tag: str) -
     return list(latencies), wall
 
 
-async def run(testbed: Testbed, rounds: int, notebooks: int, *, dra: bool = False) -> None:
+async def run(testbed: Testbed, rounds: int, notebooks: int, *, dra: bool = False, phases: bool = False) -> None:
     from kubespawner import KubeSpawner
 
     from fracnb_spawner.spawner import FractionalSpawner
@@ -125,6 +142,11 @@ async def run(testbed: Testbed, rounds: int, notebooks: int, *, dra: bool = Fals
     ]
     if dra:
         variants = [("ours-dra", FractionalSpawner, dra_config), ("ours", FractionalSpawner, ours_config)]
+    recorder = None
+    if phases:
+        watch_client = testbed.api_client()
+        recorder = Phases(watch_client, namespace)
+        recorder.start()
     latencies: dict[str, list[float]] = {name: [] for name, _, _ in variants}
     walls: dict[str, list[float]] = {name: [] for name, _, _ in variants}
     for name, cls, make in variants:  # warm-up: reflectors, connection pools, scheduler caches
@@ -132,11 +154,17 @@ async def run(testbed: Testbed, rounds: int, notebooks: int, *, dra: bool = Fals
     for round_ in range(rounds):
         shift = round_ % len(variants)
         for name, cls, make in variants[shift:] + variants[:shift]:
-            samples, wall = await batch(cls, make(namespace), notebooks, f"{name}{round_}")
+            samples, wall = await batch(cls, make(namespace), notebooks, f"{name}{round_}", recorder)
             latencies[name].extend(samples)
             walls[name].append(wall)
             print(f"round {round_ + 1} {name:12}: median start {statistics.median(samples):.3f} s, batch {wall:.1f} s")
     await KubeSpawner._stop_all_reflectors()
+    if recorder is not None:
+        await recorder.stop()
+        await watch_client.close()
+        for name, _cls, _make in variants:
+            steps = recorder.summary(rf"jupyter-{re.escape(name)}\d+-\d+")
+            print(f"{name:12} median between steps: {steps}")
     first = variants[0][0]
     ours = statistics.median(latencies[first])
     for peer, _cls, _make in variants[1:]:
@@ -148,11 +176,41 @@ async def run(testbed: Testbed, rounds: int, notebooks: int, *, dra: bool = Fals
         )
 
 
+def faster_controller_manager(state_dir: Path, qps: float) -> None:
+    """kube-controller-manager again with a higher client rate (its default is 20 requests/s, burst 30)."""
+    stopped = stop_component(state_dir, "kube-controller-manager", grace=10)
+    argv = [a for a in stopped.argv if not a.startswith(("--kube-api-qps", "--kube-api-burst"))]
+    argv += [f"--kube-api-qps={qps:g}", f"--kube-api-burst={2 * qps:g}"]
+    start_component(state_dir, replace(stopped, argv=argv))
+    time.sleep(5)  # its informers list before it creates claims; the warm-up batch absorbs the rest
+
+
+def faster_scheduler(state_dir: Path, qps: float) -> None:
+    """kube-scheduler again with a higher client rate (its default is 50 requests/s, burst 100)."""
+    stopped = stop_component(state_dir, "kube-scheduler", grace=10)
+    old = next(a for a in stopped.argv if a.startswith("--config="))
+    config = yaml.safe_load(Path(old.split("=", 1)[1]).read_text())
+    config["clientConnection"].update({"qps": qps, "burst": int(2 * qps)})
+    path = state_dir / "scheduler-config-faster.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    start_component(state_dir, replace(stopped, argv=[f"--config={path}" if a == old else a for a in stopped.argv]))
+    time.sleep(5)  # its informers list before it schedules; the warm-up batch absorbs the rest
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--notebooks", type=int, default=100)
     parser.add_argument("--dra", action="store_true", help="DRA memory slices vs time-sliced quarters")
+    parser.add_argument("--phases", action="store_true", help="where the time goes: each pod's steps, from watches")
+    parser.add_argument(
+        "--controller-qps", type=float, default=0,
+        help="restart kube-controller-manager with this client rate (--kube-api-qps; burst twice that) first",
+    )  # fmt: skip
+    parser.add_argument(
+        "--scheduler-qps", type=float, default=0,
+        help="restart kube-scheduler with this client rate (clientConnection.qps; burst twice that) first",
+    )  # fmt: skip
     args = parser.parse_args()
     # Room for a batch while the last batch's claims are still being freed.
     cluster = dra_bench_cluster(-(-(args.notebooks + 10) // 4)) if args.dra else load_cluster("large")
@@ -160,8 +218,12 @@ def main() -> None:
         print(f"starting the testbed ({cluster.name} cluster) ...")
         state = up(cluster, Path(directory) / "state", bin_dir=find_bin_dir())
         try:
+            if args.controller_qps:
+                faster_controller_manager(state.directory, args.controller_qps)
+            if args.scheduler_qps:
+                faster_scheduler(state.directory, args.scheduler_qps)
             with kubeconfig_at(state.kubeconfig):
-                asyncio.run(run(Testbed(state), args.rounds, args.notebooks, dra=args.dra))
+                asyncio.run(run(Testbed(state), args.rounds, args.notebooks, dra=args.dra, phases=args.phases))
         finally:
             down(state.directory)
 

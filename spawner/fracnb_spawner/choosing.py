@@ -6,7 +6,9 @@ could take it, and the quota. ``FractionalSpawner.choosing`` serves the spawn fo
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, Protocol
 
@@ -36,7 +38,9 @@ from fracnb_spawner.gpu.plan import GPUConfigError, GPUDefaults, GPUPlan
 from fracnb_spawner.gpu.resolve import plan_gpu
 from fracnb_spawner.gpu.words import no_node_reason
 from fracnb_spawner.hubstate import HubState
+from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.spawning import SpawnQueue
+from fracnb_spawner.queue.text import node_lost_message
 from fracnb_spawner.quota import admission
 from fracnb_spawner.quota.policy import Allocation, QuotaDecision, QuotaPolicy, allocations_from_pods
 from fracnb_spawner.spawnplan import SpawnContext, SpawnPlan, for_pod, plan_spawn
@@ -71,6 +75,7 @@ class ChoiceHost(Protocol):
     def backend_settings(self) -> BackendSettings: ...
     def cull_defaults(self) -> Any: ...
     def quota_policy(self) -> QuotaPolicy: ...
+    def queue_settings(self) -> FracnbQueue: ...
     def is_gpu_resource(self, name: str) -> bool: ...
     def derived(self, name: str, make: Any) -> Any: ...
     async def _start_watching_pods(self) -> Any: ...
@@ -312,7 +317,24 @@ class Choosing:
         return await self.host.queue.form_text(ask, max_wait)
 
     def kept_place_text(self) -> str | None:
-        return self.host.queue.kept_place_text()
+        """The form's notice: why the last server stopped (``HubState.stop_notices``), else a place kept in the
+        queue."""
+        notice = self.host.hub_state.stop_notices.get((self.host.user.name, self.host.name))
+        return notice or self.host.queue.kept_place_text()
+
+    async def lost_node(self, pod: Mapping[str, Any] | None) -> bool:
+        """Whether ``pod`` is bound to a node the hub-wide view of nodes no longer has (False when the pod is
+        not bound or the view cannot tell: not listed yet, the cluster unreadable). If so, the next spawn
+        form says why the server stopped (``HubState.stop_notices``)."""
+        node = ((pod or {}).get("spec") or {}).get("nodeName")
+        cluster = await self.read_cluster(None, wait=False) if node else None
+        if cluster is None or not cluster.nodes or any(n["metadata"]["name"] == node for n in cluster.nodes):
+            return False
+        host = self.host
+        notice = node_lost_message(node, datetime.now(timezone.utc), host.queue_settings().zone)
+        host.hub_state.stop_notices[(host.user.name, host.name)] = notice
+        host.log.warning("fracnb: %s ran on node %s, which left the cluster; deleting it", host._log_name, node)
+        return True
 
     def shown_choice(self) -> dict:
         """The choice to show selected: the last one submitted (even if refused), else the current one."""

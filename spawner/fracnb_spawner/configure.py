@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from traitlets import TraitError
@@ -31,11 +32,14 @@ from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.service.app import FracnbService
 from fracnb_spawner.service.gpuunused import check_gpu_unused_timing
 
+HUB_TEMPLATES = Path(__file__).parent / "form" / "templates" / "hub"  # pages of JupyterHub's that fracnb extends
 SERVICE_SCOPES = [
     "list:users",
     "read:users:activity",
     "read:servers",
     "delete:servers",
+    # Start again the queued spawns a restarted hub forgot (docs/queue.md); JupyterHub 5 has no start:servers.
+    "servers",
     "read:users:groups",
     "read:groups",
     # Hibernation: the service asks a GPU server it culls to save its kernels' variables first, at
@@ -80,6 +84,9 @@ def setup(c: Any, *, config_file: str | None = None, service: bool = True, servi
     roles.append({"name": service_name, "scopes": SERVICE_SCOPES, "services": [service_name]})
     roles.append({"name": "user", "scopes": ["self", f"access:services!service={service_name}"]})
     c.JupyterHub.load_roles = roles
+    # The progress page reconnects by itself after a hub restart, once the service resumed the spawn.
+    templates = str(HUB_TEMPLATES)
+    c.JupyterHub.template_paths = [templates, *(p for p in c.JupyterHub.get("template_paths", []) if p != templates)]
 
 
 def check_config(c: Config) -> None:

@@ -33,6 +33,9 @@ class HubState:
         self._settings: dict[str, tuple[Any, Any]] = {}
         self.checked_profiles: Any = None  # the configured profile list, checked (choosing.CheckedProfiles)
         self.plans: dict[Any, Any] = {}  # SpawnPlans of choices of the checked profile list (Choosing.plan_for)
+        # Why a server stopped, for its user's next spawn form: (user, server) -> text. Here, not on the
+        # spawner: JupyterHub drops a stopped server's spawner object.
+        self.stop_notices: dict[tuple[str, str], str] = {}
 
     @classmethod
     def current(cls) -> HubState:

@@ -3,35 +3,33 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from jupyterhub.utils import maybe_future
-from kubernetes_asyncio.client.exceptions import ApiException
 from kubespawner import KubeSpawner
-from tornado import web
 from traitlets import TraitError, default, validate
 
 from fracnb_spawner.choosing import Choosing
-from fracnb_spawner.common.errors import HubConfigError, InvalidRequestError, RefusedSpawnError
-from fracnb_spawner.config.applied import SpawnValues, apply_overrides
+from fracnb_spawner.cluster.reflectors import needs_restart, recovering
+from fracnb_spawner.cluster.refusals import start_refusal
+from fracnb_spawner.common.errors import HubConfigError, RefusedSpawnError
+from fracnb_spawner.config.applied import SpawnValues, apply_choice
 from fracnb_spawner.config.overrides import GPU_CARRYING_TRAITS, FilledText, OverrideError, check_spawner_traits
-from fracnb_spawner.config.profiles import ProfileConfigError, initialize_profiles, validate_profiles
+from fracnb_spawner.config.profiles import checked_profile_list
 from fracnb_spawner.config.traits import FractionalTraits
 from fracnb_spawner.form import spawnform
 from fracnb_spawner.form.advice import AdviceTraits
-from fracnb_spawner.form.progress import waiting_message
+from fracnb_spawner.form.progress import with_plain_headlines
 from fracnb_spawner.gpu.backends import PodFields, is_gpu_resource
 from fracnb_spawner.gpu.companions import CompanionError, Companions
 from fracnb_spawner.hibernation.userstop import hibernate_before_user_stop
 from fracnb_spawner.hubstate import HubState
 from fracnb_spawner.queue.config import FracnbQueue
+from fracnb_spawner.queue.order import pod_is_gated
 from fracnb_spawner.queue.spawning import QueueTimeoutError, SpawnQueue, hub_server_activity, merge
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.spawnplan import SpawnPlan, plan_from_state, pod_with_plan
-
-_INVALID_OBJECT_STATUSES = (400, 422)  # the apiserver's BadRequest and Invalid
 
 
 class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
@@ -43,10 +41,10 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
     plan is written onto KubeSpawner's traits. A choice's ``kubespawner_override`` keeps KubeSpawner's
     semantics: applied once per spawn, and undone before the next one.
 
-    KubeSpawner internals this class overrides: ``_start`` (queue and plain refusals),
-    ``_make_create_pod_request`` (objects beside the pod, the queue's gate), ``_apply_overrides``
-    (undone between spawns) and ``_expand_user_properties`` (a user's free text stays literal); it
-    calls ``_start_watching_pods`` (the pod reflector, for the form's quota line).
+    KubeSpawner internals this class overrides: ``_start`` (queue, plain refusals), ``_make_create_pod_request``
+    (objects beside the pod, the queue's gate, a leftover pod), ``_apply_overrides`` (undone between spawns),
+    ``_expand_user_properties`` (free text stays literal), ``_start_reflector`` (reflectors that survive an
+    apiserver outage); it calls ``_start_watching_pods`` (the pod reflector, for the form's quota line).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -58,6 +56,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         self.companions = Companions()
         self.values = SpawnValues()  # trait values a kubespawner_override changed, and start_timeout
         self._form_choice: dict = {}  # the last choice submitted on the form, shown again after a refusal
+        self._replacing_leftover = False  # KubeSpawner is removing a leftover pod in the middle of this start
+        self._pod_created = False  # this start's pod was created (the apiserver said so)
         try:
             check_spawner_traits({name: getattr(self, name) for name in GPU_CARRYING_TRAITS}, self.is_gpu_resource)
         except OverrideError as error:
@@ -67,13 +67,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
 
     @validate("profile_list")
     def _check_profile_list(self, proposal: dict) -> Any:
-        value = proposal["value"]
-        if not callable(value):
-            try:
-                validate_profiles(initialize_profiles(value), self.gpu_defaults(), self.backend_settings())
-            except ProfileConfigError as error:
-                raise TraitError(f"FractionalSpawner.profile_list: {error}") from None
-        return value
+        return checked_profile_list(proposal["value"], self.gpu_defaults(), self.backend_settings())
 
     @property
     def hub_state(self) -> HubState:
@@ -152,6 +146,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         self.values.restore_start_timeout(self)
         self.spawn_plan = None
         self.queue.reset()
+        self.hub_state.stop_notices.pop((self.user.name, self.name), None)
         profiles = await self.resolve_profiles()
         if not profiles:
             return await super().load_user_options()
@@ -159,18 +154,10 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         await self.choosing.admit(plan, reserve=True)
         self.user_options = dict(plan.selection.user_options) if plan.selection else self.user_options
         try:
-            apply_overrides(self, plan.overrides, plan.selection)
-        except Exception as error:
+            apply_choice(self, plan.overrides, plan.selection, plan.profile)
+        except Exception:
             self.hub_state.ledger.release(self.user.name, self.name)
-            if isinstance(error, web.HTTPError):
-                raise
-            # Applying overrides may expand the user's free text: a 400, so that input cannot count
-            # toward the hub's consecutive failure limit; the traceback goes to the hub log.
-            self.log.exception("fracnb: could not apply profile %r for %s", plan.profile, self._log_name)
-            raise InvalidRequestError(
-                400, f"Invalid server options: the hub could not apply them to profile {plan.profile!r}; "
-                "see the hub log", reason="invalid-options",
-            ) from error  # fmt: skip
+            raise
         self.spawn_plan = plan
         self.queue.reset(plan.ask, plan.max_wait, plan.gpu)
         self.companions.plan(plan.pod.companions)
@@ -196,9 +183,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
     def get_state(self) -> dict:
         state = super().get_state()
         if self.spawn_plan is not None:
-            state["fracnb"] = self.spawn_plan.state()
-            if self.companions.refs:
-                state["fracnb"]["companions"] = self.companions.refs
+            state["fracnb"] = {**self.spawn_plan.state(), **self.companions.saved()}
         return state
 
     def load_state(self, state: dict) -> None:
@@ -206,11 +191,13 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         saved = state.get("fracnb")
         if saved:
             self.spawn_plan = plan_from_state(saved)
-            self.companions.refs = [ref for ref in saved.get("companions", []) if isinstance(ref, dict)]
+            self.companions.restore(saved)
 
     def clear_state(self) -> None:
         super().clear_state()
         self.spawn_plan = None
+        # The hub forgot the server (stopped, or seen stopped: a pod gone, a node lost): so does the quota.
+        self.hub_state.ledger.release(self.user.name, self.name)
 
     # ---- starting and stopping -------------------------------------------------------------------------
 
@@ -224,10 +211,11 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
     async def _start(self) -> Any:
         """KubeSpawner's start, queued when no slot is free, failing with a plain reason before the hub's timeout."""
         inner = asyncio.ensure_future(super()._start())
-        cancelled = True
+        self._pod_created = False
+        cancelled, succeeded = True, False
         try:
-            result = await self.queue.await_started(inner)
-            cancelled = False
+            result = await self.queue.await_started(inner, self._running_url)
+            cancelled, succeeded = False, True
             return result
         except QueueTimeoutError:
             cancelled = False
@@ -235,24 +223,30 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             message = self.queue.gave_up()
             await self._stop_quietly()
             raise RefusedSpawnError(503, message, reason="queue-timeout") from None
-        except (asyncio.TimeoutError, TimeoutError):
+        except Exception as error:
             cancelled = False
-            raise await self.choosing.no_node_refusal(self.spawn_plan, self.events, self.start_timeout) from None
-        except ApiException as error:
-            cancelled = False
-            if error.status not in _INVALID_OBJECT_STATUSES:
+            plain = start_refusal(error, pod_created=self._pod_created)
+            if plain is None and isinstance(error, (asyncio.TimeoutError, TimeoutError)):
+                plain = await self.choosing.no_node_refusal(self.spawn_plan, self.events, self.start_timeout)
+            if plain is None:
                 raise
-            # The apiserver refused an object built from the profile and the user's choices: say why,
-            # as a refusal (it repeats for every spawn of this choice; restarting the hub fixes nothing).
-            message = f"The cluster refused this server's pod: {_api_message(error)}"
-            raise RefusedSpawnError(400, message, reason="invalid-pod") from None
-        except Exception:
-            cancelled = False
-            raise
+            raise plain from None
         finally:
             await _cancelled(inner)
             self.queue.leave(cancelled=cancelled)
             self.values.restore_start_timeout(self)
+            if not succeeded:  # a failed start holds no quota; the objects of a pod never created go
+                self.hub_state.ledger.release(self.user.name, self.name)
+                if not self._pod_created:
+                    await self.companions.remove_quietly(self.api.api_client, self.log, self._log_name)
+
+    def _running_url(self) -> str | None:
+        """KubeSpawner's result (the server's URL) once the pod runs, if all that is left of its start is its wait."""
+        pod = self.queue.reflected_pod() if self._pod_created else None
+        if not self.is_pod_running(pod) or self.internal_ssl or self.services_enabled or self.after_pod_created_hook:
+            return None
+        self.pod_id = pod["metadata"]["uid"]
+        return self._get_pod_url(pod)
 
     async def _make_create_pod_request(self, pod: Any, request_timeout: float) -> Any:
         """Create the plan's objects beside the pod, queue (or not), create the pod, then make it the objects'
@@ -267,12 +261,21 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             raise HubConfigError(f"This server could not start: {error}") from None
         if self.queue.ask is not None:
             await self.queue.join(self.hub_state.gpu_queue(self.api, self.log), pod)
-        created = await super()._make_create_pod_request(pod, request_timeout)
+        # On a 409 KubeSpawner stops the leftover pod of the same name (stop(True)) and tries again.
+        self._replacing_leftover = True
+        try:
+            created = await super()._make_create_pod_request(pod, request_timeout)
+        finally:
+            self._replacing_leftover = False
         if created:
+            self._pod_created = True
+            self.queue.pod_created()
             await self.companions.adopt(self.api, self.pod_name, self.namespace, self.log)
         return created
 
     async def stop(self, now: bool = False) -> None:
+        if self._replacing_leftover:  # only the leftover pod goes: this start keeps its quota and its objects
+            return await super().stop(now=now)
         try:
             if not now:  # now: a spawn given up, or a leftover pod; nothing to save
                 await hibernate_before_user_stop(self)
@@ -288,38 +291,37 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             self.log.warning("fracnb: could not remove %s after its wait in the queue: %r", self._log_name, error)
 
     async def poll(self) -> int | None:
-        """KubeSpawner's poll, except that a pod waiting in the queue that no spawn of this hub process put
-        there (the hub restarted) is not running. The restarted hub then forgets the spawn at once and, as
-        it stops only servers that poll() says run, leaves the pod and its place for the user's next start
-        (docs/queue.md). KubeSpawner alone says a pending pod runs: the hub would wait ``http_timeout`` for
-        it to answer, then stop it, deleting the pod and its place."""
+        """KubeSpawner's poll, except for pods that KubeSpawner says run and are not running servers: a pod
+        waiting in the queue that no spawn of this hub process put there (the hub restarted: it forgets the
+        spawn at once and leaves the pod and its place, which the fracnb service resumes, docs/queue.md,
+        rather than stopping it after ``http_timeout``), a pod being deleted (a stop under way when the hub
+        restarted), and a pod bound to a node that left the cluster (deleted here; the form says why)."""
         status = await super().poll()
-        if status is None and self.queue.ask is None and self.queue.pod_in_queue() is not None:
+        pod = self.queue.reflected_pod()
+        if status is not None or pod is None:
+            return status
+        if pod["metadata"].get("deletionTimestamp") or (self.queue.ask is None and pod_is_gated(pod)):
             return 0
-        return status
+        if await self.choosing.lost_node(pod):
+            await self.stop(now=True)
+            return 1
+        return None
+
+    async def _start_reflector(self, kind: str, reflector_class: type, replace: bool = False, **kwargs: Any) -> Any:
+        """KubeSpawner's shared reflector of ``kind``, one that keeps watching through an apiserver outage, and
+        made again when its first LIST failed (:mod:`.cluster.reflectors`)."""
+        replace = replace or needs_restart(self.__class__.reflectors.get(self._get_reflector_key(kind)), self.log)
+        return await super()._start_reflector(kind, recovering(reflector_class), replace=replace, **kwargs)
 
     # ---- progress -------------------------------------------------------------------------------------
 
     async def progress(self) -> Any:
-        """KubeSpawner's events (the event log), each scheduler refusal followed by a plain headline, and
-        the queue's headline while the spawn waits.
-
-        The spawn page shows the latest message as its headline: repeating the plain one after every
-        raw ``FailedScheduling`` event keeps the scheduler's text in the log only.
-        """
+        """KubeSpawner's events with plain headlines (:func:`~.form.progress.with_plain_headlines`), and the
+        queue's headline while the spawn waits."""
+        kube = with_plain_headlines(super().progress(), lambda: self.queue.plan, self.queue.hides_patience)
         queue = self.queue.progress(lambda: self._start_future is not None and self._start_future.done())
-        async for event in merge(self._kube_progress(), queue):
+        async for event in merge(kube, queue):
             yield event
-
-    async def _kube_progress(self) -> Any:
-        gpu = self.spawn_plan.gpu if self.spawn_plan else None
-        async for event in super().progress():
-            if "raw_event" not in event and self.queue.hides_patience():
-                continue  # KubeSpawner's "taking longer than expected": the queue headline says more
-            yield event
-            message = waiting_message(gpu, event.get("raw_event") or {})
-            if message:
-                yield {"progress": event.get("progress", 50), "message": message}
 
     def _activity(self, user: str | None, server: str) -> Any:
         return hub_server_activity(getattr(self.user, "db", None), user, server)
@@ -338,12 +340,3 @@ async def _cancelled(task: asyncio.Future) -> None:
     if not task.done():
         task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-
-
-def _api_message(error: ApiException, limit: int = 500) -> str:
-    """The apiserver's own message from an error answer (its Status object), shortened."""
-    try:
-        message = str(json.loads(error.body)["message"])
-    except (TypeError, ValueError, KeyError):
-        message = str(error.reason)
-    return message if len(message) <= limit else message[: limit - 1] + "…"

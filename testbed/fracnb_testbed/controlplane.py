@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -486,3 +487,54 @@ def status_lines(state_dir: Path) -> list[str]:
     children = [r for r in load_runner_children(state.directory) if procs.is_alive(r)]
     lines.append(f"local pod processes: {len(children)}; pod network {state.pod_network}")
     return lines
+
+
+# ---- stopping and starting one component (fault tests) ---------------------------------------
+
+
+@dataclass(frozen=True)
+class StoppedComponent:
+    """A component :func:`stop_component` stopped: what :func:`start_component` runs again."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+
+
+def _command_of(pid: int) -> tuple[list[str], dict[str, str]]:
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    raw_env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    env = dict(entry.decode().partition("=")[::2] for entry in raw_env if b"=" in entry)
+    return [part.decode() for part in argv if part], env
+
+
+def stop_component(state_dir: Path, name: str, *, grace: float = 60.0) -> StoppedComponent:
+    """Stop one running component (SIGTERM, SIGKILL after ``grace`` s), keeping everything else and the
+    cluster's data: an apiserver restarted with etcd kept, for instance."""
+    state = TestbedState.load(state_dir.resolve())
+    record = next((r for r in state.processes if r.name == name and procs.is_alive(r)), None)
+    if record is None:
+        raise TestbedError(f"no running {name} in the testbed at {state_dir}")
+    argv, env = _command_of(record.pid)
+    procs.stop(record, grace=grace)
+    return StoppedComponent(name, argv, env)
+
+
+def start_component(state_dir: Path, stopped: StoppedComponent, *, progress: Progress = _quiet) -> None:
+    """Start a component :func:`stop_component` stopped, on the same ports; for the apiserver, wait until ready."""
+    state = TestbedState.load(state_dir.resolve())
+    state.processes = [r for r in state.processes if r.name != stopped.name]
+    record = _start(state, stopped.name, stopped.argv, stopped.env)
+    if stopped.name != "kube-apiserver":
+        return
+    rest = KubeRest("127.0.0.1", state.ports["apiserver"], state.pki)
+    try:
+        procs.wait_until(
+            rest.ready,
+            what="kube-apiserver /readyz",
+            watched=record,
+            timeout=START_TIMEOUTS["kube-apiserver"],
+            progress=progress,
+        )
+    finally:
+        rest.close()

@@ -90,6 +90,20 @@ class Testbed:
         query = f"?labelSelector={label_selector}" if label_selector else ""
         return self.get(f"/api/v1/nodes{query}")["items"]
 
+    def delete_node(self, name: str) -> None:
+        """Delete a Node, as a cloud does when its machine goes (its pods stay until something removes them)."""
+        status, answer = self._call("DELETE", f"/api/v1/nodes/{name}")
+        if status >= 300:
+            raise TestbedError(f"deleting node {name} failed ({status}): {answer}")
+
+    def create_node(self, node: dict[str, Any]) -> None:
+        """Create a Node again from its manifest (as read before :meth:`delete_node`)."""
+        metadata = {k: v for k, v in node["metadata"].items() if k in ("name", "labels", "annotations")}
+        manifest = {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "spec": {}, "status": node["status"]}
+        status, answer = self._call("POST", "/api/v1/nodes", manifest)
+        if status >= 300:
+            raise TestbedError(f"creating node {metadata['name']} failed ({status}): {answer}")
+
     def list_pods(self, namespace: str) -> list[dict[str, Any]]:
         return self.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
 
@@ -102,6 +116,13 @@ class Testbed:
         status, answer = self._call("POST", f"/api/v1/namespaces/{namespace}/pods", manifest)
         if status >= 300:
             raise TestbedError(f"creating pod failed ({status}): {answer}")
+        return answer
+
+    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386) of the pod; ``None`` values remove keys."""
+        status, answer = self._call("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", patch)
+        if status >= 300:
+            raise TestbedError(f"patching pod {namespace}/{name} failed ({status}): {answer}")
         return answer
 
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:

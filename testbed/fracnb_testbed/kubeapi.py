@@ -75,7 +75,8 @@ class KubeRest:
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """One request; returns (status, decoded JSON or text). Retries once on a dropped link."""
         payload = json.dumps(body).encode() if body is not None else None
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        content_type = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
         for attempt in (1, 2):
             connection = self._connect()
             try:

@@ -53,10 +53,39 @@ def _free_port() -> int:
 class PostgresServer:
     port: int
     data_dir: Path
+    bin_dir: Path | None = None
+    user: str | None = None
 
     @property
     def url(self) -> str:
         return f"postgresql+psycopg://{DATABASE}@127.0.0.1:{self.port}/{DATABASE}"
+
+    def stop(self) -> None:
+        """Stop the server, keeping its data (fault tests: the database away for a while)."""
+        _run([str(self._bin / "pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "stop"], self.user)
+
+    def start(self) -> None:
+        """Start it again on the same port and data."""
+        log = self.data_dir / "server.log"
+        _run(
+            [
+                str(self._bin / "pg_ctl"),
+                "-D",
+                str(self.data_dir),
+                "-l",
+                str(log),
+                "-o",
+                _options(self.port, self.data_dir),
+                "-w",
+                "start",
+            ],
+            self.user,
+        )
+        _wait_ready(self._bin, self.port, self.user)
+
+    @property
+    def _bin(self) -> Path:
+        return self.bin_dir or find_postgres_bin()
 
 
 def _as_owner(command: list[str], user: str | None) -> list[str]:
@@ -92,15 +121,21 @@ def running_postgres() -> Iterator[PostgresServer]:
 def _started(bin_dir: Path, data_dir: Path, user: str | None) -> Iterator[PostgresServer]:
     _run([str(bin_dir / "initdb"), "-D", str(data_dir), "-A", "trust", "-U", DATABASE, "-E", "UTF8"], user)
     port = _free_port()
-    options = f"-p {port} -k {data_dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
     log = data_dir / "server.log"
-    _run([str(bin_dir / "pg_ctl"), "-D", str(data_dir), "-l", str(log), "-o", options, "-w", "start"], user)
+    _run(
+        [str(bin_dir / "pg_ctl"), "-D", str(data_dir), "-l", str(log), "-o", _options(port, data_dir), "-w", "start"],
+        user,
+    )
     try:
         _wait_ready(bin_dir, port, user)
         _run([str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", DATABASE, DATABASE], user)
-        yield PostgresServer(port, data_dir)
+        yield PostgresServer(port, data_dir, bin_dir, user)
     finally:
         _run([str(bin_dir / "pg_ctl"), "-D", str(data_dir), "-m", "fast", "-w", "stop"], user)
+
+
+def _options(port: int, data_dir: Path) -> str:
+    return f"-p {port} -k {data_dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
 
 
 def _wait_ready(bin_dir: Path, port: int, user: str | None, seconds: float = 60) -> None:

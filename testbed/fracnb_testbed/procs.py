@@ -219,3 +219,20 @@ def stop_group(record: ProcessRecord, grace: float = 5.0) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(record.pid, signal.SIGKILL)
     reap(record.pid)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid``."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -83,8 +84,9 @@ class Runner:
                 version = await self._relist()
                 ready_file.touch()
                 await self._watch(version)
-            except (ApiException, OSError, asyncio.TimeoutError, ValueError) as error:
-                log.warning("watch interrupted (%s); listing again", error)
+            except (ApiException, OSError, asyncio.TimeoutError, ValueError, aiohttp.ClientError) as error:
+                # aiohttp.ClientPayloadError: the apiserver went away in the middle of a watch's stream.
+                log.warning("watch interrupted (%r); listing again", error)
                 await asyncio.sleep(1)
 
     async def _raw(self, call, **kwargs) -> dict[str, Any]:

@@ -69,7 +69,7 @@ c.JupyterHub.load_roles = [
     {{
         "name": "fracnb",
         "scopes": [
-            "list:users", "read:users:activity", "read:servers", "delete:servers",
+            "list:users", "read:users:activity", "read:servers", "delete:servers", "servers",
             "read:users:groups", "read:groups", "access:servers",
         ],
         "services": ["fracnb", "fracnb-inproc"],

@@ -3,7 +3,6 @@ whose KubeSpawner client talks to the real kube-apiserver in a fresh namespace."
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 
 import pytest
@@ -57,9 +56,7 @@ async def dra_spawner(dra_testbed, dra_namespace) -> AsyncIterator[Callable]:
 
 
 async def _spawners_on(testbed, namespace: str, node_selector: dict, profiles: list[dict]) -> AsyncIterator[Callable]:
-    from kubespawner import KubeSpawner, clients
-
-    from fracnb_spawner.cluster.kube import kubeconfig_at
+    from fracnb_spawner.cluster.kube import close_shared_clients, kubeconfig_at
     from fracnb_spawner.hubstate import HubState
     from fracnb_spawner.spawner import FractionalSpawner
 
@@ -84,10 +81,4 @@ async def _spawners_on(testbed, namespace: str, node_selector: dict, profiles: l
     with kubeconfig_at(testbed.kubeconfig):
         yield factory
         await HubState.discard()
-        await KubeSpawner._stop_all_reflectors()
-        # KubeSpawner closes its shared clients only when JupyterHub cancels their task at shutdown.
-        loop = asyncio.get_running_loop()
-        for key, shared in list(clients._client_cache.items()):
-            if key[0] is loop:
-                await shared.api_client.close()
-                clients._client_cache.pop(key, None)
+        await close_shared_clients()

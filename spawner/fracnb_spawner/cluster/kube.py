@@ -94,6 +94,20 @@ async def list_pods(api: Any, namespace: str | None, label_selector: str) -> lis
     return data.get("items") or []
 
 
+async def close_shared_clients() -> None:
+    """Stop KubeSpawner's reflectors and close the API clients it shares in this event loop. JupyterHub does
+    that only when it cancels their tasks at shutdown: tests and benchmarks that make spawners in an event
+    loop of their own call this before the loop ends (after ``HubState.discard()``)."""
+    from kubespawner import KubeSpawner, clients  # noqa: PLC0415 - KubeSpawner only where spawners are built
+
+    await KubeSpawner._stop_all_reflectors()
+    loop = asyncio.get_running_loop()
+    for key, shared in list(clients._client_cache.items()):
+        if key[0] is loop:
+            await shared.api_client.close()
+            clients._client_cache.pop(key, None)
+
+
 @contextlib.contextmanager
 def kubeconfig_at(path: Path | str) -> Iterator[Path]:
     """Within the block, KubeSpawner and kubernetes_asyncio read the kubeconfig at ``path``; after it,

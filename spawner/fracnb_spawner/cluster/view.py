@@ -44,7 +44,8 @@ LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 WATCH_SECONDS = 300  # the server ends each watch after this; the view resumes from its last version
 LIST_TIMEOUT = 60
 FIRST_LOAD_WAIT = 10.0  # how long the first form load waits for the first LIST
-RETRY_SECONDS = (1, 2, 5, 10, 30, 60, 120, 300)  # back-off after failures; the last one repeats
+RETRY_SECONDS = (1, 2, 5, 10, 30, 60, 120, 300)  # back-off after refusals (RBAC); the last one repeats
+OUTAGE_RETRY_SECONDS = 10  # the longest wait after any other failure: an apiserver restarting is back soon
 
 default_log = logging.getLogger("fracnb.clusterview")
 # What the queue reads of fracnb's GPU pods: who holds how much, and each queued spawn's place.
@@ -221,6 +222,8 @@ class Mirror:
     async def _backoff(self, error: Exception) -> None:
         delay = RETRY_SECONDS[min(self.failures, len(RETRY_SECONDS) - 1)]
         status = getattr(error, "status", None)
+        if status not in (401, 403):
+            delay = min(delay, OUTAGE_RETRY_SECONDS)
         if self.failures == 0:
             hint = " (RBAC: the hub needs list and watch on nodes and pods; docs/spawner.md)" if status == 403 else ""
             self.log.warning("fracnb: cannot read %s for the spawn form's free counts: %r%s", self.kind, error, hint)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tornado import web
 from traitlets import TraitError
 
 from fracnb_spawner.common.errors import InvalidRequestError
@@ -54,6 +55,24 @@ class SpawnValues:
     def restore_start_timeout(self, spawner: Any) -> None:
         if self._start_timeout is not None:
             spawner.start_timeout, self._start_timeout = self._start_timeout, None
+
+
+def apply_choice(
+    spawner: Any, overrides: Iterable[Mapping[str, Any]], selection: Selection | None, profile: str
+) -> None:
+    """:func:`apply_overrides`, any failure a refusal: applying overrides may expand the user's free text,
+    so a failure is a 400 (that input cannot count toward the hub's consecutive failure limit), and its
+    traceback goes to the hub log."""
+    try:
+        apply_overrides(spawner, overrides, selection)
+    except web.HTTPError:
+        raise
+    except Exception as error:
+        spawner.log.exception("fracnb: could not apply profile %r for %s", profile, spawner._log_name)
+        raise InvalidRequestError(
+            400, f"Invalid server options: the hub could not apply them to profile {profile!r}; see the hub log",
+            reason="invalid-options",
+        ) from error  # fmt: skip
 
 
 def apply_overrides(spawner: Any, overrides: Iterable[Mapping[str, Any]], selection: Selection | None) -> None:

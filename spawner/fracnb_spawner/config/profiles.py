@@ -15,6 +15,7 @@ from functools import partial
 from typing import Any
 
 from slugify import slugify
+from traitlets import TraitError
 
 from fracnb_spawner.common.units import QuantityError, parse_duration
 from fracnb_spawner.config.overrides import OverrideError, check_override, fill_unlisted, gpu_requests
@@ -135,6 +136,17 @@ def _spec_of(entry: Mapping) -> GPUSpec | None:
 
 def _merge(spec: GPUSpec | None, choice_spec: GPUSpec | None) -> GPUSpec | None:
     return spec.merged(choice_spec) if spec and choice_spec else (choice_spec or spec)
+
+
+def checked_profile_list(value: Any, defaults: GPUDefaults, settings: BackendSettings) -> Any:
+    """``FractionalSpawner.profile_list`` as configured, or a ``TraitError`` naming the profile that cannot
+    work (a callable list is checked when it is called)."""
+    if not callable(value):
+        try:
+            validate_profiles(initialize_profiles(value), defaults, settings)
+        except ProfileConfigError as error:
+            raise TraitError(f"FractionalSpawner.profile_list: {error}") from None
+    return value
 
 
 def validate_profiles(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 
 from fracnb_spawner.gpu.plan import GPUPlan
 from fracnb_spawner.gpu.table import backend_named
@@ -56,3 +56,23 @@ def unschedulable_message(plan: GPUPlan | None, waited_seconds: float, *, slots_
 def scheduler_saw_slots(scheduler_text: str, plan: GPUPlan | None = None) -> bool:
     """Whether the scheduler's refusal says some node offers the resource (and is full)."""
     return _waits_for_a_slot(scheduler_text, plan)
+
+
+async def with_plain_headlines(
+    events: AsyncIterator[dict], plan: Callable[[], GPUPlan | None], hides_patience: Callable[[], bool]
+) -> AsyncIterator[dict]:
+    """KubeSpawner's progress ``events``, each scheduler refusal followed by a plain headline about the
+    spawn's ``plan()`` (:func:`waiting_message`; read at each event: a progress page may open before the
+    spawn has its plan), and without its "taking longer than expected" while ``hides_patience()`` (the
+    queue's headline says more).
+
+    The spawn page shows the latest message as its headline: repeating the plain one after every raw
+    ``FailedScheduling`` event keeps the scheduler's text in the log only.
+    """
+    async for event in events:
+        if "raw_event" not in event and hides_patience():
+            continue
+        yield event
+        message = waiting_message(plan(), event.get("raw_event") or {})
+        if message:
+            yield {"progress": event.get("progress", 50), "message": message}

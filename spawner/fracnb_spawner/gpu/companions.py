@@ -147,3 +147,20 @@ class Companions:
         await delete(api_client, self.refs, log)
         self.refs = []
         self.pending = bool(self.wanted)
+
+    def saved(self) -> dict[str, Any]:
+        """What the hub keeps across its restarts (in ``get_state``, beside the spawn plan's)."""
+        return {"companions": self.refs} if self.refs else {}
+
+    def restore(self, saved: Mapping[str, Any]) -> None:
+        self.refs = [ref for ref in saved.get("companions", []) if isinstance(ref, dict)]
+
+    async def remove_quietly(self, api_client: Any, log: Any, server: str) -> None:
+        """After a start that failed before its pod was created (nothing owns them); a failure is only logged:
+        what the user reads says more."""
+        if not self.refs:
+            return
+        try:
+            await self.remove(api_client, log)
+        except Exception as error:
+            log.warning("fracnb: could not remove the objects of %s's failed start: %r", server, error)

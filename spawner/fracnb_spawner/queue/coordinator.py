@@ -8,9 +8,11 @@ goes straight to the scheduler only when nobody waits for its kind and a slot is
 freed slot goes to the head of the queue, not to whoever clicks next.
 
 The queue lives on the pods. This process only lifts the gates of spawns it is waiting on
-(tickets); after a hub restart, gated pods no spawn waits on keep their place until their
-user starts the same server again (the new spawn takes over the place), or until their maximum
-wait ends, when the coordinator deletes them.
+(tickets). After a hub restart, gated pods no spawn waits on (kept places) keep their place
+in the order: a spawn behind one does not start before it, and a slot that fits the kept place
+is held for it. The fracnb service starts their spawns again (:mod:`fracnb_spawner.service.resume`);
+the new spawn takes over the place. A kept place nobody resumes is deleted when its maximum
+wait ends.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from fracnb_spawner.cluster.slots import Ask, Cluster, Ledger, servers_free
 from fracnb_spawner.cluster.view import object_key
 from fracnb_spawner.cluster.watches import ClusterWatches
 from fracnb_spawner.common.clock import SYSTEM_CLOCK, Clock
-from fracnb_spawner.common.podkeys import QUEUE_GATE, SLOT_KIND_LABEL
+from fracnb_spawner.common.podkeys import QUEUE_GATE, SLOT_KIND_LABEL, USERNAME_ANNOTATION
 from fracnb_spawner.queue.order import Waiting, pod_is_gated, queue_order, quota_share, wait_deadline, waiting_from_pod
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
 
@@ -58,6 +60,10 @@ class Ticket:
     lifted: asyncio.Event = field(default_factory=asyncio.Event)
     lifted_at: float = 0.0  # epoch seconds
     on_change: Callable[[], None] = lambda: None
+    # It took over the place of a gated pod of the same name (a hub restart), which its spawn replaces with a
+    # pod of its own: until that exists, the place holds its slot but its gate is not lifted (the old pod's is
+    # not this spawn's to lift).
+    replacing: bool = False
 
     @property
     def kind(self) -> str:
@@ -106,7 +112,8 @@ class QueueCoordinator:
                 return True
             adopted = self._adopt(ticket, cluster.pods)
             others = [t for t in self.tickets.values() if t.kind == ticket.kind and t.waiting]
-            if not adopted and not others and self._ledger(ticket.ask, cluster).take(ticket.ask):
+            kept = self._kept_places(ticket.ask, cluster.pods, besides=ticket.key)
+            if not adopted and not others and not kept and self._ledger(ticket.ask, cluster).take(ticket.ask):
                 self.admitted[ticket.key] = (ticket.ask, self.clock.monotonic())
                 return True
             ticket.gated = True
@@ -120,8 +127,24 @@ class QueueCoordinator:
         waiting = waiting_from_pod(pod, Fraction(0)) if pod is not None else None
         if waiting is None or ticket.key in self.tickets:
             return False
-        ticket.queued_at, ticket.priority = waiting.queued_at, waiting.priority
+        ticket.queued_at, ticket.priority, ticket.replacing = waiting.queued_at, waiting.priority, True
         return True
+
+    def _kept_places(self, ask: Ask, pods: list[dict[str, Any]], *, besides: str = "") -> list[Ticket]:
+        """Gated pods of ``ask``'s kind that no spawn of this process waits on (a hub restart), as tickets
+        nobody holds: they keep their place in the order until their spawn resumes."""
+        kept, now = [], self.clock.now()
+        for pod in pods:
+            key = object_key(pod)
+            if key == besides or key in self.tickets or _kind_of(pod) != ask.kind or not pod_is_gated(pod):
+                continue
+            waiting, deadline = waiting_from_pod(pod, Fraction(0)), wait_deadline(pod)
+            if waiting is None or (deadline is not None and deadline <= now):
+                continue  # unreadable, or past its maximum wait (the sweep deletes it)
+            user = ((pod.get("metadata") or {}).get("annotations") or {}).get(USERNAME_ANNOTATION, "")
+            place = Ticket(key, ask.of_pod(pod), user, {}, waiting.priority, waiting.queued_at, 0, gated=True)
+            kept.append(place)
+        return kept
 
     def forget(self, key: str, ticket: Ticket | None) -> None:
         """The spawn of pod ``key`` ended (started, failed or was cancelled): it no longer holds a place,
@@ -132,11 +155,13 @@ class QueueCoordinator:
             self.view.changed.set()  # positions behind it move up
 
     async def capacity(self, ask: Ask) -> KindCapacity | None:
-        """Servers of ``ask`` that fit now and spawns waiting for its kind; None while the cluster is unreadable."""
+        """Servers of ``ask`` that fit now and spawns waiting for its kind (kept places too); None while the cluster
+        is unreadable."""
         cluster = await self._cluster(devices=ask.needs_devices, wait=False)
         if cluster is None:
             return None
         waiting = sum(1 for t in self.tickets.values() if t.kind == ask.kind and t.waiting)
+        waiting += len(self._kept_places(ask, cluster.pods))
         return KindCapacity(servers_free(ask, cluster, self._in_flight(ask, cluster)), waiting)
 
     # ---- capacity ------------------------------------------------------------------------------
@@ -218,14 +243,16 @@ class QueueCoordinator:
                 if cluster is None:
                     continue  # unreadable now: the next change tries again
                 allocations = allocations_from_pods(p for p in cluster.pods if p["spec"].get("nodeName"))
-                order = _ordered(tickets, allocations)
+                order = _ordered([*tickets, *self._kept_places(tickets[0].ask, cluster.pods)], allocations)
                 ledger = self._ledger(order[0].ask, cluster)
                 # Strict order within a kind: nobody starts before a spawn ahead of them that does not fit.
+                # A kept place that fits holds its slot until its spawn resumes and its new pod exists.
                 starting = 0
                 for ticket in order:
                     if not ledger.take(ticket.ask):
                         break
-                    to_lift.append(ticket)
+                    if ticket.key in self.tickets and not ticket.replacing:
+                        to_lift.append(ticket)
                     starting += 1
                 for position, ticket in enumerate(order[starting:], start=1):
                     _place(ticket, position, len(order) - starting)

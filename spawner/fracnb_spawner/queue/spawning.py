@@ -34,6 +34,7 @@ from fracnb_spawner.queue.text import Release, estimate, form_text, gave_up_mess
 from fracnb_spawner.quota.policy import QuotaPolicy
 
 PROGRESS_POLL_SECONDS = 1.0
+RUNNING_POLL_SECONDS = 0.1  # how often a start not waiting in the queue looks whether its pod runs
 
 
 class QueueTimeoutError(Exception):
@@ -112,8 +113,23 @@ class SpawnQueue:
         host.start_timeout = host.start_timeout + self.max_wait
         host.log.info("fracnb: %s queued for %s", self.key, self.ask.kind)
 
-    async def await_started(self, inner: asyncio.Future) -> Any:
-        """Wait for KubeSpawner's start: the queue's maximum wait while gated, 90 % of start_timeout after."""
+    def pod_created(self) -> None:
+        """This spawn's pod exists now: a place it took over from a gated pod of the same name may be lifted."""
+        ticket = self.ticket
+        if ticket is not None and ticket.replacing:
+            ticket.replacing = False
+            queue = self.coordinator()
+            if queue is not None:
+                queue.view.changed.set()
+
+    async def await_started(self, inner: asyncio.Future, running: Callable[[], Any] = lambda: None) -> Any:
+        """Wait for KubeSpawner's start: the queue's maximum wait while gated, 90 % of start_timeout after.
+
+        ``running()``: the start's result once its pod runs, else None. KubeSpawner checks the pod with a
+        back-off that reaches 5 s between looks, so a pod that took a few seconds is seen running up to
+        seconds late; looking every ``RUNNING_POLL_SECONDS`` here returns as soon as it runs (the caller
+        then cancels KubeSpawner's wait).
+        """
         loop = asyncio.get_running_loop()
         began = loop.time()
         lifted_seen = False
@@ -123,6 +139,7 @@ class SpawnQueue:
                 remaining = ticket.max_wait - (datetime.now(timezone.utc) - ticket.queued_at).total_seconds()
                 if remaining <= 0:
                     raise QueueTimeoutError
+                poll = PROGRESS_POLL_SECONDS
             else:
                 if ticket is not None and not lifted_seen:
                     lifted_seen, began = True, loop.time()
@@ -130,9 +147,13 @@ class SpawnQueue:
                 remaining = began + (limit or 1.0) - loop.time()
                 if remaining <= 0:
                     raise asyncio.TimeoutError
-            done, _ = await asyncio.wait({inner}, timeout=min(remaining, PROGRESS_POLL_SECONDS))
+                poll = RUNNING_POLL_SECONDS
+            done, _ = await asyncio.wait({inner}, timeout=min(remaining, poll))
             if done:
                 return inner.result()
+            result = running()
+            if result is not None:
+                return result
 
     def gave_up(self) -> str:
         """The message after the maximum wait (the spawner then removes the pod)."""
@@ -152,12 +173,14 @@ class SpawnQueue:
 
     # ---- a hub restart while queued ------------------------------------------------------------
 
+    def reflected_pod(self) -> dict | None:
+        """This server's pod as KubeSpawner's pod reflector has it (None also while not watching pods yet)."""
+        reflector = self.host.pod_reflector
+        return reflector.pods.get(self.key) if reflector is not None else None
+
     def pod_in_queue(self) -> dict | None:
         """This server's pod from KubeSpawner's reflector, if it waits in the queue."""
-        reflector = self.host.pod_reflector
-        if reflector is None:  # not watching pods yet: nothing known
-            return None
-        pod = reflector.pods.get(self.key)
+        pod = self.reflected_pod()
         return pod if pod is not None and pod_is_gated(pod) else None
 
     def kept_place_text(self) -> str | None:

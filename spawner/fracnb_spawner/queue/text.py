@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from fracnb_spawner.common.clock import when_text
+from fracnb_spawner.common.clock import clock_text, when_text
 from fracnb_spawner.culling import Reason
 from fracnb_spawner.gpu.plan import GPUPlan
 from fracnb_spawner.gpu.words import describe_plan
@@ -54,6 +54,15 @@ def kept_place_message(plan: GPUPlan | None, until: datetime, now: datetime, zon
     return (
         f"Your place in the {queue} is kept until {when_text(until, now, zone)}: "
         "start the same choice again to rejoin it."
+    )
+
+
+def node_lost_message(node: str, at: datetime, zone: ZoneInfo | None = None) -> str:
+    """The form's notice after a server's node left the cluster (the hub deleted the pod and freed its GPU)."""
+    return (
+        f"Your last server stopped at {clock_text(at, zone)}: the node it ran on ({node}) left the cluster, "
+        "and its GPU with it. Nothing of it runs or counts against your quota now; start a server again "
+        "to get a GPU on another node."
     )
 
 

@@ -38,12 +38,16 @@ from fracnb_spawner.service.meterfacts import MeterFacts
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.nextadvice import Menu, menu_from_config
 from fracnb_spawner.service.page import CullRecord, gpu_kinds
+from fracnb_spawner.service.pending import PendingReports
 from fracnb_spawner.service.pods import KubernetesPods, PodSource
-from fracnb_spawner.service.sessions import load_checker
+from fracnb_spawner.service.resume import ResumeReport, resume_pass
+from fracnb_spawner.service.sessions import load_checker, store_and_count
 from fracnb_spawner.service.stops import LastStops
 from fracnb_spawner.service.web import PageSources, recent_culls
 
 log = logging.getLogger("fracnb.service")
+
+KEPT_REPORTS_RETRY_SECONDS = 5.0  # how often reports kept while the session database was away are stored
 
 
 def bind_address(host: str | None) -> str:
@@ -100,6 +104,7 @@ class ServiceState:
         self.history_metrics = HistoryMetrics(self.metrics.registry)
         self.advice_menu: Menu | None = None  # the hub's profile menu, for the users' advice (api/advice)
         self.named_servers = False  # the hub's JupyterHub.allow_named_servers (its default: one server a user)
+        self.pending_reports = PendingReports()  # session reports kept while the database is away
 
     async def user_report(self, name: str) -> dict[str, Any]:
         report = await core.user_report(
@@ -108,6 +113,11 @@ class ServiceState:
         stopped = self.last_stops.of_user(name, running=report["culling"])
         if stopped:  # only while there is one: a meter of an older version refuses fields it does not know
             report["stopped"] = stopped
+        return report
+
+    async def resume_pass(self) -> ResumeReport:
+        report = await resume_pass(self.hub, await self.pods.list_pods(), self.clock())
+        self.metrics.resumed.inc(len(report.resumed))
         return report
 
     async def cull_pass(self) -> core.PassReport:
@@ -193,6 +203,20 @@ class FracnbService(Application):
         deadline, so this is the most it can outlive it. Default: 60.
 
         Example: c.FracnbService.cull_every = 60
+        """,
+    ).tag(config=True)
+
+    resume_every = Float(
+        10,
+        help="""
+        Seconds between looks for queued spawns that a restarted hub forgot (their pods wait
+        in the GPU queue, the hub lists no server for them); the service asks the hub to start
+        each again with its stored options, and the new spawn takes over the pod's place
+        (docs/queue.md). The first look is right after the service starts. Each look is one
+        LIST of the singleuser pods. 0 turns this off: users then start the same choice again
+        to rejoin. Default: 10.
+
+        Example: c.FracnbService.resume_every = 10
         """,
     ).tag(config=True)
 
@@ -454,6 +478,21 @@ class FracnbService(Application):
                 self.log.exception("Culling pass failed; trying again in %ss", self.cull_every)
             await asyncio.sleep(self.cull_every)
 
+    async def resume_forever(self, state: ServiceState) -> None:
+        while self.resume_every > 0:
+            try:
+                report = await state.resume_pass()
+                if report.resumed or report.deferred or report.failed:
+                    self.log.info(
+                        "Queued spawns a restarted hub forgot: %d resumed, %d to try again, %d failed",
+                        len(report.resumed),
+                        len(report.deferred),
+                        report.failed,
+                    )
+            except Exception:
+                self.log.exception("Looking for queued spawns to resume failed; trying again in %ss", self.resume_every)
+            await asyncio.sleep(self.resume_every)
+
     async def open_history(self, state: ServiceState) -> None:
         """Open (and migrate) the session history database; stop the service when that fails.
 
@@ -466,6 +505,16 @@ class FracnbService(Application):
         except HistoryDatabaseError as error:
             self.log.critical("fracnb service: stopping, %s (c.FracnbService.db_url)", error)
             self.exit(1)
+
+    async def store_kept_reports_forever(self, state: ServiceState) -> None:
+        """Store the session reports kept while the database was away, once it answers (:mod:`.pending`)."""
+        while True:
+            await asyncio.sleep(KEPT_REPORTS_RETRY_SECONDS)
+            if not state.pending_reports or state.history is None:
+                continue
+            stored = await state.pending_reports.flush(lambda user, report: store_and_count(state, user, report))
+            if stored:
+                self.log.info("Stored %d session reports kept while the database was away", stored)
 
     async def purge_forever(self, state: ServiceState) -> None:
         while self.session_retention_days > 0:
@@ -490,8 +539,10 @@ class FracnbService(Application):
         app = make_app(state, prefix, pages)
         app.listen(service_url.port or 80, self.ip or bind_address(service_url.hostname))
         self.log.info("fracnb service on %s%s", service_url.geturl(), prefix)
+        self._resuming = asyncio.ensure_future(self.resume_forever(state))
         await self.open_history(state)
         self._purging = asyncio.ensure_future(self.purge_forever(state))
+        self._storing = asyncio.ensure_future(self.store_kept_reports_forever(state))
         await self.cull_forever(state)
 
     def start(self) -> None:

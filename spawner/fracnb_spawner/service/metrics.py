@@ -66,6 +66,11 @@ class CullMetrics:
             "Stop requests the hub answered with an error",
             registry=self.registry,
         )
+        self.resumed = Counter(
+            "fracnb_queue_resumed_spawns",
+            "Queued spawns a restarted hub had forgotten, started again by the service (docs/queue.md)",
+            registry=self.registry,
+        )
         self.warned = Gauge(
             "fracnb_servers_in_warning",
             "Servers within the warning lead of their cull deadline at the last pass",

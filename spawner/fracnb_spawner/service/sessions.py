@@ -100,17 +100,32 @@ def history_of(state: Any) -> Any:
 Result = TypeVar("Result")
 
 
-async def in_history(state: Any, operation: str, work: Callable[..., Result], *args: Any, **kwargs: Any) -> Result:
+async def in_database(state: Any, operation: str, work: Callable[..., Result], *args: Any, **kwargs: Any) -> Result:
     """``work(history, *args, **kwargs)`` in a thread; a database failure is counted
-    (``fracnb_session_database_errors_total``), logged, and answered 503: the meter keeps its
-    report and sends it again."""
+    (``fracnb_session_database_errors_total``), logged, and raised again (``SQLAlchemyError``)."""
     history = history_of(state)
     try:
         return await asyncio.to_thread(work, history, *args, **kwargs)
     except SQLAlchemyError as error:
         state.history_metrics.database_errors.labels(operation=operation).inc()
         log.error("The session history database failed (%s): %s", operation, error)
+        raise
+
+
+async def in_history(state: Any, operation: str, work: Callable[..., Result], *args: Any, **kwargs: Any) -> Result:
+    """:func:`in_database`, a database failure answered 503."""
+    try:
+        return await in_database(state, operation, work, *args, **kwargs)
+    except SQLAlchemyError:
         raise web.HTTPError(503, "the session history database is unavailable: try again shortly") from None
+
+
+async def store_and_count(state: Any, user: str, report: Any) -> None:
+    """Store a report and count what it added in the metrics; ``SQLAlchemyError`` (counted) while the
+    database is away."""
+    stored = await in_database(state, "store", store_report, user, report)
+    if stored is not None:
+        state.history_metrics.record(stored, await user_groups(state, user))
 
 
 class SessionsHandler(ServiceHandler):
@@ -133,11 +148,17 @@ class SessionsHandler(ServiceHandler):
         if facts is not None:  # in memory, for the GPU-unused timeouts: kept even when the database is away
             facts.record_report((user, report["server_name"]), report, self.state.clock())
         try:
-            stored = await in_history(self.state, "store", store_report, user, report)
+            await store_and_count(self.state, user, report)
         except ReportConflictError as error:
             raise web.HTTPError(409, "%s", str(error)) from None
-        if stored is not None:
-            self.state.history_metrics.record(stored, await user_groups(self.state, user))
+        except SQLAlchemyError:
+            # The database is away (counted and logged): keep the report until it answers (a notebook
+            # sends its last one once).
+            self.state.pending_reports.keep(user, report)
+            log.warning("Keeping %s's session report until the session database answers", shown(user))
+            self.set_status(202)
+            self.finish()
+            return
         self.set_status(204)
         self.finish()
 
