@@ -20,7 +20,7 @@ from traitlets import Bool, Float, HasTraits, Int, Unicode, default
 
 from fracnb_spawner.form.rows import ChoiceRow, RowKey
 from fracnb_spawner.history.advice import Advice, Offer, PastSession, advise
-from fracnb_spawner.history.db import DEFAULT_DB_URL
+from fracnb_spawner.history.db import default_db_url
 from fracnb_spawner.history.reading import HistoryReader
 
 log = logging.getLogger("fracnb.advice")
@@ -127,16 +127,13 @@ class AdviceTraits(HasTraits):
     right_sizing_db_url = Unicode(
         help="""The session history database the advice reads (read-only). Default:
         c.FracnbService.db_url from the same configuration, else the service's default,
-        "sqlite:///fracnb-service.sqlite" (relative to the hub's working directory, which on
-        Zero to JupyterHub is the service's too).
+        fracnb-service.sqlite beside the hub's own SQLite database (c.JupyterHub.db_url).
         Example: c.FractionalSpawner.right_sizing_db_url = "postgresql+psycopg://fracnb@db/fracnb" """,
     ).tag(config=True)
 
     @default("right_sizing_db_url")
     def _default_right_sizing_db_url(self) -> str:
-        config = getattr(self, "config", None)
-        section = config.get("FracnbService", {}) if config is not None else {}
-        return str(section.get("db_url", DEFAULT_DB_URL))
+        return default_db_url(getattr(self, "config", None))
 
     async def form_advice(
         self,

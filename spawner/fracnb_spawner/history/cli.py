@@ -19,10 +19,8 @@ FORMATS = {"text": as_text, "json": as_json, "csv": as_csv}
 
 
 def url_from_config(path: str) -> str:
-    """``c.FracnbService.db_url`` of a config file, or the service's default."""
-    config = PyFileConfigLoader(path).load_config()
-    section = config.get("FracnbService", {})
-    return str(section["db_url"]) if "db_url" in section else db.DEFAULT_DB_URL
+    """The service's database as the service finds it from the same config file (:func:`db.default_db_url`)."""
+    return db.default_db_url(PyFileConfigLoader(path).load_config())
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -32,8 +30,13 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--db-url", help=f"SQLAlchemy URL of the service's database (default: {db.DEFAULT_DB_URL})")
-    source.add_argument("--config", help="a config file setting c.FracnbService.db_url (the hub's)")
+    source.add_argument(
+        "--db-url", help=f"SQLAlchemy URL of the service's database (default: {db.DEFAULT_DB_URL}, from the working directory)"
+    )
+    source.add_argument(
+        "--config", help="the hub's config file: its c.FracnbService.db_url, else the service's default beside "
+        "the hub's database (c.JupyterHub.db_url)"
+    )
     parser.add_argument("--format", choices=sorted(FORMATS), default="text", help="output format (default: text)")
     parser.add_argument("--since-days", type=float, default=None, help="only sessions started in the last N days")
     parser.add_argument(
@@ -55,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.since_days is not None:
         since = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(days=arguments.since_days)
     try:
-        history = db.open_database(url)
+        history = db.open_existing(url)  # reading never creates or upgrades the service's database
     except db.HistoryDatabaseError as error:
         print(f"fracnb-report: {error}", file=sys.stderr)
         return 1

@@ -19,7 +19,7 @@ from fracnb_spawner.common.logsafe import EscapeControlCharacters
 from fracnb_spawner.config.traits import configured_traits
 from fracnb_spawner.culling import CullPolicy, CullTiming, CullTimingError, check_timing
 from fracnb_spawner.gpu.backends import is_gpu_resource
-from fracnb_spawner.history.db import DEFAULT_DB_URL, HistoryDatabaseError, open_database
+from fracnb_spawner.history.db import HistoryDatabaseError, default_db_url, open_database
 from fracnb_spawner.history.metrics import HistoryMetrics
 from fracnb_spawner.history.store import purge
 from fracnb_spawner.quota.config import FracnbQuotas
@@ -240,13 +240,16 @@ class FracnbService(Application):
     ).tag(config=True)
 
     db_url = Unicode(
-        DEFAULT_DB_URL,
         help="""
         SQLAlchemy URL of the database that keeps the GPU statistics notebooks report for each
         server session (peaks, time near the budget, out-of-memory events). Its schema is
         created and upgraded with Alembic when the service starts. The default is an SQLite
-        file in the service's working directory; use PostgreSQL in production (the psycopg
-        driver is in fracnb's hub extra). Default: "sqlite:///fracnb-service.sqlite".
+        file, fracnb-service.sqlite, in the directory of the hub's own SQLite database
+        (c.JupyterHub.db_url; its default is relative to the hub's working directory, where the
+        service runs too), so that the hub's advice and fracnb-report --config find it; with a
+        hub database that is not SQLite, "sqlite:///fracnb-service.sqlite" in the working
+        directory. Use PostgreSQL in production (the psycopg driver is in fracnb's hub extra).
+        Default: beside the hub's database.
 
         Example: c.FracnbService.db_url = "postgresql+psycopg://fracnb:secret@db:5432/fracnb"
         """,
@@ -261,6 +264,10 @@ class FracnbService(Application):
         Example: c.FracnbService.session_retention_days = 30
         """,
     ).tag(config=True)
+
+    @default("db_url")
+    def _default_db_url(self) -> str:
+        return default_db_url(self.config)
 
     @default("namespace")
     def _default_namespace(self) -> str:
