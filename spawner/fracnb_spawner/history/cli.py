@@ -31,11 +31,13 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
-        "--db-url", help=f"SQLAlchemy URL of the service's database (default: {db.DEFAULT_DB_URL}, from the working directory)"
+        "--db-url",
+        help=f"SQLAlchemy URL of the service's database (default: {db.DEFAULT_DB_URL}, in the working directory)",
     )
     source.add_argument(
-        "--config", help="the hub's config file: its c.FracnbService.db_url, else the service's default beside "
-        "the hub's database (c.JupyterHub.db_url)"
+        "--config",
+        help="the hub's config file: its c.FracnbService.db_url, else the service's default beside "
+        "the hub's database (c.JupyterHub.db_url)",
     )
     parser.add_argument("--format", choices=sorted(FORMATS), default="text", help="output format (default: text)")
     parser.add_argument("--since-days", type=float, default=None, help="only sessions started in the last N days")
