@@ -14,6 +14,7 @@ from traitlets import TraitError, default, validate
 
 from fracnb_spawner.choosing import Choosing
 from fracnb_spawner.common.errors import HubConfigError, InvalidRequestError, RefusedSpawnError
+from fracnb_spawner.common.refusals import logged_refusals
 from fracnb_spawner.config.applied import SpawnValues, apply_overrides
 from fracnb_spawner.config.overrides import GPU_CARRYING_TRAITS, FilledText, OverrideError, check_spawner_traits
 from fracnb_spawner.config.profiles import ProfileConfigError, initialize_profiles, validate_profiles
@@ -135,7 +136,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         without applying anything."""
         profiles = await self.resolve_profiles()
         if profiles:
-            await self.choosing.admit(self.choosing.plan_for(profiles, options), reserve=False)
+            with logged_refusals(self.log, self.user.name, self.name, options):
+                await self.choosing.admit(self.choosing.plan_for(profiles, options), reserve=False)
 
     # ---- applying a choice ---------------------------------------------------------------------------
 
@@ -151,8 +153,9 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         profiles = await self.resolve_profiles()
         if not profiles:
             return await super().load_user_options()
-        plan = self.choosing.plan_for(profiles, self.user_options)
-        await self.choosing.admit(plan, reserve=True)
+        with logged_refusals(self.log, self.user.name, self.name, self.user_options):
+            plan = self.choosing.plan_for(profiles, self.user_options)
+            await self.choosing.admit(plan, reserve=True)
         self.user_options = plan.selection.user_options if plan.selection else self.user_options
         try:
             apply_overrides(self, plan.overrides, plan.selection)
@@ -219,6 +222,10 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
 
     async def _start(self) -> Any:
         """KubeSpawner's start, queued when no slot is free, failing with a plain reason before the hub's timeout."""
+        with logged_refusals(self.log, self.user.name, self.name, self.user_options):
+            return await self._start_queued()
+
+    async def _start_queued(self) -> Any:
         inner = asyncio.ensure_future(super()._start())
         cancelled = True
         try:

@@ -145,3 +145,22 @@ def test_the_rest_api_refuses_a_choice_no_node_offers_at_once(hub) -> None:
     assert answer.status_code == 503, answer.text
     assert answer.json()["message"].startswith("No node in this cluster offers 0.5 GPU (time-slicing)")
     assert_no_pod(hub)
+
+
+def test_the_hub_log_has_one_info_line_per_refusal_and_no_traceback(hub) -> None:
+    """Runs last: every refusal above is in the hub log as one INFO line naming the user, the choice and
+    the reason, and JupyterHub's own lines about them (with their tracebacks) are gone."""
+    log = hub.log_file.read_text(errors="replace")
+    assert "Traceback" not in log
+    assert "Failed to spawn single-user server" not in log
+    over_quota = re.compile(
+        r"^\[I .*fracnb: refused a server for 'ann', choice 'quarter': Over GPU quota: .* \[403 quota\]$", re.M
+    )
+    assert len(over_quota.findall(log)) == 1, log[-3000:]
+    assert re.search(
+        r"^\[I .*refused a server for 'carol', choice 'half': No node .* \[503 unschedulable\]$", log, re.M
+    )
+    assert re.search(
+        r"^\[I .*refused a server for 'bob', choice 'quarter' \(size='forged'\): Invalid server", log, re.M
+    )
+    assert not re.search(r"^\[E .*(RefusedSpawnError|Over GPU quota|No node in this cluster)", log, re.M)
