@@ -62,9 +62,10 @@ def test_unexpected_errors_keep_their_traceback(hub_log, caplog, error: Exceptio
 
 def test_a_refusal_logged_inside_another_block_is_logged_once(hub_log, caplog) -> None:
     refusal = RefusedSpawnError(503, "No 0.25 GPU became free within 10 min", reason="queue-timeout")
-    with pytest.raises(RefusedSpawnError), logged_refusals(hub_log, "bob", "gpu", {"profile": "quarter"}):
-        with logged_refusals(hub_log, "bob", "gpu", {"profile": "quarter"}):
-            raise refusal
+    outer = logged_refusals(hub_log, "bob", "gpu", {"profile": "quarter"})
+    inner = logged_refusals(hub_log, "bob", "gpu", {"profile": "quarter"})
+    with pytest.raises(RefusedSpawnError), outer, inner:  # load_user_options within _start
+        raise refusal
     (record,) = caplog.records
     assert record.levelno == logging.INFO
     assert "for 'bob' (server 'gpu'), choice 'quarter'" in record.getMessage()
