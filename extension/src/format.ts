@@ -3,7 +3,7 @@
  * nothing, so every other module may use it. Pure: no DOM.
  *
  * fracnb_meter/wording.py and the hub's formatters write the same; the shared cases in
- * test-data/byte-sizes.json and test-data/gpu-shares.json hold all of them to it.
+ * test-data/byte-sizes.json, gpu-shares.json and durations.json hold all of them to it.
  */
 
 const UNITS: Array<[string, number]> = [
@@ -82,7 +82,24 @@ export function formatMinutes(minutes: number): string {
   return rest === 0 ? `${hours} h` : `${hours} h ${rest} min`;
 }
 
-/** A configured duration: "30 s", "30 min", "8 h". */
+/**
+ * A configured duration (an idle timeout, a maximum age): "30 s", "2.5 min", "8 h", "2 d". Under
+ * an hour, minutes to one decimal, so that 150 s is "2.5 min", not "3 min"; from an hour, hours
+ * and whole minutes; whole days from 48 h (test-data/durations.json holds the hub to it too).
+ */
 export function formatDuration(seconds: number): string {
-  return seconds < 60 ? `${Math.round(seconds)} s` : formatMinutes(Math.round(seconds / 60));
+  const whole = Math.round(seconds);
+  if (whole < 60) {
+    return `${whole} s`;
+  }
+  const minutes = roundedText(whole / 60, 1);
+  if (Number(minutes) < 60) {
+    return `${minutes} min`;
+  }
+  const total = Math.round(whole / 60);
+  const hours = Math.floor(total / 60);
+  if (hours >= 48 && total % 60 === 0) {
+    return hours % 24 === 0 ? `${hours / 24} d` : `${hours} h`;
+  }
+  return formatMinutes(total);
 }

@@ -11,12 +11,12 @@ export type Bytes = number;
  */
 export type Isolation = 'hard' | 'enforced' | 'per-process' | 'none';
 /**
- * The GPU-sharing mechanism of the server: time-slicing, mps, mig, hami, kai, dra (a Kubernetes DRA ResourceClaim: a memory slice or a MIG device), whole (whole GPUs) or none (CPU-only). The list and its order are the spawner's backend table (fracnb_spawner.backend_table.TABLE); a test checks them.
+ * The GPU-sharing mechanism of the server: time-slicing, mps, mig, hami, kai, dra (a Kubernetes DRA ResourceClaim: a memory slice or a MIG device), whole (whole GPUs) or none (CPU-only). The list and its order are the spawner's backend table (fracnb_spawner.gpu.table.TABLE); a test checks them.
  */
 export type Backend = 'time-slicing' | 'mps' | 'mig' | 'hami' | 'kai' | 'dra' | 'whole' | 'none';
 export type UserLimit = ILimited | IUnlimited | INoQuota;
 /**
- * GET {FRACNB_SERVICE_URL}api/advice?profile=<FRACNB_PROFILE>&choice=<FRACNB_CHOICE> of the hub's fracnb service: the caller's right-sizing advice for their next session on that choice, from their own sessions only (fracnb_spawner.advice, as on the spawn form). Produced by fracnb_spawner.service.nextadvice; checked on receipt by fracnb_meter.nextadvice, which passes it on as the usage document's advice.
+ * GET {FRACNB_SERVICE_URL}api/advice?profile=<FRACNB_PROFILE>&choice=<FRACNB_CHOICE> of the hub's fracnb service: the caller's right-sizing advice for their next session on that choice, from their own sessions only (fracnb_spawner.history.advice, as on the spawn form). Produced by fracnb_spawner.service.nextadvice; checked on receipt by fracnb_meter.nextadvice, which passes it on as the usage document's advice.
  */
 export type ServiceAdvice = IAdviceGiven | IAdviceWaiting | INoAdvice;
 

@@ -24,6 +24,7 @@ import yaml
 from traitlets import TraitError
 from traitlets.config import Config, PyFileConfigLoader
 
+from fracnb_spawner.common.clock import duration_text
 from fracnb_spawner.common.podkeys import (
     IDLE_TIMEOUT_ANNOTATION,
     IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION,
@@ -38,7 +39,6 @@ from fracnb_spawner.gpu.backends import KAI_FRACTION_ANNOTATION
 from fracnb_spawner.gpu.words import plan_summary
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.policy import QuotaPolicy, share_text
-from fracnb_spawner.service.page import duration_text
 
 OFFLINE_KUBECONFIG = """apiVersion: v1
 kind: Config

@@ -205,7 +205,9 @@ def hub_config(settings: DemoSettings, proxy: str) -> str:
         "c.Spawner.start_timeout = 180\nc.Spawner.http_timeout = 180",
         "c.FractionalSpawner.gpu_backend = 'time-slicing'",
         "c.FractionalSpawner.gpu_memory = '80Gi'",
+        # --idle-timeout: every server of the demo, GPU and CPU-only alike.
         f"c.FractionalSpawner.gpu_idle_timeout = {settings.idle_timeout}",
+        f"c.FractionalSpawner.cpu_idle_timeout = {settings.idle_timeout}",
         f"c.FractionalSpawner.profile_list = {PROFILES!r}",
         f"c.FracnbQuotas.default_user_quota = {DEFAULT_USER_QUOTA!r}",
         f"c.FracnbQuotas.group_quotas = {GROUP_QUOTAS!r}",
@@ -272,18 +274,32 @@ def start_hub(settings: DemoSettings, log_file: Path) -> subprocess.Popen:
         )
 
 
-def wait_for_hub(url: str, hub: subprocess.Popen, log_file: Path, timeout: float = 120) -> None:
-    """Poll the hub's health endpoint through the proxy; a DemoError if the hub dies."""
+def wait_for_hub(url: str, hub: subprocess.Popen, log_file: Path, timeout: float = 120, since: int = 0) -> None:
+    """Poll the hub's health endpoint through the proxy; a DemoError if the hub dies, with the lines of its
+    log (from byte ``since``: this run's) that say why."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if hub.poll() is not None:
-            tail = log_file.read_text(errors="replace")[-3000:]
-            raise DemoError(f"JupyterHub exited with code {hub.returncode}; its log ends:\n{tail}")
+            with open(log_file, "rb") as log:
+                log.seek(since)
+                text = log.read().decode(errors="replace")
+            raise DemoError(f"JupyterHub stopped at its start (exit code {hub.returncode}):\n{why_it_stopped(text)}")
         with suppress(OSError, urllib.error.URLError):
             urllib.request.urlopen(f"{url}/hub/health", timeout=2).close()  # noqa: S310
             return
         time.sleep(0.3)
     raise DemoError(f"JupyterHub did not answer at {url} within {timeout:.0f}s; see {log_file}")
+
+
+WHY_MARKERS = ("refusing to start", "[C ", "[E ", "Error:", "Exception:")
+
+
+def why_it_stopped(log_text: str, most: int = 8) -> str:
+    """The lines of a hub log that say why it stopped: its critical and error lines (fracnb's refusals
+    among them), else the last few lines."""
+    lines = [line for line in log_text.splitlines() if line.strip()]
+    found = [line for line in lines if any(marker in line for marker in WHY_MARKERS)]
+    return "\n".join((found or lines)[-most:])
 
 
 def stop_hub(hub: subprocess.Popen, grace: float = 30) -> None:
@@ -337,9 +353,10 @@ def running_demo(
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     log_file = settings.state_dir / "jupyterhub.log"
     progress(f"starting JupyterHub (log: {log_file})")
+    since = log_file.stat().st_size if log_file.exists() else 0  # the log of earlier runs is not this one's
     hub = start_hub(settings, log_file)
     try:
-        wait_for_hub(settings.url, hub, log_file)
+        wait_for_hub(settings.url, hub, log_file, since=since)
         yield RunningDemo(settings, hub, log_file, testbed)
     finally:
         progress("stopping JupyterHub, its servers, the fracnb service and the proxy")
@@ -368,9 +385,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--state-dir", type=Path, help=f"where config, logs and the users' homes go (default {default_state_dir()})"
     )
-    parser.add_argument("--idle-timeout", type=int, default=900, help="seconds idle before a server is culled (900)")
-    parser.add_argument("--cull-every", type=int, default=30, help="seconds between culling passes (30)")
-    parser.add_argument("--warning-lead", type=int, default=600, help="seconds of warning before a cull (600)")
+    parser.add_argument(
+        "--idle-timeout",
+        type=int,
+        default=900,
+        help="seconds a server, GPU or CPU-only, may sit idle before the fracnb service stops it; 0: never "
+        "(default 900, 15 min)",
+    )
+    parser.add_argument("--cull-every", type=int, default=30, help="seconds between culling passes (default 30)")
+    parser.add_argument(
+        "--warning-lead",
+        type=int,
+        default=600,
+        help="seconds before such a stop that the notebook warns its user; 0: no warning (default 600, 10 min)",
+    )
     parser.add_argument(
         "--reset-homes",
         action="store_true",
@@ -378,6 +406,37 @@ def build_parser() -> argparse.ArgumentParser:
         "otherwise homes are kept across server and demo restarts",
     )
     return parser
+
+
+# How late the hub may hear of a notebook's activity: the fracnb service's activity_report_lag default.
+ACTIVITY_LAG = 45
+
+
+def option_problem(idle_timeout: int, warning_lead: int, cull_every: int, lag: int = ACTIVITY_LAG) -> str | None:
+    """What is wrong with the demo's timing options, in the demo's words, or None. The same rule as the
+    hub and the service apply at their start (fracnb_spawner.culling.check_timing), checked before
+    anything starts."""
+    if cull_every < 1:
+        return f"--cull-every {cull_every}: give the seconds between culling passes, 1 or more"
+    if idle_timeout < 0 or warning_lead < 0:
+        return "--idle-timeout and --warning-lead are seconds, 0 or more (0: never stop idle servers; no warning)"
+    if 0 < warning_lead <= lag:
+        return (
+            f"--warning-lead {warning_lead} is too short: a notebook's activity can take up to {lag} s to reach "
+            f"the hub, so a server could be stopped right after its user came back. Use more than {lag}, or 0 "
+            "for no warning"
+        )
+    if 0 < idle_timeout <= warning_lead + lag:
+        shortest = -(-(warning_lead + lag + 1) // 30) * 30
+        shorter_lead = f", or a --warning-lead under {idle_timeout - lag}" if idle_timeout - lag > lag + 1 else ""
+        example = max(2 * lag + 30, idle_timeout)
+        return (
+            f"--idle-timeout {idle_timeout} is too short for --warning-lead {warning_lead}: a server must be able "
+            f"to sit idle for the warning ({warning_lead} s) plus {lag} s (how late the hub may hear of a notebook's "
+            f"activity), or servers in use would be warned. Use --idle-timeout {shortest} or more{shorter_lead}; "
+            f"for quick culls, e.g. --idle-timeout {example} --warning-lead {lag + 15}"
+        )
+    return None
 
 
 def _interrupt_once(_signum: int, _frame: object) -> None:
@@ -393,12 +452,27 @@ def announce(settings: DemoSettings, runner_env: dict[str, str], homes: Path | N
     groups = ", ".join(f"{g}: {q} GPU" for g, q in GROUP_QUOTAS.items())
     users = ", ".join(f"{u}: {'no limit' if q is None else f'{q} GPU'}" for u, q in USER_QUOTAS.items())
     print(f"  GPU quotas: groups {groups}; users {users}; everyone else {DEFAULT_USER_QUOTA} GPU")
+    print(f"  idle servers (GPU and CPU-only): {idle_policy_words(settings)}")
     if runner_env:
         print(f"  simulated GPU: {SIMULATED_GPU_NAME}; in a notebook try")
         print('    import fracnb_meter.simulate as sim; sim.allocate("6GiB")')
     if homes is not None:
         print(f"  users' homes: {homes} (kept across restarts; --reset-homes empties them)")
     print("  press Ctrl-C to stop everything\n", flush=True)
+
+
+def idle_policy_words(settings: DemoSettings) -> str:
+    """ "stopped after 15 min idle, with a warning in the notebook 10 min before" (the hub's duration words)."""
+    from fracnb_spawner.common.clock import duration_text  # noqa: PLC0415 - the hub side, only to print
+
+    if not settings.idle_timeout:
+        return "never stopped for idleness"
+    warning = (
+        f", with a warning in the notebook {duration_text(settings.warning_lead)} before"
+        if settings.warning_lead
+        else ", without a warning"
+    )
+    return f"stopped after {duration_text(settings.idle_timeout)} idle{warning}"
 
 
 def run(args: argparse.Namespace, state_dir: Path) -> None:
@@ -453,6 +527,10 @@ def recovery_hint(state_dir: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    problem = option_problem(args.idle_timeout, args.warning_lead, args.cull_every)
+    if problem:  # before anything starts
+        say(f"error: {problem}")
+        return 2
     signal.signal(signal.SIGINT, _interrupt_once)
     signal.signal(signal.SIGTERM, _interrupt_once)
     # A closed terminal sends SIGHUP: stop everything then too, rather than leave it running.
@@ -462,7 +540,11 @@ def main(argv: list[str] | None = None) -> int:
         run(args, state_dir)
     except KeyboardInterrupt:
         say("stopped")
-    except (DemoError, TestbedError, OSError) as error:
+    except DemoError as error:  # the message says what to fix
+        say(f"error: {error}")
+        say(f"the whole log: {state_dir / 'jupyterhub.log'}")
+        return 1
+    except (TestbedError, OSError) as error:
         say(f"error: {error}")
         say(recovery_hint(state_dir))
         return 1

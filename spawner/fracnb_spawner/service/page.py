@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from fracnb_spawner.cluster.nodes import requested_by_node
-from fracnb_spawner.common.clock import clock_text, duration_text
+from fracnb_spawner.common.clock import clock_text, countdown_text
 from fracnb_spawner.common.podkeys import GPU_MEMORY_ANNOTATION
 from fracnb_spawner.common.units import format_bytes
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy
@@ -55,7 +55,7 @@ class ServerRow:
         if self.cull_at is None or self.seconds_left is None:
             return "never stopped for idleness" if not self.idle_timeout else "not started yet"
         why = {"max-age": "max age", "demand": "idle while someone waits for a GPU"}.get(self.reason or "", "idle")
-        return f"in {duration_text(max(self.seconds_left, 0))} ({why}, at {clock_text(self.cull_at)})"
+        return f"in {countdown_text(max(self.seconds_left, 0))} ({why}, at {clock_text(self.cull_at)})"
 
 
 def waiting_text(queued_at: datetime | None, now: datetime) -> str:
@@ -63,7 +63,8 @@ def waiting_text(queued_at: datetime | None, now: datetime) -> str:
     if queued_at is None:
         return "—"
     seconds = max((now - queued_at).total_seconds(), 0.0)
-    return f"{duration_text(seconds) if seconds >= 1 else '0 s'} (since {clock_text(queued_at)})"
+    waited = countdown_text(seconds) if seconds >= 60 else f"{round(seconds)} s"
+    return f"{waited} (since {clock_text(queued_at)})"
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuth
 from tornado import web
 from tornado.escape import xhtml_escape
 
+from fracnb_spawner.common.clock import duration_text
 from fracnb_spawner.common.logsafe import shown
 from fracnb_spawner.queue.demand import queue_entries
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
@@ -138,7 +139,7 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
             now=now,
             hub_home=self.hub_auth.hub_host + self.hub_auth.hub_prefix + "home",
             settings=state.settings,
-            duration_text=page.duration_text,
+            duration_text=duration_text,
             waiting_text=page.waiting_text,
         )
 
