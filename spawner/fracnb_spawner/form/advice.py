@@ -22,6 +22,7 @@ from fracnb_spawner.form.rows import ChoiceRow, RowKey
 from fracnb_spawner.history.advice import Advice, Offer, PastSession, advise
 from fracnb_spawner.history.db import default_db_url
 from fracnb_spawner.history.reading import HistoryReader
+from fracnb_spawner.history.report import ReportMenu
 
 log = logging.getLogger("fracnb.advice")
 
@@ -60,6 +61,12 @@ def row_key(profile: str | None, choice: str | None, rows: Mapping[RowKey, Choic
         if (profile, option, value) in rows:
             return (profile, option, value)
     return (profile, None, None) if (profile, None, None) in rows else None
+
+
+def report_menu(profiles: Sequence[Mapping[str, Any]], rows: Mapping[RowKey, ChoiceRow], headroom: float) -> ReportMenu:
+    """The form's choices for the admins' report, located as the advice locates a stored session."""
+    offers = offers_from_rows(profiles, rows)
+    return ReportMenu(offers, lambda profile, choice: row_key(profile, choice, rows), headroom)
 
 
 def past_sessions(records: Sequence[Mapping[str, Any]], rows: Mapping[RowKey, ChoiceRow]) -> list[PastSession]:

@@ -1,6 +1,7 @@
-"""``fracnb-report``: how sessions used the GPU share they were given, per profile and choice.
+"""``fracnb-report``: how sessions used the GPU share they were given, per profile and choice, and what
+their users are advised (over the hub's profile list with --config, as the spawn form advises them).
 
-fracnb-report --config /etc/jupyterhub/jupyterhub_config.py          # c.FracnbService.db_url
+fracnb-report --config /etc/jupyterhub/jupyterhub_config.py          # the service's database
 fracnb-report --db-url sqlite:///fracnb-service.sqlite --format csv --since-days 30
 """
 
@@ -9,18 +10,23 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from traitlets.config import PyFileConfigLoader
 
 from fracnb_spawner.history import db
-from fracnb_spawner.history.report import DEFAULT_HEADROOM, as_csv, as_json, as_text, load_report
+from fracnb_spawner.history.report import DEFAULT_HEADROOM, ReportMenu, as_csv, as_json, as_text, load_report
 
 FORMATS = {"text": as_text, "json": as_json, "csv": as_csv}
 
 
-def url_from_config(path: str) -> str:
-    """The service's database as the service finds it from the same config file (:func:`db.default_db_url`)."""
-    return db.default_db_url(PyFileConfigLoader(path).load_config())
+def menu_from_config_file(config: Any) -> ReportMenu | None:
+    """The hub's choices, as its users are advised over them; None without a fixed profile list."""
+    from fracnb_spawner.form.advice import report_menu  # noqa: PLC0415 - the hub's config modules, only with --config
+    from fracnb_spawner.service.nextadvice import menu_from_config  # noqa: PLC0415
+
+    menu = menu_from_config(config)
+    return None if menu is None else report_menu(menu.profiles, menu.rows, menu.headroom)
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -44,16 +50,18 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--headroom",
         type=float,
-        default=DEFAULT_HEADROOM,
-        help=f"headroom over the peak when checking a smaller choice, as a share (default: {DEFAULT_HEADROOM})",
+        default=None,
+        help="headroom over the peak that an advised smaller choice leaves, as a share (default: the hub's "
+        f"c.FractionalSpawner.right_sizing_headroom with --config, else {DEFAULT_HEADROOM})",
     )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     arguments = parse_arguments(argv)
-    url = arguments.db_url or (url_from_config(arguments.config) if arguments.config else db.DEFAULT_DB_URL)
-    if arguments.headroom < 0:
+    config = PyFileConfigLoader(arguments.config).load_config() if arguments.config else None
+    url = arguments.db_url or (db.default_db_url(config) if config is not None else db.DEFAULT_DB_URL)
+    if arguments.headroom is not None and arguments.headroom < 0:
         print("fracnb-report: --headroom must be 0 or more, such as 0.2", file=sys.stderr)
         return 2
     since = None
@@ -65,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fracnb-report: {error}", file=sys.stderr)
         return 1
     try:
-        report = load_report(history, since=since, headroom=arguments.headroom)
+        menu = menu_from_config_file(config) if config is not None else None
+        report = load_report(history, since=since, menu=menu, headroom=arguments.headroom)
     finally:
         db.close(history)
     sys.stdout.write(FORMATS[arguments.format](report))

@@ -21,7 +21,8 @@ from typing import Any
 from tornado import web
 
 from fracnb_spawner.common.logsafe import shown
-from fracnb_spawner.history.report import as_csv, as_json, as_text, load_report
+from fracnb_spawner.form.advice import report_menu
+from fracnb_spawner.history.report import advised_text, as_csv, as_json, as_text, load_report
 from fracnb_spawner.history.store import ReportConflictError, sessions_of, store_report
 from fracnb_spawner.service.base import ServiceHandler
 from fracnb_spawner.service.web import PageHandler
@@ -139,6 +140,13 @@ def require_admin(model: dict[str, Any]) -> None:
         raise web.HTTPError(403, "only hub admins may read the right-sizing report")
 
 
+async def admins_report(state: Any) -> Any:
+    """The report over every stored session, advised over the hub's profile list as users are."""
+    menu = getattr(state, "advice_menu", None)  # None: advised over the choices in the data
+    located = None if menu is None else report_menu(menu.profiles, menu.rows, menu.headroom)
+    return await asyncio.to_thread(load_report, history_of(state), menu=located)
+
+
 class ReportHandler(ServiceHandler):
     """``GET api/report?format=json|csv|text``: the admins' report over every stored session."""
 
@@ -149,7 +157,7 @@ class ReportHandler(ServiceHandler):
         if chosen not in REPORT_FORMATS:
             raise web.HTTPError(400, "format must be one of %s", ", ".join(REPORT_FORMATS))
         content_type, render = REPORT_FORMATS[chosen]
-        report = await asyncio.to_thread(load_report, history_of(self.state))
+        report = await admins_report(self.state)
         self.set_header("Content-Type", f"{content_type}; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
         self.finish(render(report))
@@ -161,9 +169,9 @@ class ReportPageHandler(PageHandler):
     @web.authenticated
     async def get(self) -> None:
         require_admin(self.current_user)
-        report = await asyncio.to_thread(load_report, history_of(self.sources.state))
+        report = await admins_report(self.sources.state)
         self.set_header("Cache-Control", "no-store")
-        self.render("report.html", report=report, percent=_percent)
+        self.render("report.html", report=report, percent=_percent, advised_text=advised_text)
 
 
 def _percent(value: float | None) -> str:
