@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, time, timedelta
@@ -39,6 +40,7 @@ from fracnb_spawner.history.rollup import UNKNOWN_PEAK
 from fracnb_spawner.quota.policy import share_words
 
 PER_MILLE = 1000
+_NAMES_A_SHARE = re.compile(r"\d\s*GPUs?\b")
 
 
 @dataclass(frozen=True)
@@ -112,8 +114,10 @@ def _plain_label(profile: str, choice: str) -> str:
 
 
 def _with_share(label: str, fraction: float) -> str:
-    share = share_words(Fraction(fraction).limit_denominator(1000))
-    return label if share in label else f"{label} ({share})"
+    """The label with the share, unless it names one already ("1/2 GPU", "0.25 GPU")."""
+    if _NAMES_A_SHARE.search(label):
+        return label
+    return f"{label} ({share_words(Fraction(fraction).limit_denominator(1000))})"
 
 
 def _histogram_percentile(histogram: Mapping[int, int], share: float) -> float | None:
