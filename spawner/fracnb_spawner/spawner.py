@@ -137,7 +137,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         profiles = await self.resolve_profiles()
         if profiles:
             with logged_refusals(self.log, self.user.name, self.name, options):
-                await self.choosing.admit(self.choosing.plan_for(profiles, options), reserve=False)
+                await self.choosing.admit(await self.choosing.checked_plan(profiles, options), reserve=False)
 
     # ---- applying a choice ---------------------------------------------------------------------------
 
@@ -154,7 +154,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         if not profiles:
             return await super().load_user_options()
         with logged_refusals(self.log, self.user.name, self.name, self.user_options):
-            plan = self.choosing.plan_for(profiles, self.user_options)
+            plan = await self.choosing.checked_plan(profiles, self.user_options)
             await self.choosing.admit(plan, reserve=True)
         self.user_options = plan.selection.user_options if plan.selection else self.user_options
         try:

@@ -124,7 +124,7 @@ def test_user_sees_only_their_own_servers_and_quota(hub, new_user, make_pod):
     make_pod(bob, fraction="1/2", profile="half")
     tables = page(hub, user_token(hub, ann))
     (server,) = tables.rows["mine"]
-    assert server[:4] == ["(default)", "quarter", "0.25 GPU", "—"]
+    assert server[:4] == ["default server", "quarter", "0.25 GPU", "—"]  # a profile the hub lacks: its slug
     assert re.fullmatch(r"in (29|30) min \(idle, at \d\d:\d\d UTC\)", server[4]), server
     # The hub config gives every user 1 GPU; the group has no quota, and holds ann's and bob's.
     quota = " ".join(tables.text["quota"].split())
@@ -140,15 +140,17 @@ def test_admin_sees_the_whole_cluster(hub, new_user, make_pod, testbed, hub_name
     admin, holder = new_user("admin"), new_user("holder")
     assert hub.api("PATCH", f"users/{admin}", {"admin": True})[0] == 200
     admin_token = user_token(hub, admin, scopes=(ACCESS,))
-    before = {(r[0], r[1]): r for r in page(hub, admin_token).rows["kinds"]}
-    assert before, "the testbed's GPU nodes are listed"
-    shared = next(key for key in before if key[0] == "nvidia.com/gpu.shared")
-    # A pod holding 3 time-slicing replicas on a GPU node of that kind.
+    # Only what the hub's choices use, in GPUs: 1/8 GPU on the 8-way time-sliced node (64 replicas); no
+    # node offers 1/2 GPU (2-way), and the other GPU nodes are nothing to this hub.
+    before = {r[0]: r for r in page(hub, admin_token).rows["kinds"]}
+    assert list(before) == ["0.125 GPU (time-slicing)"]
+    assert before["0.125 GPU (time-slicing)"][1:5] == ["A100: 1/8 GPU", "NVIDIA-A100-SXM4-80GB", "1", "8 GPUs"]
+    # A pod holding 3 time-slicing replicas on that node.
     node = next(
         n["metadata"]["name"]
         for n in testbed.list_nodes()
-        if "nvidia.com/gpu.shared" in n["status"]["allocatable"]
-        and n["metadata"]["labels"].get("nvidia.com/gpu.product") == shared[1]
+        if n["metadata"]["labels"].get("nvidia.com/gpu.replicas") == "8"
+        and n["metadata"]["labels"].get("nvidia.com/gpu.sharing-strategy") == "time-slicing"
     )
     testbed.create_pod(
         hub_namespace,
@@ -171,12 +173,16 @@ def test_admin_sees_the_whole_cluster(hub, new_user, make_pod, testbed, hub_name
     hub.start_server(holder)
     make_pod(holder, fraction="1/2", profile="half", idle_timeout=600)  # within the 900 s warning lead
     tables = page(hub, admin_token)
-    after = {(r[0], r[1]): r for r in tables.rows["kinds"]}
-    _, _, _, allocatable, allocated, free = after[shared]
-    assert int(allocated) == int(before[shared][4]) + 3
-    assert int(free) == int(allocatable) - int(allocated)
+    after = {r[0]: r for r in tables.rows["kinds"]}
+
+    def gpus(text: str) -> float:
+        return float(text.split(maxsplit=1)[0])
+
+    (_, _, _, _, total, in_use, _, free) = after["0.125 GPU (time-slicing)"]
+    assert gpus(in_use) == gpus(before["0.125 GPU (time-slicing)"][5]) + 3 / 8
+    assert gpus(free) == gpus(total) - gpus(in_use)
     assert [holder, "1", "0.5 GPU", "1 GPU"] in tables.rows["users"]
-    assert any(row[0] == holder and row[1] == "(default)" for row in tables.rows["warnings"]), tables.rows
+    assert any(row[0] == holder and row[1] == "default server" for row in tables.rows["warnings"]), tables.rows
     assert "team-a" in [row[0] for row in tables.rows["groups"]]  # every group with a quota
     # The admin is a user too: their own (empty) part comes first.
     assert "You have no server running." in tables.text["mine"]
@@ -265,5 +271,5 @@ async def test_recent_culls_reach_the_admin_view(hub, new_user, make_pod, pod_so
     finally:
         api.close()
     (record,) = [c for c in view.culls if c.user == idle]
-    assert (record.name, record.reason, record.when) == ("(default)", "idle", later)
+    assert (record.name, record.reason, record.when) == ("default server", "idle", later)
     assert not hub.server_running(idle)

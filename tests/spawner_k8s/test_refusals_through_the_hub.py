@@ -110,7 +110,10 @@ def test_the_form_shows_the_refusal(hub, ann, fields: dict, status: int, message
 def test_query_arguments_are_refused_on_the_form(hub, ann) -> None:
     answer = ann.get(f"{hub.settings.url}/hub/spawn?profile=nope", allow_redirects=False, timeout=60)
     assert answer.status_code == 400, answer.text[-2000:]
-    assert "Invalid server options: no such profile" in answer.text.replace("&#39;", "'")
+    text = answer.text.replace("&#39;", "'").replace("&#34;", '"').replace("&quot;", '"')
+    # The choices that can start, by the names the form shows (and the slugs the REST API takes).
+    assert 'no such profile \'nope\'; choose one of: "CPU only" (cpu), "0.25 GPU" (quarter), "Small GPU' in text
+    assert "(half)" not in text
     assert_no_pod(hub)
 
 

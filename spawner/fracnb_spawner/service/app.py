@@ -24,6 +24,7 @@ from fracnb_spawner.history.metrics import HistoryMetrics
 from fracnb_spawner.history.store import purge
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.service import core
+from fracnb_spawner.service.choices import HubChoices, hub_choices
 from fracnb_spawner.service.handlers import make_app
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
@@ -79,6 +80,7 @@ class ServiceState:
         self.history_metrics = HistoryMetrics(self.metrics.registry)
         self.advice_menu: Menu | None = None  # the hub's profile menu, for the users' advice (api/advice)
         self.named_servers = False  # the hub's JupyterHub.allow_named_servers (its default: one server a user)
+        self.choices = HubChoices()  # the hub's profile list: display names and slot kinds
 
     async def user_report(self, name: str) -> dict[str, Any]:
         return await core.user_report(self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock)
@@ -336,6 +338,7 @@ class FracnbService(Application):
         )
         state.advice_menu = menu_from_config(self.config)
         state.named_servers = bool(self.config.JupyterHub.get("allow_named_servers", False))
+        state.choices = hub_choices(self.config)
         return state
 
     async def cull_forever(self, state: ServiceState) -> None:

@@ -1,8 +1,10 @@
 """What the service's web page shows, computed from plain values (no I/O).
 
 A user sees their own servers (share, GPU memory budget, idle deadline), their quota and
-their groups' use. An admin also sees every GPU kind of the cluster (allocatable, allocated,
-free), the use per group and per user, the servers in warning and the recent culls. The
+their groups' use, and why a server of theirs was stopped lately. An admin also sees, per slot
+kind the hub's choices use, the GPU shares its nodes offer, in use, waiting and free (:mod:`.choices`),
+the use per group and per user, the servers in warning and the recent culls. Servers waiting in
+the GPU queue are said to be waiting, not holding a GPU. The
 handler in :mod:`.handlers` gathers the inputs and renders ``templates/page.html``.
 """
 
@@ -14,22 +16,28 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
-from fracnb_spawner.cluster.nodes import requested_by_node
 from fracnb_spawner.common.clock import clock_text, countdown_text
 from fracnb_spawner.common.podkeys import GPU_MEMORY_ANNOTATION
 from fracnb_spawner.common.units import format_bytes
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy
 from fracnb_spawner.queue.demand import QueueEntry
-from fracnb_spawner.quota.policy import Allocation, QuotaPolicy, gpus_text, share_text, share_words, used_by
-
-PRODUCT_LABEL = "nvidia.com/gpu.product"
+from fracnb_spawner.quota.policy import (
+    Allocation,
+    QuotaPolicy,
+    gpus_text,
+    held_words,
+    share_text,
+    share_words,
+    used_by,
+)
+from fracnb_spawner.service.choices import SlotKindUse
 
 
 @dataclass(frozen=True)
 class ServerRow:
     user: str
     server: str  # "" is the default server
-    profile: str
+    profile: str  # as the spawn form names it (the display name; the slug for a profile the hub no longer has)
     share: Fraction
     budget_bytes: int | None
     idle_timeout: float
@@ -37,14 +45,15 @@ class ServerRow:
     seconds_left: float | None
     reason: str | None
     warning: bool
+    waiting: bool = False  # its pod waits in the GPU queue
 
     @property
     def name(self) -> str:
-        return self.server or "(default)"
+        return server_name(self.server)
 
     @property
     def share_text(self) -> str:
-        return share_words(self.share)
+        return share_words(self.share) + (" (waiting)" if self.waiting and self.share else "")
 
     @property
     def budget_text(self) -> str:
@@ -52,10 +61,17 @@ class ServerRow:
 
     @property
     def deadline_text(self) -> str:
+        if self.waiting:
+            return "not started yet: waiting for a GPU"
         if self.cull_at is None or self.seconds_left is None:
             return "never stopped for idleness" if not self.idle_timeout else "not started yet"
         why = {"max-age": "max age", "demand": "idle while someone waits for a GPU"}.get(self.reason or "", "idle")
         return f"in {countdown_text(max(self.seconds_left, 0))} ({why}, at {clock_text(self.cull_at)})"
+
+
+def server_name(server: str) -> str:
+    """A server as the hub home lists it: its name, and "default server" for the one without a name."""
+    return server or "default server"
 
 
 def waiting_text(queued_at: datetime | None, now: datetime) -> str:
@@ -69,16 +85,18 @@ def waiting_text(queued_at: datetime | None, now: datetime) -> str:
 
 @dataclass(frozen=True)
 class UseRow:
-    """GPUs held by a user or a group, against its quota (``None``: no limit)."""
+    """GPUs held by a user or a group, against its quota (``None``: no limit); ``waiting``: the part of
+    ``used`` that servers waiting in the GPU queue reserve (it counts against the quota, on no GPU yet)."""
 
     name: str
     used: Fraction
     limit: Fraction | None
     servers: int = 0
+    waiting: Fraction = Fraction(0)
 
     @property
     def used_text(self) -> str:
-        return share_text(self.used)
+        return held_words(self.used, self.waiting)
 
     @property
     def limit_text(self) -> str:
@@ -90,21 +108,6 @@ class UseRow:
 
 
 @dataclass(frozen=True)
-class GpuKind:
-    """One extended GPU resource on nodes of one product: units allocatable, allocated, free."""
-
-    resource: str
-    product: str
-    nodes: int
-    allocatable: int
-    allocated: int
-
-    @property
-    def free(self) -> int:
-        return max(self.allocatable - self.allocated, 0)
-
-
-@dataclass(frozen=True)
 class CullRecord:
     when: datetime
     user: str
@@ -113,7 +116,7 @@ class CullRecord:
 
     @property
     def name(self) -> str:
-        return self.server or "(default)"
+        return server_name(self.server)
 
 
 @dataclass
@@ -156,7 +159,7 @@ class UserView:
 
 @dataclass
 class AdminView:
-    kinds: list[GpuKind] | None  # None: the nodes could not be read
+    kinds: list[SlotKindUse] | None  # per slot kind of the hub's choices; None: the nodes could not be read
     kinds_error: str
     groups: list[UseRow]
     users: list[UseRow]
@@ -175,9 +178,10 @@ def server_rows(
     users: Iterable[Mapping[str, Any]],
     pods: Mapping[tuple[str, str], Any],
     judge: Callable[[Mapping[str, Any], Any], tuple[CullPolicy, CullDecision]],
+    profile_name: Callable[[str], str] = str,
 ) -> list[ServerRow]:
-    """A row per server of the user models; ``pods`` is :func:`.core.index_pods`'s index, and
-    ``judge`` (a :class:`.core.Judge`) decides a server from its model and pod."""
+    """A row per server of the user models; ``pods`` is :func:`.core.index_pods`'s index, ``judge``
+    (a :class:`.core.Judge`) decides a server from its model and pod, ``profile_name`` names a profile's slug."""
     rows = []
     for user in users:
         for server, model in sorted((user.get("servers") or {}).items()):
@@ -187,7 +191,7 @@ def server_rows(
                 ServerRow(
                     user=user["name"],
                     server=server,
-                    profile=pod.profile if pod else (model.get("user_options") or {}).get("profile", ""),
+                    profile=profile_name(pod.profile if pod else (model.get("user_options") or {}).get("profile", "")),
                     share=pod.fraction if pod else Fraction(0),
                     budget_bytes=_pod_budget(pod.annotations) if pod else None,
                     idle_timeout=policy.idle_timeout,
@@ -195,6 +199,7 @@ def server_rows(
                     seconds_left=decision.seconds_left,
                     reason=decision.reason.value if decision.reason else None,
                     warning=decision.action is not Action.KEEP,
+                    waiting=bool(pod and pod.queued),
                 )
             )
     return rows
@@ -213,42 +218,20 @@ def user_view(
     used = used_by(allocations, [user])
     limit = policy.user_limit(user)
     group_rows = [
-        UseRow(name, used_by(allocations, members), policy.groups.get(name)) for name, members in sorted(groups.items())
+        _use_row(name, allocations, members, policy.groups.get(name)) for name, members in sorted(groups.items())
     ]
     headrooms = [r.limit - r.used for r in [UseRow(user, used, limit), *group_rows] if r.limit is not None]
     available = max(min(headrooms), Fraction(0)) if headrooms else None
-    return UserView(user, rows, UseRow(user, used, limit, len(rows)), group_rows, available, named_servers)
+    mine = _use_row(user, allocations, [user], limit, len(rows))
+    return UserView(user, rows, mine, group_rows, available, named_servers)
 
 
-def gpu_kinds(
-    nodes: Iterable[Mapping[str, Any]], pods: list[Mapping[str, Any]], is_gpu: Callable[[str], bool]
-) -> list[GpuKind]:
-    """Every GPU resource the nodes offer, per product, with what live pods bound there request."""
-    totals: dict[tuple[str, str], list[int]] = {}
-    used_cache: dict[str, dict[str, int]] = {}
-    for node in nodes:
-        metadata = node.get("metadata") or {}
-        if (node.get("spec") or {}).get("unschedulable"):
-            continue
-        product = (metadata.get("labels") or {}).get(PRODUCT_LABEL, "unknown product")
-        for resource, amount in ((node.get("status") or {}).get("allocatable") or {}).items():
-            if not is_gpu(resource):
-                continue
-            try:
-                units = int(str(amount))
-            except ValueError:
-                continue
-            if units <= 0:
-                continue
-            if resource not in used_cache:
-                used_cache[resource] = requested_by_node(pods, resource)
-            entry = totals.setdefault((resource, product), [0, 0, 0])
-            entry[0] += 1
-            entry[1] += units
-            entry[2] += used_cache[resource].get(metadata.get("name", ""), 0)
-    return [
-        GpuKind(resource, product, n, total, used) for (resource, product), (n, total, used) in sorted(totals.items())
-    ]
+def _use_row(
+    name: str, allocations: list[Allocation], members: Iterable[str], limit: Fraction | None, servers: int = 0
+) -> UseRow:
+    members = list(members)
+    waiting = used_by(allocations, members, waiting_only=True)
+    return UseRow(name, used_by(allocations, members), limit, servers, waiting)
 
 
 def use_rows(
@@ -259,13 +242,9 @@ def use_rows(
     """Use per group (every group with a quota or a member holding GPUs) and per user holding GPUs."""
     holders = sorted({a.user for a in allocations if a.fraction > 0})
     users = [
-        UseRow(
-            name, used_by(allocations, [name]), policy.user_limit(name), sum(1 for a in allocations if a.user == name)
-        )
+        _use_row(name, allocations, [name], policy.user_limit(name), sum(1 for a in allocations if a.user == name))
         for name in holders
     ]
     names = sorted(set(policy.groups) | set(group_members))
-    groups = [
-        UseRow(name, used_by(allocations, group_members.get(name, ())), policy.groups.get(name)) for name in names
-    ]
+    groups = [_use_row(name, allocations, group_members.get(name, ()), policy.groups.get(name)) for name in names]
     return groups, users

@@ -137,7 +137,10 @@ REPORT_FORMATS = {"json": ("application/json", as_json), "csv": ("text/csv", as_
 
 def require_admin(model: dict[str, Any]) -> None:
     if model.get("kind", "user") != "user" or not model.get("admin"):
-        raise web.HTTPError(403, "only hub admins may read the right-sizing report")
+        raise web.HTTPError(
+            403, "the right-sizing report is for hub admins: it shows every user's sessions. Your own GPU "
+            "servers and quota are on the fracnb page"
+        )  # fmt: skip
 
 
 async def admins_report(state: Any) -> Any:
@@ -164,14 +167,23 @@ class ReportHandler(ServiceHandler):
 
 
 class ReportPageHandler(PageHandler):
-    """``GET report``: the same report as a page, for hub admins logged in through the hub."""
+    """``GET report``: the same report as a page, and ``GET report.csv`` / ``report.json`` as files, for hub
+    admins logged in through the hub (the page's links work with the browser's own login; ``api/report``
+    is for API clients with a token)."""
 
     @web.authenticated
-    async def get(self) -> None:
+    async def get(self, suffix: str | None = None) -> None:
         require_admin(self.current_user)
         report = await admins_report(self.sources.state)
         self.set_header("Cache-Control", "no-store")
-        self.render("report.html", report=report, percent=_percent, advised_text=advised_text)
+        if suffix is None:
+            self.render("report.html", report=report, percent=_percent, advised_text=advised_text)
+            return
+        content_type, render = REPORT_FORMATS[suffix]
+        self.set_header("Content-Type", f"{content_type}; charset=utf-8")
+        if suffix == "csv":
+            self.set_header("Content-Disposition", 'attachment; filename="fracnb-report.csv"')
+        self.finish(render(report))
 
 
 def _percent(value: float | None) -> str:

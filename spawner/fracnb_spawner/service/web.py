@@ -19,20 +19,20 @@ from typing import Any
 
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
 from tornado import web
-from tornado.escape import xhtml_escape
 
 from fracnb_spawner.common.clock import duration_text
 from fracnb_spawner.common.logsafe import shown
 from fracnb_spawner.queue.demand import queue_entries
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
 from fracnb_spawner.service import page
+from fracnb_spawner.service.choices import SlotKindUse, shares_text, slot_kind_uses
 from fracnb_spawner.service.core import index_pods, judge_for
 
 log = logging.getLogger("fracnb.service")
 
 TEMPLATES = Path(__file__).parent / "templates"
 RECENT_CULLS = 50
-ERROR_PAGE = "<!DOCTYPE html><title>{status}</title><p>{status}: {message}</p>"
+ERROR_HEADLINES = {403: "Not for your account", 404: "No such page", 503: "Not ready yet"}
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,8 @@ def recent_culls() -> deque[page.CullRecord]:
 async def user_view(state: Any, name: str, now: datetime) -> page.UserView:
     user, pods = await asyncio.gather(state.hub.user(name), state.pods.list_pods())
     groups = await state.hub.members_of(user.get("groups") or [])
-    rows = page.server_rows([user], index_pods(pods), judge_for(state.settings, pods, now))
+    names = state.choices.profile_name
+    rows = page.server_rows([user], index_pods(pods), judge_for(state.settings, pods, now), names)
     return page.user_view(
         name, rows, allocations_from_pods(pods), state.quota_policy, groups, named_servers=state.named_servers
     )
@@ -64,13 +65,13 @@ async def _active_users(hub: Any, page_size: int) -> list[Mapping[str, Any]]:
     return users
 
 
-async def _kinds(sources: PageSources) -> tuple[list[page.GpuKind] | None, str]:
+async def _kinds(sources: PageSources) -> tuple[list[SlotKindUse] | None, str]:
     try:
         nodes, pods = await sources.state.pods.gpu_capacity()
     except Exception as error:
         log.warning("The admin page could not list nodes and pods: %s", error)
         return None, "the service may not list nodes and pods cluster-wide (see helm-values/rbac.yaml)"
-    return page.gpu_kinds(nodes, pods, sources.is_gpu), ""
+    return slot_kind_uses(sources.state.choices, list(nodes), list(pods)), ""
 
 
 async def admin_view(sources: PageSources, now: datetime) -> page.AdminView:
@@ -83,7 +84,7 @@ async def admin_view(sources: PageSources, now: datetime) -> page.AdminView:
     members = await state.hub.members_of(group_names)
     allocations = allocations_from_pods(pods)
     groups, holders = page.use_rows(allocations, policy, members)
-    rows = page.server_rows(users, index_pods(pods), judge_for(state.settings, pods, now))
+    rows = page.server_rows(users, index_pods(pods), judge_for(state.settings, pods, now), state.choices.profile_name)
     return page.AdminView(
         kinds=kinds,
         kinds_error=kinds_error,
@@ -112,12 +113,24 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
         return f"{shown(self.request.method)} {shown(self.request.uri, 500)} ({self.request.remote_ip})"
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """The page's own look, with a sentence saying what happened and where to go instead."""
         error = kwargs.get("exc_info", (None, None))[1]
         message = self._reason
         if isinstance(error, web.HTTPError) and error.log_message:
             message = error.log_message % error.args
+        sentence = message[:1].upper() + message[1:] + ("" if message.endswith(".") else ".")
         self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.finish(ERROR_PAGE.format(status=status_code, message=xhtml_escape(message)))
+        self.render(
+            "error.html",
+            status=status_code,
+            headline=ERROR_HEADLINES.get(status_code, self._reason),
+            sentence=sentence,
+            hub_home=self.hub_home(),
+            page_url=self.hub_auth.base_url,
+        )
+
+    def hub_home(self) -> str:
+        return self.hub_auth.hub_host + self.hub_auth.hub_prefix + "home"
 
     @web.authenticated
     async def get(self) -> None:
@@ -137,10 +150,13 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
             me=mine,
             admin=everything,
             now=now,
-            hub_home=self.hub_auth.hub_host + self.hub_auth.hub_prefix + "home",
+            hub_home=self.hub_home(),
             settings=state.settings,
             duration_text=duration_text,
             waiting_text=page.waiting_text,
+            choices=state.choices,
+            shares_text=shares_text,
+            server_name=page.server_name,
         )
 
 
