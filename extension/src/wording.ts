@@ -35,14 +35,33 @@ export function deviceName(name: string, simulated: boolean): string {
     .trim();
 }
 
-/** "14:05": the time of day on a 24-hour clock, in ``timeZone`` (default: the browser's). */
+/**
+ * "14:05 CET": the time of day on a 24-hour clock in ``timeZone`` (default: the browser's), with the
+ * zone's abbreviation, as the hub's pages write their times ("14:05 UTC").
+ */
 export function clockTime(moment: Date, timeZone?: string): string {
-  return new Intl.DateTimeFormat('en-GB', {
+  const time = new Intl.DateTimeFormat('en-GB', {
     hour: '2-digit',
     minute: '2-digit',
     hourCycle: 'h23',
     timeZone
   }).format(moment);
+  const zone = zoneName(moment, timeZone);
+  return zone ? `${time} ${zone}` : time;
+}
+
+/**
+ * The zone's short name: "UTC", "CET", "EST". British English names European zones, American English
+ * American ones; where neither has a name, the offset ("GMT+5:30").
+ */
+export function zoneName(moment: Date, timeZone?: string): string {
+  const names = ['en-GB', 'en-US'].map(
+    locale =>
+      new Intl.DateTimeFormat(locale, { timeZone, timeZoneName: 'short' })
+        .formatToParts(moment)
+        .find(part => part.type === 'timeZoneName')?.value ?? ''
+  );
+  return names.find(name => name !== '' && !/^GMT[+-]/.test(name)) ?? names[0];
 }
 
 /** The warning for a deadline of the hub's culling status, or null when none is due. */

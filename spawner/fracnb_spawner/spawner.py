@@ -21,7 +21,7 @@ from fracnb_spawner.config.profiles import ProfileConfigError, initialize_profil
 from fracnb_spawner.config.traits import FractionalTraits
 from fracnb_spawner.form import spawnform
 from fracnb_spawner.form.advice import AdviceTraits
-from fracnb_spawner.form.progress import waiting_message
+from fracnb_spawner.form.progress import page_event
 from fracnb_spawner.gpu.backends import PodFields, is_gpu_resource
 from fracnb_spawner.gpu.companions import CompanionError, Companions
 from fracnb_spawner.hubstate import HubState
@@ -302,12 +302,9 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
     # ---- progress -------------------------------------------------------------------------------------
 
     async def progress(self) -> Any:
-        """KubeSpawner's events (the event log), each scheduler refusal followed by a plain headline, and
-        the queue's headline while the spawn waits.
-
-        The spawn page shows the latest message as its headline: repeating the plain one after every
-        raw ``FailedScheduling`` event keeps the scheduler's text in the log only.
-        """
+        """KubeSpawner's events, each with a plain headline that the page shows while the raw event goes
+        to its event log only (:func:`.form.progress.page_event`), and the queue's headline while the
+        spawn waits."""
         queue = self.queue.progress(
             lambda: self._start_future is not None and self._start_future.done(), self._activity
         )
@@ -319,10 +316,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         async for event in super().progress():
             if "raw_event" not in event and self.queue.hides_patience():
                 continue  # KubeSpawner's "taking longer than expected": the queue headline says more
-            yield event
-            message = waiting_message(gpu, event.get("raw_event") or {})
-            if message:
-                yield {"progress": event.get("progress", 50), "message": message}
+            yield page_event(gpu, event)  # a plain headline; the raw event in the event log only
 
     def _activity(self, user: str | None, server: str) -> Any:
         return hub_server_activity(getattr(self.user, "db", None), user, server)

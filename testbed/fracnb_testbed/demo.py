@@ -99,6 +99,7 @@ class DemoSettings:
     cull_every: int = 30
     warning_lead: int = 600
     password: str = DEMO_PASSWORD
+    time_zone: str = field(default_factory=lambda: local_zone_name())  # of the times the hub's pages show
     users: dict[str, list[str]] = field(default_factory=lambda: dict(DEMO_USERS))
     extra_config: str = ""  # jupyterhub_config.py lines added before setup(c), e.g. by tests
 
@@ -110,6 +111,25 @@ class DemoSettings:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+
+def local_zone_name() -> str:
+    """This machine's IANA time zone ($TZ, else /etc/localtime's target, else /etc/timezone), else "UTC": the
+    demo's browser runs here, so the hub's pages then show times in the zone JupyterLab shows them in."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # noqa: PLC0415
+
+    candidates = [os.environ.get("TZ", "").lstrip(":")]
+    with suppress(OSError):
+        candidates.append(os.readlink("/etc/localtime").partition("zoneinfo/")[2])
+    with suppress(OSError):
+        candidates.append(Path("/etc/timezone").read_text().strip())
+    for name in candidates:
+        if not name or name.startswith("/"):
+            continue
+        with suppress(ZoneInfoNotFoundError, ValueError):
+            ZoneInfo(name)
+            return name
+    return "UTC"
 
 
 def free_port() -> int:
@@ -209,6 +229,7 @@ def hub_config(settings: DemoSettings, proxy: str) -> str:
         f"c.FractionalSpawner.gpu_idle_timeout = {settings.idle_timeout}",
         f"c.FractionalSpawner.cpu_idle_timeout = {settings.idle_timeout}",
         f"c.FractionalSpawner.profile_list = {PROFILES!r}",
+        f"c.FracnbQueue.display_timezone = {settings.time_zone!r}",
         f"c.FracnbQuotas.default_user_quota = {DEFAULT_USER_QUOTA!r}",
         f"c.FracnbQuotas.group_quotas = {GROUP_QUOTAS!r}",
         f"c.FracnbQuotas.user_quotas = {USER_QUOTAS!r}",
@@ -400,6 +421,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds before such a stop that the notebook warns its user; 0: no warning (default 600, 10 min)",
     )
     parser.add_argument(
+        "--time-zone",
+        help=f"the IANA time zone of the times the hub's pages show (default: this machine's, {local_zone_name()})",
+    )
+    parser.add_argument(
         "--reset-homes",
         action="store_true",
         help="delete every user's home directory (their saved notebooks and files) before starting; "
@@ -439,6 +464,18 @@ def option_problem(idle_timeout: int, warning_lead: int, cull_every: int, lag: i
     return None
 
 
+def zone_problem(name: str | None) -> str | None:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # noqa: PLC0415
+
+    if name is None:
+        return None
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return f"--time-zone {name!r} is not a time zone name; give one such as Europe/Berlin or America/New_York"
+    return None
+
+
 def _interrupt_once(_signum: int, _frame: object) -> None:
     # The first Ctrl-C, SIGTERM or SIGHUP starts the shutdown; further ones must not cut it short.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -453,6 +490,7 @@ def announce(settings: DemoSettings, runner_env: dict[str, str], homes: Path | N
     users = ", ".join(f"{u}: {'no limit' if q is None else f'{q} GPU'}" for u, q in USER_QUOTAS.items())
     print(f"  GPU quotas: groups {groups}; users {users}; everyone else {DEFAULT_USER_QUOTA} GPU")
     print(f"  idle servers (GPU and CPU-only): {idle_policy_words(settings)}")
+    print(f"  times on the hub's pages: {settings.time_zone} (JupyterLab shows your browser's zone)")
     if runner_env:
         print(f"  simulated GPU: {SIMULATED_GPU_NAME}; in a notebook try")
         print('    import fracnb_meter.simulate as sim; sim.allocate("6GiB")')
@@ -503,6 +541,7 @@ def run(args: argparse.Namespace, state_dir: Path) -> None:
             idle_timeout=args.idle_timeout,
             cull_every=args.cull_every,
             warning_lead=args.warning_lead,
+            **({"time_zone": args.time_zone} if args.time_zone else {}),
         )
         with running_demo(settings, progress=say) as demo:
             announce(settings, runner_env, homes)
@@ -527,7 +566,7 @@ def recovery_hint(state_dir: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    problem = option_problem(args.idle_timeout, args.warning_lead, args.cull_every)
+    problem = option_problem(args.idle_timeout, args.warning_lead, args.cull_every) or zone_problem(args.time_zone)
     if problem:  # before anything starts
         say(f"error: {problem}")
         return 2

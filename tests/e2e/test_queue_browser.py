@@ -167,7 +167,7 @@ def test_queued_user_sees_place_and_estimate_then_gets_the_freed_slot(
     expect(headline).to_have_text(
         re.compile(
             rf"Queued for a 0\.25 GPU \(time-slicing\): 1st in line\. Estimated start about \d\d:\d\d {zone}, "
-            r"in \d{1,2} min: an idle 0\.25 server is due to be stopped then\. Stop the server to leave the queue\."
+            r"in \d{1,2} min: an idle 0\.25 GPU server is due to be stopped then\. Stop the server to leave the queue\."
         )
     )
     shot(page, "queued-progress")

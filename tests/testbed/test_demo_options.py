@@ -89,3 +89,12 @@ def test_a_hub_that_stops_at_its_start_says_why_from_this_run_only(tmp_path: Pat
     assert "fracnb: refusing to start, FractionalSpawner.profile_list: " in message
     assert "old run" not in message
     assert len(message.splitlines()) <= 9
+
+
+def test_the_hub_shows_times_in_the_machines_zone_or_the_one_given(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    settings = DemoSettings(state_dir=tmp_path, kubeconfig=tmp_path / "kubeconfig", namespace="ns")
+    assert settings.time_zone == "Europe/Berlin"
+    assert "c.FracnbQueue.display_timezone = 'Europe/Berlin'" in hub_config(settings, "/opt/chp")
+    assert main(["--time-zone", "Mars/Olympus", "--state-dir", str(tmp_path / "state")]) == 2
+    assert "--time-zone 'Mars/Olympus' is not a time zone name" in capsys.readouterr().err

@@ -9,6 +9,7 @@ import os
 from functools import partial
 from typing import Any
 from urllib.parse import urlparse
+from zoneinfo import ZoneInfo
 
 from jupyterhub.services.auth import HubAuth, HubOAuth
 from traitlets import Bool, Float, Integer, Unicode, default
@@ -22,6 +23,7 @@ from fracnb_spawner.gpu.backends import is_gpu_resource
 from fracnb_spawner.history.db import HistoryDatabaseError, default_db_url, open_database
 from fracnb_spawner.history.metrics import HistoryMetrics
 from fracnb_spawner.history.store import purge
+from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.service import core
 from fracnb_spawner.service.choices import HubChoices, hub_choices
@@ -81,6 +83,7 @@ class ServiceState:
         self.advice_menu: Menu | None = None  # the hub's profile menu, for the users' advice (api/advice)
         self.named_servers = False  # the hub's JupyterHub.allow_named_servers (its default: one server a user)
         self.choices = HubChoices()  # the hub's profile list: display names and slot kinds
+        self.zone: ZoneInfo | None = None  # of the times the page shows: the hub's FracnbQueue.display_timezone
 
     async def user_report(self, name: str) -> dict[str, Any]:
         return await core.user_report(self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock)
@@ -339,6 +342,7 @@ class FracnbService(Application):
         state.advice_menu = menu_from_config(self.config)
         state.named_servers = bool(self.config.JupyterHub.get("allow_named_servers", False))
         state.choices = hub_choices(self.config)
+        state.zone = FracnbQueue(config=self.config).zone
         return state
 
     async def cull_forever(self, state: ServiceState) -> None:

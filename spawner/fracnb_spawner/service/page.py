@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from fracnb_spawner.common.clock import clock_text, countdown_text
 from fracnb_spawner.common.podkeys import GPU_MEMORY_ANNOTATION
@@ -46,6 +47,7 @@ class ServerRow:
     reason: str | None
     warning: bool
     waiting: bool = False  # its pod waits in the GPU queue
+    zone: ZoneInfo | None = None  # of the times shown (the hub's display_timezone); None: UTC
 
     @property
     def name(self) -> str:
@@ -66,7 +68,7 @@ class ServerRow:
         if self.cull_at is None or self.seconds_left is None:
             return "never stopped for idleness" if not self.idle_timeout else "not started yet"
         why = {"max-age": "max age", "demand": "idle while someone waits for a GPU"}.get(self.reason or "", "idle")
-        return f"in {countdown_text(max(self.seconds_left, 0))} ({why}, at {clock_text(self.cull_at)})"
+        return f"in {countdown_text(max(self.seconds_left, 0))} ({why}, at {clock_text(self.cull_at, self.zone)})"
 
 
 def server_name(server: str) -> str:
@@ -74,13 +76,19 @@ def server_name(server: str) -> str:
     return server or "default server"
 
 
-def waiting_text(queued_at: datetime | None, now: datetime) -> str:
+def waiting_text(queued_at: datetime | None, now: datetime, zone: ZoneInfo | None = None) -> str:
     """ "25 min (since 13:40 UTC)" for a spawn waiting in the queue; "—" when its queue time is unknown."""
     if queued_at is None:
         return "—"
     seconds = max((now - queued_at).total_seconds(), 0.0)
     waited = countdown_text(seconds) if seconds >= 60 else f"{round(seconds)} s"
-    return f"{waited} (since {clock_text(queued_at)})"
+    return f"{waited} (since {clock_text(queued_at, zone)})"
+
+
+def moment_text(moment: datetime, zone: ZoneInfo | None = None) -> str:
+    """ "2026-11-25 14:05 CET": a date and time of day, with the zone said as on every page."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    return f"{aware.astimezone(zone or timezone.utc):%Y-%m-%d} {clock_text(aware, zone)}"
 
 
 @dataclass(frozen=True)
@@ -179,6 +187,7 @@ def server_rows(
     pods: Mapping[tuple[str, str], Any],
     judge: Callable[[Mapping[str, Any], Any], tuple[CullPolicy, CullDecision]],
     profile_name: Callable[[str], str] = str,
+    zone: ZoneInfo | None = None,
 ) -> list[ServerRow]:
     """A row per server of the user models; ``pods`` is :func:`.core.index_pods`'s index, ``judge``
     (a :class:`.core.Judge`) decides a server from its model and pod, ``profile_name`` names a profile's slug."""
@@ -200,6 +209,7 @@ def server_rows(
                     reason=decision.reason.value if decision.reason else None,
                     warning=decision.action is not Action.KEEP,
                     waiting=bool(pod and pod.queued),
+                    zone=zone,
                 )
             )
     return rows

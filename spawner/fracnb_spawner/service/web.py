@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ async def user_view(state: Any, name: str, now: datetime) -> page.UserView:
     user, pods = await asyncio.gather(state.hub.user(name), state.pods.list_pods())
     groups = await state.hub.members_of(user.get("groups") or [])
     names = state.choices.profile_name
-    rows = page.server_rows([user], index_pods(pods), judge_for(state.settings, pods, now), names)
+    rows = page.server_rows([user], index_pods(pods), judge_for(state.settings, pods, now), names, state.zone)
     return page.user_view(
         name, rows, allocations_from_pods(pods), state.quota_policy, groups, named_servers=state.named_servers
     )
@@ -84,7 +85,8 @@ async def admin_view(sources: PageSources, now: datetime) -> page.AdminView:
     members = await state.hub.members_of(group_names)
     allocations = allocations_from_pods(pods)
     groups, holders = page.use_rows(allocations, policy, members)
-    rows = page.server_rows(users, index_pods(pods), judge_for(state.settings, pods, now), state.choices.profile_name)
+    judge = judge_for(state.settings, pods, now)
+    rows = page.server_rows(users, index_pods(pods), judge, state.choices.profile_name, state.zone)
     return page.AdminView(
         kinds=kinds,
         kinds_error=kinds_error,
@@ -153,7 +155,8 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
             hub_home=self.hub_home(),
             settings=state.settings,
             duration_text=duration_text,
-            waiting_text=page.waiting_text,
+            waiting_text=partial(page.waiting_text, zone=state.zone),
+            moment_text=partial(page.moment_text, zone=state.zone),
             choices=state.choices,
             shares_text=shares_text,
             server_name=page.server_name,
