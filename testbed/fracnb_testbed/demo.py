@@ -80,6 +80,25 @@ PROFILES = [
 ]
 
 
+def local_zone_name() -> str:
+    """This machine's IANA time zone ($TZ, else /etc/localtime's target, else /etc/timezone), else "UTC": the
+    demo's browser runs here, so the hub's pages then show times in the zone JupyterLab shows them in."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # noqa: PLC0415
+
+    candidates = [os.environ.get("TZ", "").lstrip(":")]
+    with suppress(OSError):
+        candidates.append(os.readlink("/etc/localtime").partition("zoneinfo/")[2])
+    with suppress(OSError):
+        candidates.append(Path("/etc/timezone").read_text().strip())
+    for name in candidates:
+        if not name or name.startswith("/"):
+            continue
+        with suppress(ZoneInfoNotFoundError, ValueError):
+            ZoneInfo(name)
+            return name
+    return "UTC"
+
+
 class DemoError(RuntimeError):
     """The demo could not start; the message says what to fix."""
 
@@ -99,7 +118,7 @@ class DemoSettings:
     cull_every: int = 30
     warning_lead: int = 600
     password: str = DEMO_PASSWORD
-    time_zone: str = field(default_factory=lambda: local_zone_name())  # of the times the hub's pages show
+    time_zone: str = field(default_factory=local_zone_name)  # of the times the hub's pages show
     users: dict[str, list[str]] = field(default_factory=lambda: dict(DEMO_USERS))
     extra_config: str = ""  # jupyterhub_config.py lines added before setup(c), e.g. by tests
 
@@ -111,25 +130,6 @@ class DemoSettings:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-
-def local_zone_name() -> str:
-    """This machine's IANA time zone ($TZ, else /etc/localtime's target, else /etc/timezone), else "UTC": the
-    demo's browser runs here, so the hub's pages then show times in the zone JupyterLab shows them in."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # noqa: PLC0415
-
-    candidates = [os.environ.get("TZ", "").lstrip(":")]
-    with suppress(OSError):
-        candidates.append(os.readlink("/etc/localtime").partition("zoneinfo/")[2])
-    with suppress(OSError):
-        candidates.append(Path("/etc/timezone").read_text().strip())
-    for name in candidates:
-        if not name or name.startswith("/"):
-            continue
-        with suppress(ZoneInfoNotFoundError, ValueError):
-            ZoneInfo(name)
-            return name
-    return "UTC"
 
 
 def free_port() -> int:
