@@ -7,6 +7,7 @@ import { PageConfig } from '@jupyterlab/coreutils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 
+import { connectionLostPlugin, speakThrough } from './connection';
 import { DEFAULT_REFRESH_MS, UsageModel } from './model';
 import { BudgetNotifier } from './notify';
 import { MeterPanel } from './panel';
@@ -28,6 +29,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     palette: ICommandPalette | null
   ): void => {
     const model = new UsageModel(DEFAULT_REFRESH_MS);
+    speakThrough(model); // its stopped-server notice replaces JupyterHub's dialog (connection.ts)
     const openPath = (path: string) => void app.commands.execute('docmanager:open', { path });
     // Under JupyterHub, where a stopped server is started again.
     const hubHome = hubHomeUrl(PageConfig.getOption('hubPrefix'), PageConfig.getOption('hubHost'));
@@ -71,4 +73,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, connectionLostPlugin];

@@ -83,7 +83,11 @@ def past_sessions(records: Sequence[Mapping[str, Any]], rows: Mapping[RowKey, Ch
 
 
 def advice_html(advice: Advice) -> str:
-    style = "background:#fff8c5;border-left:4px solid #bf8700;padding:6px 10px;margin:0 0 12px"
+    # The hub's Bootstrap colour variables (light and dark themes), with fallbacks for hubs without them.
+    style = (
+        "background:var(--bs-warning-bg-subtle,#fff8c5);color:var(--bs-warning-text-emphasis,inherit);"
+        "border-left:4px solid var(--bs-warning-border-subtle,#bf8700);padding:6px 10px;margin:0 0 12px"
+    )
     return f'<p class="fracnb-advice" data-fracnb-advice style="{style}">{escape(advice.text)}</p>'
 
 

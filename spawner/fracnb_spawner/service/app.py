@@ -22,6 +22,7 @@ from fracnb_spawner.culling import CullPolicy, CullTiming, CullTimingError, chec
 from fracnb_spawner.gpu.backends import is_gpu_resource
 from fracnb_spawner.history.db import HistoryDatabaseError, default_db_url, open_database
 from fracnb_spawner.history.metrics import HistoryMetrics
+from fracnb_spawner.history.stops import StopNotice, newest_stop, purge_stops, record_stop
 from fracnb_spawner.history.store import purge
 from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.quota.config import FracnbQuotas
@@ -89,10 +90,29 @@ class ServiceState:
         return await core.user_report(self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock)
 
     async def cull_pass(self) -> core.PassReport:
-        report = await core.cull_pass(self.hub, self.pods, self.settings, self.metrics, clock=self.clock)
+        report = await core.cull_pass(
+            self.hub, self.pods, self.settings, self.metrics, clock=self.clock, before_stop=self.record_stop
+        )
         when = self.clock()
         self.recent_culls.extend(CullRecord(when, user, server, reason) for user, server, reason in report.culled)
         return report
+
+    async def record_stop(self, verdict: core.ServerVerdict, reason: str) -> None:
+        """Keep why a server is stopped, for its user's next page (history/stops.py), before the hub stops it."""
+        if self.history is None:
+            return
+        notice = StopNotice(verdict.user, verdict.server, self.clock(), reason, verdict.limit_seconds)
+        await asyncio.to_thread(record_stop, self.history, notice)
+
+    async def newest_stop(self, user: str) -> StopNotice | None:
+        """The user's newest stop, for the page; None without a history or when it cannot be read."""
+        if self.history is None:
+            return None
+        try:
+            return await asyncio.to_thread(newest_stop, self.history, user, now=self.clock())
+        except Exception as error:
+            logging.getLogger("fracnb.service").warning("Could not read the stops of %r: %s", user, error)
+            return None
 
 
 class FracnbService(Application):
@@ -378,6 +398,9 @@ class FracnbService(Application):
             try:
                 gone = await asyncio.to_thread(
                     purge, state.history, now=state.clock().replace(tzinfo=None), keep_days=self.session_retention_days
+                )
+                await asyncio.to_thread(
+                    purge_stops, state.history, now=state.clock(), keep_days=self.session_retention_days
                 )
                 if gone:
                     self.log.info("Deleted %d session records older than %s days", gone, self.session_retention_days)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from fractions import Fraction
@@ -127,6 +127,22 @@ class ServerVerdict:
     model: Mapping[str, Any]
     pod: PodFacts | None
     decision: CullDecision
+    policy: CullPolicy = field(default_factory=CullPolicy)
+
+    @property
+    def limit_seconds(self) -> float | None:
+        """The limit that stops it: the idle timeout (under demand, the shorter one) or the maximum age."""
+        reason = self.decision.reason.value if self.decision.reason else "idle"
+        limits = {
+            "idle": self.policy.idle_timeout,
+            "demand": self.policy.idle_timeout_under_demand,
+            "max-age": self.policy.max_age,
+        }
+        return limits.get(reason) or None
+
+
+# Told of a server about to be stopped, before the hub is asked (the stop's record, for its user).
+BeforeStop = Callable[[ServerVerdict, str], Awaitable[None]]
 
 
 async def _stop(
@@ -136,9 +152,15 @@ async def _stop(
     verdict: ServerVerdict,
     *,
     clock: Clock,
+    before_stop: BeforeStop | None = None,
 ) -> None:
     decision, pod, model = verdict.decision, verdict.pod, verdict.model
     reason = decision.reason.value if decision.reason else "idle"
+    if before_stop is not None:
+        try:
+            await before_stop(verdict, reason)
+        except Exception:  # the record is for the notice: the stop goes ahead without it
+            log.exception("Could not record the stop of server %r of %r", verdict.server, verdict.user)
     try:
         code = await hub.stop_server(verdict.user, verdict.server)
     except Exception:
@@ -169,8 +191,8 @@ def judge_page(
     for user in page:
         for name, model in (user.get("servers") or {}).items():
             pod = by_server.get((user["name"], name))
-            _, decision = judge(model, pod)
-            yield ServerVerdict(user["name"], name, model, pod, decision)
+            policy, decision = judge(model, pod)
+            yield ServerVerdict(user["name"], name, model, pod, decision, policy)
 
 
 async def _observe_groups(hub: HubAPI, metrics: CullMetrics, pods: list[Mapping[str, Any]], groups: set[str]) -> None:
@@ -191,6 +213,7 @@ async def cull_pass(
     metrics: CullMetrics,
     *,
     clock: Clock = utcnow,
+    before_stop: BeforeStop | None = None,
 ) -> PassReport:
     """Decide every ready server and stop those past their deadline, a few at a time.
 
@@ -204,7 +227,7 @@ async def cull_pass(
 
     async def stop_bounded(verdict: ServerVerdict) -> None:
         async with slots:
-            await _stop(hub, metrics, report, verdict, clock=clock)
+            await _stop(hub, metrics, report, verdict, clock=clock, before_stop=before_stop)
 
     try:
         pod_list: list[Mapping[str, Any]] | None = None

@@ -20,7 +20,8 @@ from zoneinfo import ZoneInfo
 from fracnb_spawner.common.clock import clock_text, countdown_text
 from fracnb_spawner.common.podkeys import GPU_MEMORY_ANNOTATION
 from fracnb_spawner.common.units import format_bytes
-from fracnb_spawner.culling import Action, CullDecision, CullPolicy
+from fracnb_spawner.culling import Action, CullDecision, CullPolicy, parse_timestamp
+from fracnb_spawner.history.stops import StopNotice, notice_sentences
 from fracnb_spawner.queue.demand import QueueEntry
 from fracnb_spawner.quota.policy import (
     Allocation,
@@ -135,6 +136,12 @@ class UserView:
     groups: list[UseRow]
     available: Fraction | None
     named_servers: bool = True  # JupyterHub.allow_named_servers: may the user run more than one server?
+    stopped: StopNotice | None = None  # the user's newest stop by the service, while that server is not back
+    zone: ZoneInfo | None = None
+
+    @property
+    def stopped_sentences(self) -> list[str]:
+        return notice_sentences(self.stopped, self.zone) if self.stopped else []
 
     @property
     def holding_text(self) -> str:
@@ -213,6 +220,15 @@ def server_rows(
                 )
             )
     return rows
+
+
+def started_since(user: Mapping[str, Any], stopped: StopNotice) -> bool:
+    """Whether the user's server that was stopped has been started again since (its notice is old news)."""
+    model = (user.get("servers") or {}).get(stopped.server)
+    if model is None:
+        return False
+    started = parse_timestamp(model.get("started"))
+    return started is None or started.replace(tzinfo=None) >= stopped.stopped_at
 
 
 def user_view(

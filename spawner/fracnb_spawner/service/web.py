@@ -50,13 +50,16 @@ def recent_culls() -> deque[page.CullRecord]:
 
 
 async def user_view(state: Any, name: str, now: datetime) -> page.UserView:
-    user, pods = await asyncio.gather(state.hub.user(name), state.pods.list_pods())
+    user, pods, stopped = await asyncio.gather(state.hub.user(name), state.pods.list_pods(), state.newest_stop(name))
     groups = await state.hub.members_of(user.get("groups") or [])
     names = state.choices.profile_name
     rows = page.server_rows([user], index_pods(pods), judge_for(state.settings, pods, now), names, state.zone)
-    return page.user_view(
+    view = page.user_view(
         name, rows, allocations_from_pods(pods), state.quota_policy, groups, named_servers=state.named_servers
     )
+    if stopped is not None and not page.started_since(user, stopped):
+        view.stopped, view.zone = stopped, state.zone
+    return view
 
 
 async def _active_users(hub: Any, page_size: int) -> list[Mapping[str, Any]]:
