@@ -101,6 +101,10 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         # The "server" role's scopes, plus calling the fracnb service for quota and cull status.
         return ["users:activity!user", "access:servers!server", f"access:services!service={self.fracnb_service_name}"]
 
+    @default("progress_ready_hook")
+    def _default_progress_ready_hook(self) -> Any:
+        return _left_the_queue
+
     @default("apply_user_options")
     def _default_apply_user_options(self) -> Any:
         # load_user_options validates and applies user_options when the spawn starts; without a
@@ -150,6 +154,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         self.values.restore(self)
         self.spawn_plan = None
         self.queue.reset()
+        self.hub_state.left_queue.pop((self.user.name, self.name), None)
         profiles = await self.resolve_profiles()
         if not profiles:
             return await super().load_user_options()
@@ -275,7 +280,15 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             await self.companions.adopt(self.api, self.pod_name, self.namespace, self.log)
         return created
 
+    def _note_left_queue(self) -> None:
+        """A spawn stopped while it waits in the queue: the user left it, as the hub's pages then say."""
+        if self.queue.waiting:
+            self.queue.note_left()
+        if self.queue.left is not None:
+            self.hub_state.left_queue[(self.user.name, self.name)] = self.queue.left
+
     async def stop(self, now: bool = False) -> None:
+        self._note_left_queue()
         try:
             await super().stop(now=now)
             await self.companions.remove(self.api.api_client, self.log)
@@ -305,9 +318,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         """KubeSpawner's events, each with a plain headline that the page shows while the raw event goes
         to its event log only (:func:`.form.progress.page_event`), and the queue's headline while the
         spawn waits."""
-        queue = self.queue.progress(
-            lambda: self._start_future is not None and self._start_future.done(), self._activity
-        )
+        queue = self.queue.progress(lambda: self._start_future is not None and self._start_future.done())
         async for event in merge(self._kube_progress(), queue):
             yield event
 
@@ -325,6 +336,15 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         """The hub's GPU queue once the hub watches the cluster (a form or a spawn started them), else None."""
         state = HubState.running()
         return state.gpu_queue(self.api, self.log) if state is not None and state.watches is not None else None
+
+
+def _left_the_queue(spawner: FractionalSpawner, ready_event: dict) -> dict:
+    """``progress_ready_hook``: a spawn the user stopped while it waited in the queue is not "ready", though
+    JupyterHub's progress stream may say so once it was cancelled (its page would then go to a server that
+    is not there, and back, and end on a 424): the page says the user left the queue instead."""
+    spawner._note_left_queue()  # JupyterHub cancelled the spawn and stops it next
+    left = spawner.queue.left
+    return ready_event if left is None else {"progress": 100, "failed": True, "message": left[1]}
 
 
 def _applied_by_load_user_options(spawner: FractionalSpawner, user_options: dict) -> None:

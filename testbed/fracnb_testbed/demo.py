@@ -69,6 +69,20 @@ PROFILES = [
         "gpu": {"fraction": 0.25, "memory": "10Gi"},
     },
     {
+        # One slot only (the testbed's local MPS node): a second user waits in the GPU queue, and an
+        # idle server is stopped sooner while someone waits (its cull key; hub_config sets the time).
+        "display_name": "0.25 GPU, one slot",
+        "slug": "one-slot",
+        "description": (
+            "A quarter of an A100 by MPS, on a GPU with a single slot for notebooks: when someone holds it, "
+            "the next user waits in the GPU queue, and an idle server makes way sooner."
+        ),
+        "gpu": {"fraction": 0.25, "backend": "mps"},
+        "kubespawner_override": {
+            "tolerations": [{"key": "fracnb.io/demo-slot", "operator": "Exists", "effect": "NoSchedule"}]
+        },
+    },
+    {
         "display_name": "1/2 GPU",
         "slug": "half",
         "description": (
@@ -116,7 +130,7 @@ class DemoSettings:
     service_port: int = 0
     idle_timeout: int = 900
     cull_every: int = 30
-    warning_lead: int = 600
+    warning_lead: int = 120
     password: str = DEMO_PASSWORD
     time_zone: str = field(default_factory=local_zone_name)  # of the times the hub's pages show
     users: dict[str, list[str]] = field(default_factory=lambda: dict(DEMO_USERS))
@@ -228,7 +242,7 @@ def hub_config(settings: DemoSettings, proxy: str) -> str:
         # --idle-timeout: every server of the demo, GPU and CPU-only alike.
         f"c.FractionalSpawner.gpu_idle_timeout = {settings.idle_timeout}",
         f"c.FractionalSpawner.cpu_idle_timeout = {settings.idle_timeout}",
-        f"c.FractionalSpawner.profile_list = {PROFILES!r}",
+        f"c.FractionalSpawner.profile_list = {demo_profiles(settings)!r}",
         f"c.FracnbQueue.display_timezone = {settings.time_zone!r}",
         f"c.FracnbQuotas.default_user_quota = {DEFAULT_USER_QUOTA!r}",
         f"c.FracnbQuotas.group_quotas = {GROUP_QUOTAS!r}",
@@ -244,6 +258,22 @@ def hub_config(settings: DemoSettings, proxy: str) -> str:
         f"setup(c, config_file=__file__, service_url='http://127.0.0.1:{settings.service_port}')",
     ]
     return "\n".join(lines) + "\n"
+
+
+def demand_timeout(settings: DemoSettings) -> int:
+    """The "one slot" choice's idle timeout while someone waits for it: 4 min, or as little more than the
+    warning and the activity lag as the hub accepts (never longer than the usual idle timeout)."""
+    shortest = settings.warning_lead + ACTIVITY_LAG + 60
+    wanted = max(240, shortest)
+    return min(wanted, settings.idle_timeout) if settings.idle_timeout else wanted
+
+
+def demo_profiles(settings: DemoSettings) -> list[dict]:
+    profiles = [dict(profile) for profile in PROFILES]
+    for profile in profiles:
+        if profile["slug"] == "one-slot" and demand_timeout(settings) < settings.idle_timeout:
+            profile["cull"] = {"idle_timeout_under_demand": demand_timeout(settings)}
+    return profiles
 
 
 def _groups_config(groups: dict[str, list[str]]) -> dict[str, dict[str, list[str]]]:
@@ -417,8 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--warning-lead",
         type=int,
-        default=600,
-        help="seconds before such a stop that the notebook warns its user; 0: no warning (default 600, 10 min)",
+        default=120,
+        help="seconds before such a stop that the notebook warns its user; 0: no warning (default 120, 2 min)",
     )
     parser.add_argument(
         "--time-zone",

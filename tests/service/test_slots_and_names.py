@@ -66,7 +66,13 @@ def demo_config(**spawner) -> Config:
 
 def test_the_choices_and_slot_kinds_have_the_names_users_see() -> None:
     choices = hub_choices(demo_config())
-    assert [c.name for c in choices.choices] == ["CPU only", "0.25 GPU", "Small GPU memory", "1/2 GPU"]
+    assert [c.name for c in choices.choices] == [
+        "CPU only",
+        "0.25 GPU",
+        "Small GPU memory",
+        "0.25 GPU, one slot",
+        "1/2 GPU",
+    ]
     assert choices.profile_name("quarter") == "0.25 GPU"
     assert choices.profile_name("gone") == "gone"  # a profile the list no longer has
     kind = "nvidia.com-gpu.shared.local.4.time-slicing"
@@ -90,7 +96,10 @@ def test_capacity_is_counted_per_slot_kind_on_the_selected_nodes_in_gpu_shares()
         {"metadata": {"name": "batch"}, "spec": {"nodeName": "local-0", "containers": [
             {"resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}]}, "status": {"phase": "Running"}},
     ]  # fmt: skip
-    (use,) = slot_kind_uses(hub_choices(demo_config()), nodes, pods)
+    use, mps = slot_kind_uses(hub_choices(demo_config()), nodes, pods)
+    assert (mps.what, mps.choices, shares_text(mps.gpus), mps.free_servers) == (
+        "0.25 GPU (mps)", ("0.25 GPU, one slot",), "1 GPU", 4
+    )  # fmt: skip
     assert (use.what, use.choices, use.product, use.nodes) == (
         "0.25 GPU (time-slicing)", ("0.25 GPU", "Small GPU memory"), "NVIDIA-A100-SXM4-80GB", 1,
     )  # fmt: skip

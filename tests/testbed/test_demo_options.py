@@ -27,8 +27,8 @@ def test_a_too_short_idle_timeout_is_refused_before_anything_starts(tmp_path: Pa
     state = tmp_path / "state"
     assert main(["--idle-timeout", "60", "--state-dir", str(state)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("[demo] error: --idle-timeout 60 is too short for --warning-lead 600")
-    assert "Use --idle-timeout 660 or more; for quick culls, e.g. --idle-timeout 120 --warning-lead 60" in err
+    assert err.startswith("[demo] error: --idle-timeout 60 is too short for --warning-lead 120")
+    assert "Use --idle-timeout 180 or more; for quick culls, e.g. --idle-timeout 120 --warning-lead 60" in err
     assert "FractionalSpawner" not in err
     assert "FracnbService" not in err
     assert "delete" not in err

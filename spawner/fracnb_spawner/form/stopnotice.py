@@ -1,4 +1,5 @@
-"""Why a user's server was stopped, on the hub's own pages: the home, "Server not running", the spawn form.
+"""Why a user's server was stopped, or that they left the GPU queue, on the hub's own pages: the home,
+"Server not running", the spawn form.
 
 JupyterHub shows its ``announcement`` template variable at the top of every page, and calls it with the
 user when it is a callable. ``setup(c)`` installs :class:`StoppedNotice` there (keeping an admin's own
@@ -17,9 +18,11 @@ from typing import Any
 from markupsafe import Markup
 
 from fracnb_spawner.history.stops import StopNotice, notice_html
+from fracnb_spawner.hubstate import HubState
 
 log = logging.getLogger("fracnb.stopnotice")
 CACHE_SECONDS = 20.0
+LEFT_QUEUE_SECONDS = 3600.0
 ANNOUNCEMENTS = ("announcement", "announcement_home", "announcement_spawn")
 
 
@@ -40,6 +43,9 @@ class StoppedNotice:
 
     def _html(self, user: Any) -> Markup | None:
         try:
+            left = _left_the_queue(user)
+            if left is not None:
+                return Markup('<span class="fracnb-left-queue">{}</span>').format(left)
             notice = self._notice(user)
             if notice is None or _started_again(user, notice):
                 return None
@@ -58,6 +64,17 @@ class StoppedNotice:
         notice = reader.newest_stop(spawner.right_sizing_db_url, user.name, datetime.now(timezone.utc))
         self._cache[user.name] = (time.monotonic(), notice)
         return notice
+
+
+def _left_the_queue(user: Any) -> str | None:
+    """The confirmation that the user left the GPU queue, for :data:`LEFT_QUEUE_SECONDS` and until they start
+    again (each spawn forgets it)."""
+    now = datetime.now(timezone.utc)
+    for (name, server), (when, text) in list(HubState.current().left_queue.items()):
+        spawner = user.spawners.get(server) if name == user.name else None
+        if name == user.name and (now - when).total_seconds() < LEFT_QUEUE_SECONDS and not (spawner and spawner.active):
+            return text
+    return None
 
 
 def _started_again(user: Any, notice: StopNotice) -> bool:

@@ -30,7 +30,15 @@ from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.coordinator import QueueCoordinator, Ticket
 from fracnb_spawner.queue.metrics import GAVE_UP, WAIT_SECONDS
 from fracnb_spawner.queue.order import pod_is_gated, queue_annotations, wait_deadline
-from fracnb_spawner.queue.text import Release, estimate, form_text, gave_up_message, kept_place_message, queued_message
+from fracnb_spawner.queue.text import (
+    Release,
+    estimate,
+    form_text,
+    gave_up_message,
+    kept_place_message,
+    left_message,
+    queued_message,
+)
 from fracnb_spawner.quota.policy import QuotaPolicy, format_gpus
 
 PROGRESS_POLL_SECONDS = 1.0
@@ -77,6 +85,7 @@ class SpawnQueue:
         self.ticket: Ticket | None = None
         self.started_limit: float | None = None  # seconds the pod may take to run once its gate is lifted
         self.went_straight = False  # the queue let this spawn's pod go to the scheduler at once
+        self.left: tuple[datetime, str] | None = None  # when the user left the queue, and the confirmation
 
     @property
     def key(self) -> str:
@@ -146,9 +155,20 @@ class SpawnQueue:
             WAIT_SECONDS.observe(max(ticket.lifted_at - ticket.queued_at.timestamp(), 0.0))
         elif ticket is not None and cancelled:
             GAVE_UP.labels(reason="cancelled").inc()
+            self.note_left()
         queue = self.coordinator()
         if queue is not None and self.ask is not None:
             queue.forget(self.key, ticket)
+
+    @property
+    def waiting(self) -> bool:
+        """Whether this spawn waits in the queue now."""
+        return self.ticket is not None and self.ticket.waiting
+
+    def note_left(self) -> None:
+        """The user stopped this spawn while it waited: keep the confirmation their next page shows."""
+        if self.left is None:
+            self.left = (datetime.now(timezone.utc), left_message(self.plan))
 
     # ---- a hub restart while queued ------------------------------------------------------------
 

@@ -57,6 +57,15 @@ def kept_place_message(plan: GPUPlan | None, until: datetime, now: datetime, zon
     )
 
 
+def left_message(plan: GPUPlan | None) -> str:
+    """The confirmation after a user stopped a spawn waiting in the queue."""
+    queue = f"queue for a {describe_plan(plan)}" if plan is not None else "GPU queue"
+    return (
+        f"You left the {queue}: your place in line is given up and no server was started. "
+        "Start again to join the queue at its end."
+    )
+
+
 def gave_up_message(plan: GPUPlan | None, waited_seconds: float) -> str:
     """The failure when the maximum wait is over: said plainly, with what to do instead."""
     share = describe_plan(plan) if plan is not None else "a GPU"
