@@ -26,7 +26,7 @@ from fracnb_spawner.gpu.backends import PodFields, is_gpu_resource
 from fracnb_spawner.gpu.companions import CompanionError, Companions
 from fracnb_spawner.hubstate import HubState
 from fracnb_spawner.queue.config import FracnbQueue
-from fracnb_spawner.queue.spawning import QueueTimeoutError, SpawnQueue, hub_server_activity, merge
+from fracnb_spawner.queue.spawning import QueueTimeoutError, SpawnQueue, hub_server_activity, merge, ready_unless_left
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.spawnplan import SpawnPlan, plan_from_state, pod_with_plan
@@ -103,7 +103,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
 
     @default("progress_ready_hook")
     def _default_progress_ready_hook(self) -> Any:
-        return _left_the_queue
+        return ready_unless_left
 
     @default("apply_user_options")
     def _default_apply_user_options(self) -> Any:
@@ -280,7 +280,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             await self.companions.adopt(self.api, self.pod_name, self.namespace, self.log)
         return created
 
-    def _note_left_queue(self) -> None:
+    def note_left_queue(self) -> None:
         """A spawn stopped while it waits in the queue: the user left it, as the hub's pages then say."""
         if self.queue.waiting:
             self.queue.note_left()
@@ -288,7 +288,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             self.hub_state.left_queue[(self.user.name, self.name)] = self.queue.left
 
     async def stop(self, now: bool = False) -> None:
-        self._note_left_queue()
+        self.note_left_queue()
         try:
             await super().stop(now=now)
             await self.companions.remove(self.api.api_client, self.log)
@@ -336,15 +336,6 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         """The hub's GPU queue once the hub watches the cluster (a form or a spawn started them), else None."""
         state = HubState.running()
         return state.gpu_queue(self.api, self.log) if state is not None and state.watches is not None else None
-
-
-def _left_the_queue(spawner: FractionalSpawner, ready_event: dict) -> dict:
-    """``progress_ready_hook``: a spawn the user stopped while it waited in the queue is not "ready", though
-    JupyterHub's progress stream may say so once it was cancelled (its page would then go to a server that
-    is not there, and back, and end on a 424): the page says the user left the queue instead."""
-    spawner._note_left_queue()  # JupyterHub cancelled the spawn and stops it next
-    left = spawner.queue.left
-    return ready_event if left is None else {"progress": 100, "failed": True, "message": left[1]}
 
 
 def _applied_by_load_user_options(spawner: FractionalSpawner, user_options: dict) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from fracnb_testbed.clusters import RUNNER_LABEL, load_cluster
 from fracnb_testbed.controlplane import down, up
+from fracnb_testbed.demo_options import ACTIVITY_LAG, idle_policy_words, local_zone_name, option_problem, zone_problem
 from fracnb_testbed.errors import TestbedError
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.state import STATE_FILE, TestbedState
@@ -92,25 +93,6 @@ PROFILES = [
         "gpu": {"fraction": "1/2"},
     },
 ]
-
-
-def local_zone_name() -> str:
-    """This machine's IANA time zone ($TZ, else /etc/localtime's target, else /etc/timezone), else "UTC": the
-    demo's browser runs here, so the hub's pages then show times in the zone JupyterLab shows them in."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # noqa: PLC0415
-
-    candidates = [os.environ.get("TZ", "").lstrip(":")]
-    with suppress(OSError):
-        candidates.append(os.readlink("/etc/localtime").partition("zoneinfo/")[2])
-    with suppress(OSError):
-        candidates.append(Path("/etc/timezone").read_text().strip())
-    for name in candidates:
-        if not name or name.startswith("/"):
-            continue
-        with suppress(ZoneInfoNotFoundError, ValueError):
-            ZoneInfo(name)
-            return name
-    return "UTC"
 
 
 class DemoError(RuntimeError):
@@ -463,49 +445,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# How late the hub may hear of a notebook's activity: the fracnb service's activity_report_lag default.
-ACTIVITY_LAG = 45
-
-
-def option_problem(idle_timeout: int, warning_lead: int, cull_every: int, lag: int = ACTIVITY_LAG) -> str | None:
-    """What is wrong with the demo's timing options, in the demo's words, or None. The same rule as the
-    hub and the service apply at their start (fracnb_spawner.culling.check_timing), checked before
-    anything starts."""
-    if cull_every < 1:
-        return f"--cull-every {cull_every}: give the seconds between culling passes, 1 or more"
-    if idle_timeout < 0 or warning_lead < 0:
-        return "--idle-timeout and --warning-lead are seconds, 0 or more (0: never stop idle servers; no warning)"
-    if 0 < warning_lead <= lag:
-        return (
-            f"--warning-lead {warning_lead} is too short: a notebook's activity can take up to {lag} s to reach "
-            f"the hub, so a server could be stopped right after its user came back. Use more than {lag}, or 0 "
-            "for no warning"
-        )
-    if 0 < idle_timeout <= warning_lead + lag:
-        shortest = -(-(warning_lead + lag + 1) // 30) * 30
-        shorter_lead = f", or a --warning-lead under {idle_timeout - lag}" if idle_timeout - lag > lag + 1 else ""
-        example = max(2 * lag + 30, idle_timeout)
-        return (
-            f"--idle-timeout {idle_timeout} is too short for --warning-lead {warning_lead}: a server must be able "
-            f"to sit idle for the warning ({warning_lead} s) plus {lag} s (how late the hub may hear of a notebook's "
-            f"activity), or servers in use would be warned. Use --idle-timeout {shortest} or more{shorter_lead}; "
-            f"for quick culls, e.g. --idle-timeout {example} --warning-lead {lag + 15}"
-        )
-    return None
-
-
-def zone_problem(name: str | None) -> str | None:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # noqa: PLC0415
-
-    if name is None:
-        return None
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return f"--time-zone {name!r} is not a time zone name; give one such as Europe/Berlin or America/New_York"
-    return None
-
-
 def _interrupt_once(_signum: int, _frame: object) -> None:
     # The first Ctrl-C, SIGTERM or SIGHUP starts the shutdown; further ones must not cut it short.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -519,7 +458,7 @@ def announce(settings: DemoSettings, runner_env: dict[str, str], homes: Path | N
     groups = ", ".join(f"{g}: {q} GPU" for g, q in GROUP_QUOTAS.items())
     users = ", ".join(f"{u}: {'no limit' if q is None else f'{q} GPU'}" for u, q in USER_QUOTAS.items())
     print(f"  GPU quotas: groups {groups}; users {users}; everyone else {DEFAULT_USER_QUOTA} GPU")
-    print(f"  idle servers (GPU and CPU-only): {idle_policy_words(settings)}")
+    print(f"  idle servers (GPU and CPU-only): {idle_policy_words(settings.idle_timeout, settings.warning_lead)}")
     print(f"  times on the hub's pages: {settings.time_zone} (JupyterLab shows your browser's zone)")
     if runner_env:
         print(f"  simulated GPU: {SIMULATED_GPU_NAME}; in a notebook try")
@@ -527,20 +466,6 @@ def announce(settings: DemoSettings, runner_env: dict[str, str], homes: Path | N
     if homes is not None:
         print(f"  users' homes: {homes} (kept across restarts; --reset-homes empties them)")
     print("  press Ctrl-C to stop everything\n", flush=True)
-
-
-def idle_policy_words(settings: DemoSettings) -> str:
-    """ "stopped after 15 min idle, with a warning in the notebook 10 min before" (the hub's duration words)."""
-    from fracnb_spawner.common.clock import duration_text  # noqa: PLC0415 - the hub side, only to print
-
-    if not settings.idle_timeout:
-        return "never stopped for idleness"
-    warning = (
-        f", with a warning in the notebook {duration_text(settings.warning_lead)} before"
-        if settings.warning_lead
-        else ", without a warning"
-    )
-    return f"stopped after {duration_text(settings.idle_timeout)} idle{warning}"
 
 
 def run(args: argparse.Namespace, state_dir: Path) -> None:

@@ -11,16 +11,8 @@ from traitlets.config import PyFileConfigLoader
 
 from fracnb_spawner.culling import CullTiming, CullTimingError, check_timing
 from fracnb_spawner.service.app import FracnbService
-from fracnb_testbed.demo import (
-    ACTIVITY_LAG,
-    DemoError,
-    DemoSettings,
-    hub_config,
-    idle_policy_words,
-    main,
-    option_problem,
-    running_demo,
-)
+from fracnb_testbed.demo import DemoError, DemoSettings, hub_config, main, running_demo
+from fracnb_testbed.demo_options import ACTIVITY_LAG, idle_policy_words, option_problem
 
 
 def test_a_too_short_idle_timeout_is_refused_before_anything_starts(tmp_path: Path, capsys) -> None:
@@ -71,7 +63,7 @@ def test_the_idle_timeout_covers_cpu_only_servers_and_reads_honestly(tmp_path: P
     config = PyFileConfigLoader(path.name, path=str(tmp_path)).load_config()
     assert config.FractionalSpawner.gpu_idle_timeout == config.FractionalSpawner.cpu_idle_timeout == 150
     assert config.FracnbService.default_idle_timeout == 150
-    assert idle_policy_words(settings) == "stopped after 2.5 min idle, with a warning in the notebook 1 min before"
+    assert idle_policy_words(150, 60) == "stopped after 2.5 min idle, with a warning in the notebook 1 min before"
 
 
 def test_a_hub_that_stops_at_its_start_says_why_from_this_run_only(tmp_path: Path) -> None:

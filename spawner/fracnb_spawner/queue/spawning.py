@@ -260,6 +260,15 @@ def _release(
     return Release(decision.cull_at, decision.reason, fraction)
 
 
+def ready_unless_left(spawner: Any, ready_event: dict) -> dict:
+    """``FractionalSpawner.progress_ready_hook``: a spawn the user stopped while it waited in the queue is not
+    "ready", though JupyterHub's progress stream says so once it cancelled it (its page would then go to a
+    server that is not there, and back, and end on a 424): the page says the user left the queue instead."""
+    spawner.note_left_queue()
+    left = spawner.queue.left
+    return ready_event if left is None else {"progress": 100, "failed": True, "message": left[1]}
+
+
 async def merge(*streams: AsyncIterator[dict]) -> AsyncIterator[dict]:
     """Events of several async iterators as they come, until all have ended."""
     queue: asyncio.Queue = asyncio.Queue()
