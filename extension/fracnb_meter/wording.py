@@ -64,8 +64,9 @@ def format_use(used: float, limit: float) -> str:
 
 
 def clock_time(moment: datetime, zone: tzinfo | None = None) -> str:
-    """'14:05': the time of day on a 24-hour clock, in ``zone`` (default: this machine's)."""
-    return moment.astimezone(zone).strftime("%H:%M")
+    """'14:05 CET': the time of day on a 24-hour clock in ``zone`` (default: this machine's), with the
+    zone's abbreviation, as the hub's pages and the JupyterLab panel write times."""
+    return moment.astimezone(zone).strftime("%H:%M %Z").strip()
 
 
 def _minutes_text(seconds_left: float) -> str:

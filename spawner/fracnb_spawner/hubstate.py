@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
 from fracnb_spawner.cluster.watches import ClusterWatches
@@ -33,6 +34,9 @@ class HubState:
         self._settings: dict[str, tuple[Any, Any]] = {}
         self.checked_profiles: Any = None  # the configured profile list, checked (choosing.CheckedProfiles)
         self.plans: dict[Any, Any] = {}  # SpawnPlans of choices of the checked profile list (Choosing.plan_for)
+        # (user, server) -> (when, confirmation) of a spawn its user stopped while it waited in the GPU queue,
+        # for the hub's pages (form/stopnotice.py); JupyterHub discards the spawner of a cancelled spawn.
+        self.left_queue: dict[tuple[str, str], tuple[datetime, str]] = {}
 
     @classmethod
     def current(cls) -> HubState:

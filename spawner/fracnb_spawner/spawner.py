@@ -14,19 +14,20 @@ from traitlets import TraitError, default, validate
 
 from fracnb_spawner.choosing import Choosing
 from fracnb_spawner.common.errors import HubConfigError, InvalidRequestError, RefusedSpawnError
+from fracnb_spawner.common.refusals import logged_refusals
 from fracnb_spawner.config.applied import SpawnValues, apply_overrides
 from fracnb_spawner.config.overrides import GPU_CARRYING_TRAITS, FilledText, OverrideError, check_spawner_traits
 from fracnb_spawner.config.profiles import ProfileConfigError, initialize_profiles, validate_profiles
 from fracnb_spawner.config.traits import FractionalTraits
 from fracnb_spawner.form import spawnform
 from fracnb_spawner.form.advice import AdviceTraits
-from fracnb_spawner.form.progress import waiting_message
+from fracnb_spawner.form.progress import page_event
 from fracnb_spawner.gpu.backends import PodFields, is_gpu_resource
 from fracnb_spawner.gpu.companions import CompanionError, Companions
 from fracnb_spawner.hibernation.userstop import hibernate_before_user_stop
 from fracnb_spawner.hubstate import HubState
 from fracnb_spawner.queue.config import FracnbQueue
-from fracnb_spawner.queue.spawning import QueueTimeoutError, SpawnQueue, hub_server_activity, merge
+from fracnb_spawner.queue.spawning import QueueTimeoutError, SpawnQueue, hub_server_activity, merge, ready_unless_left
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.spawnplan import SpawnPlan, plan_from_state, pod_with_plan
@@ -102,6 +103,10 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         # The "server" role's scopes, plus calling the fracnb service for quota and cull status.
         return ["users:activity!user", "access:servers!server", f"access:services!service={self.fracnb_service_name}"]
 
+    @default("progress_ready_hook")
+    def _default_progress_ready_hook(self) -> Any:
+        return ready_unless_left
+
     @default("apply_user_options")
     def _default_apply_user_options(self) -> Any:
         # load_user_options validates and applies user_options when the spawn starts; without a
@@ -137,7 +142,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         without applying anything."""
         profiles = await self.resolve_profiles()
         if profiles:
-            await self.choosing.admit(self.choosing.plan_for(profiles, options), reserve=False)
+            with logged_refusals(self.log, self.user.name, self.name, options):
+                await self.choosing.admit(await self.choosing.checked_plan(profiles, options), reserve=False)
 
     # ---- applying a choice ---------------------------------------------------------------------------
 
@@ -152,11 +158,13 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         self.values.restore_start_timeout(self)
         self.spawn_plan = None
         self.queue.reset()
+        self.hub_state.left_queue.pop((self.user.name, self.name), None)
         profiles = await self.resolve_profiles()
         if not profiles:
             return await super().load_user_options()
-        plan = self.choosing.plan_for(profiles, self.user_options)
-        await self.choosing.admit(plan, reserve=True)
+        with logged_refusals(self.log, self.user.name, self.name, self.user_options):
+            plan = await self.choosing.checked_plan(profiles, self.user_options)
+            await self.choosing.admit(plan, reserve=True)
         self.user_options = dict(plan.selection.user_options) if plan.selection else self.user_options
         try:
             apply_overrides(self, plan.overrides, plan.selection)
@@ -223,6 +231,10 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
 
     async def _start(self) -> Any:
         """KubeSpawner's start, queued when no slot is free, failing with a plain reason before the hub's timeout."""
+        with logged_refusals(self.log, self.user.name, self.name, self.user_options):
+            return await self._start_queued()
+
+    async def _start_queued(self) -> Any:
         inner = asyncio.ensure_future(super()._start())
         cancelled = True
         try:
@@ -273,6 +285,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         return created
 
     async def stop(self, now: bool = False) -> None:
+        self.queue.note_stopped(self.hub_state.left_queue)
         try:
             if not now:  # now: a spawn given up, or a leftover pod; nothing to save
                 await hibernate_before_user_stop(self)
@@ -301,12 +314,9 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
     # ---- progress -------------------------------------------------------------------------------------
 
     async def progress(self) -> Any:
-        """KubeSpawner's events (the event log), each scheduler refusal followed by a plain headline, and
-        the queue's headline while the spawn waits.
-
-        The spawn page shows the latest message as its headline: repeating the plain one after every
-        raw ``FailedScheduling`` event keeps the scheduler's text in the log only.
-        """
+        """KubeSpawner's events, each with a plain headline that the page shows while the raw event goes
+        to its event log only (:func:`.form.progress.page_event`), and the queue's headline while the
+        spawn waits."""
         queue = self.queue.progress(lambda: self._start_future is not None and self._start_future.done())
         async for event in merge(self._kube_progress(), queue):
             yield event
@@ -316,10 +326,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         async for event in super().progress():
             if "raw_event" not in event and self.queue.hides_patience():
                 continue  # KubeSpawner's "taking longer than expected": the queue headline says more
-            yield event
-            message = waiting_message(gpu, event.get("raw_event") or {})
-            if message:
-                yield {"progress": event.get("progress", 50), "message": message}
+            yield page_event(gpu, event)  # a plain headline; the raw event in the event log only
 
     def _activity(self, user: str | None, server: str) -> Any:
         return hub_server_activity(getattr(self.user, "db", None), user, server)

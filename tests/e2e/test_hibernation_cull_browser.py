@@ -164,7 +164,7 @@ def test_an_idle_servers_variables_survive_its_cull_with_its_tab_open(short_demo
 
         # Her fracnb page says the same.
         page.goto(f"{demo.settings.url}/services/fracnb/")
-        stops = page.locator("#stops")
+        stops = page.locator("#stopped")
         expect(stops).to_contain_text("idle")
         expect(stops.locator(".hibernation")).to_have_text(re.compile(r"^Variables of train\.ipynb saved at "))
         shot(page, "hibernation-service-page")
