@@ -11,7 +11,6 @@ import pytest
 
 from fracnb_meter.schema import HISTORY_REPORT, problems
 from fracnb_spawner.history import store
-from fracnb_spawner.service.reportcli import main
 from fracnb_spawner.history.report import (
     ChoiceTotals,
     as_csv,
@@ -21,6 +20,7 @@ from fracnb_spawner.history.report import (
     fold_groups,
     load_report,
 )
+from fracnb_spawner.service.reportcli import main
 from tests.history.records import GIB, row
 
 HALF = ChoiceTotals("a100", "size=half", 0.5, 40 * GIB, 10, 5.0, 1.0, 1)

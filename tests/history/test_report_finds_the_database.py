@@ -12,8 +12,8 @@ from traitlets.config import Config, Configurable, PyFileConfigLoader
 
 from fracnb_spawner.form.advice import AdviceTraits
 from fracnb_spawner.history import db, store
-from fracnb_spawner.service.reportcli import main
 from fracnb_spawner.service.app import FracnbService
+from fracnb_spawner.service.reportcli import main
 from tests.history.records import row
 
 
