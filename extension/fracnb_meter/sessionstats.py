@@ -168,6 +168,7 @@ class SessionStats:
             "seconds_above_80": round(self.seconds_above_near, 3),
             "seconds_above_95": round(self.seconds_above_full, 3),
             "oom_events": self.oom_events,
+            "oom_errors": sum(peak.oom_errors for peak in self.kernel_peaks.values()),
             "busy_share": None if self.busy_share is None else round(self.busy_share, 4),
         }
 

@@ -64,7 +64,13 @@ def format_use(used: float, limit: float) -> str:
 
 
 def clock_time(moment: datetime, zone: tzinfo | None = None) -> str:
-    """'14:05': the time of day on a 24-hour clock, in ``zone`` (default: this machine's)."""
+    """'14:05 CET': the time of day on a 24-hour clock in ``zone`` (default: this machine's), with the
+    zone's abbreviation, as the hub's pages and the JupyterLab panel write times."""
+    return moment.astimezone(zone).strftime("%H:%M %Z").strip()
+
+
+def time_of_day(moment: datetime, zone: tzinfo | None = None) -> str:
+    """'14:05': the time of day without the zone, where a line says it once or not at all."""
     return moment.astimezone(zone).strftime("%H:%M")
 
 
@@ -117,7 +123,7 @@ def restore_offer(saved_at: datetime, size_bytes: int, now: datetime, zone: tzin
     """'Restore variables from 14:05 (3.2 GiB)'; the day too when it was not today: 'from 24 Nov 14:05'."""
     local, today = saved_at.astimezone(zone), now.astimezone(zone)
     day = "" if local.date() == today.date() else f"{local.day} {local.strftime('%b')} "
-    return f"Restore variables from {day}{clock_time(saved_at, zone)} ({format_bytes(size_bytes)})"
+    return f"Restore variables from {day}{time_of_day(saved_at, zone)} ({format_bytes(size_bytes)})"
 
 
 def restore_summary(report: Mapping[str, Any]) -> list[str]:

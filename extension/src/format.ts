@@ -3,7 +3,7 @@
  * nothing, so every other module may use it. Pure: no DOM.
  *
  * fracnb_meter/wording.py and the hub's formatters write the same; the shared cases in
- * test-data/byte-sizes.json and test-data/gpu-shares.json hold all of them to it.
+ * test-data/byte-sizes.json, gpu-shares.json and durations.json hold all of them to it.
  */
 
 const UNITS: Array<[string, number]> = [
@@ -82,17 +82,61 @@ export function formatMinutes(minutes: number): string {
   return rest === 0 ? `${hours} h` : `${hours} h ${rest} min`;
 }
 
-/** A configured duration: "30 s", "30 min", "8 h". */
+/**
+ * A configured duration (an idle timeout, a maximum age): "30 s", "2.5 min", "8 h", "2 d". Under
+ * an hour, minutes to one decimal, so that 150 s is "2.5 min", not "3 min"; from an hour, hours
+ * and whole minutes; whole days from 48 h (test-data/durations.json holds the hub to it too).
+ */
 export function formatDuration(seconds: number): string {
-  return seconds < 60 ? `${Math.round(seconds)} s` : formatMinutes(Math.round(seconds / 60));
+  const whole = Math.round(seconds);
+  if (whole < 60) {
+    return `${whole} s`;
+  }
+  const minutes = roundedText(whole / 60, 1);
+  if (Number(minutes) < 60) {
+    return `${minutes} min`;
+  }
+  const total = Math.round(whole / 60);
+  const hours = Math.floor(total / 60);
+  if (hours >= 48 && total % 60 === 0) {
+    return hours % 24 === 0 ? `${hours / 24} d` : `${hours} h`;
+  }
+  return formatMinutes(total);
 }
 
-/** "14:05": the time of day on a 24-hour clock, in ``timeZone`` (default: the browser's). */
-export function clockTime(moment: Date, timeZone?: string): string {
+/**
+ * "14:05": the time of day on a 24-hour clock in ``timeZone`` (default: the browser's), where a line
+ * says the zone once or not at all (fracnb_spawner.common.clock.time_of_day).
+ */
+export function timeOfDay(moment: Date, timeZone?: string): string {
   return new Intl.DateTimeFormat('en-GB', {
     hour: '2-digit',
     minute: '2-digit',
     hourCycle: 'h23',
     timeZone
   }).format(moment);
+}
+
+/**
+ * "14:05 CET": the time of day with the zone's abbreviation, as the hub's pages write their times
+ * ("14:05 UTC"; fracnb_spawner.common.clock.clock_text).
+ */
+export function clockTime(moment: Date, timeZone?: string): string {
+  const zone = zoneName(moment, timeZone);
+  const time = timeOfDay(moment, timeZone);
+  return zone ? `${time} ${zone}` : time;
+}
+
+/**
+ * The zone's short name: "UTC", "CET", "EST". British English names European zones, American English
+ * American ones; where neither has a name, the offset ("GMT+5:30").
+ */
+export function zoneName(moment: Date, timeZone?: string): string {
+  const names = ['en-GB', 'en-US'].map(
+    locale =>
+      new Intl.DateTimeFormat(locale, { timeZone, timeZoneName: 'short' })
+        .formatToParts(moment)
+        .find(part => part.type === 'timeZoneName')?.value ?? ''
+  );
+  return names.find(name => name !== '' && !/^GMT[+-]/.test(name)) ?? names[0];
 }

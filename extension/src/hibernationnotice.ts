@@ -5,7 +5,7 @@
  * service asks just before it stops the server); the hub's own pages write the same lines
  * (fracnb_spawner.hibernation.words; test-data/hibernation-notices.json holds both to it). Pure.
  */
-import { clockTime, formatBytes } from './format';
+import { formatBytes, timeOfDay } from './format';
 import type { IUsage, IKernelOutcome } from './usage';
 
 /** More skipped variables than this: the first three are named, and how many more. */
@@ -30,7 +30,7 @@ export function kernelLine(kernel: IKernelOutcome, timeZone?: string): string | 
     case 'saved':
     case 'partly_saved': {
       const at =
-        kernel.saved_at === null ? '' : ` at ${clockTime(new Date(kernel.saved_at), timeZone)}`;
+        kernel.saved_at === null ? '' : ` at ${timeOfDay(new Date(kernel.saved_at), timeZone)}`;
       const count = `${kernel.variables} variable${kernel.variables === 1 ? '' : 's'}`;
       const skipped = kernel.skipped.length > 0 ? `; ${skippedText(kernel.skipped)}` : '';
       return `Variables of ${notebook} saved${at}: ${formatBytes(kernel.bytes)}, ${count}${skipped}.`;

@@ -7,6 +7,7 @@ import { PageConfig } from '@jupyterlab/coreutils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 
+import { connectionLostPlugin, speakThrough } from './connection';
 import { Hibernation } from './hibernation';
 import { DEFAULT_REFRESH_MS, UsageModel } from './model';
 import { BudgetNotifier } from './notify';
@@ -32,6 +33,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const model = new UsageModel(DEFAULT_REFRESH_MS);
     // Typing is use, for the hub's idle timeout (a polling page is not).
     reportTyping();
+    speakThrough(model); // its stopped-server notice replaces JupyterHub's dialog (connection.ts)
     const openPath = (path: string) => void app.commands.execute('docmanager:open', { path });
     // Under JupyterHub, where a stopped server is started again.
     const hubHome = hubHomeUrl(PageConfig.getOption('hubPrefix'), PageConfig.getOption('hubHost'));
@@ -77,4 +79,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, connectionLostPlugin];

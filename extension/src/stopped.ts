@@ -31,10 +31,46 @@ export interface IStopNotice {
   saved: string[];
 }
 
-/** Saved files live on the home volume; kernels and their memory die with the server. */
-const CONSEQUENCES =
+/**
+ * Saved files live on the home volume; kernels and their memory die with the server. The hub's pages
+ * say the same (test-data/stop-notices.json).
+ */
+export const CONSEQUENCES =
   'Your saved files are kept. Running kernels were shut down: their variables and ' +
   'anything not saved are lost.';
+
+/**
+ * The same when the hibernation before the stop saved variables (listed after it); the hub's pages
+ * say the same (test-data/stop-notices.json).
+ */
+export const SAVED_CONSEQUENCES =
+  'Your saved files are kept, and the variables listed here: open the notebook again to ' +
+  'restore them. Anything else not saved is lost.';
+
+/**
+ * Why, after "was stopped": "for being idle for 15 min", "at its maximum age of 8 h"; "" when not
+ * known. The hub's pages use the same phrases (test-data/stop-notices.json).
+ */
+export function stopPhrase(cause: StopCause, limitSeconds: number): string {
+  switch (cause) {
+    case 'idle':
+      return limitSeconds > 0
+        ? `for being idle for ${formatDuration(limitSeconds)}`
+        : 'for being idle';
+    case 'demand':
+      return 'for being idle while someone waited for a GPU';
+    case 'gpu-unused':
+      return 'for not using its GPU while idle';
+    case 'gpu-unused-busy':
+      return 'for not using its GPU for too long';
+    case 'max-age':
+      return limitSeconds > 0
+        ? `at its maximum age of ${formatDuration(limitSeconds)}`
+        : 'at its maximum age';
+    default:
+      return '';
+  }
+}
 
 /**
  * Slack between the announced deadline and the moment the page noticed the stop: the
@@ -69,22 +105,9 @@ export function stopNoticeOf(state: IUsageState): IStopNotice {
 export function stopNotice(last: IUsage | null, secondsUntilStop: number): IStopNotice {
   const cause = stopCause(last, secondsUntilStop);
   const cull = last?.cull ?? null;
-  let headline = 'This server was stopped.';
-  if (cause === 'idle' && cull !== null && cull.idle_timeout_seconds > 0) {
-    headline = `This server was stopped for being idle for ${formatDuration(cull.idle_timeout_seconds)}.`;
-  } else if (cause === 'idle') {
-    headline = 'This server was stopped for being idle.';
-  } else if (cause === 'demand') {
-    headline = 'This server was stopped for being idle while someone waited for a GPU.';
-  } else if (cause === 'max-age' && cull !== null && cull.max_age_seconds > 0) {
-    headline = `This server was stopped at its maximum age of ${formatDuration(cull.max_age_seconds)}.`;
-  } else if (cause === 'max-age') {
-    headline = 'This server was stopped at its maximum age.';
-  } else if (cause === 'gpu-unused') {
-    headline = 'This server was stopped for not using its GPU while idle.';
-  } else if (cause === 'gpu-unused-busy') {
-    headline = 'This server was stopped for not using its GPU for too long.';
-  }
+  const limit = cause === 'max-age' ? cull?.max_age_seconds : cull?.idle_timeout_seconds;
+  const phrase = stopPhrase(cause, limit ?? 0);
+  const headline = phrase ? `This server was stopped ${phrase}.` : 'This server was stopped.';
   const saved = stopHibernationLines(last);
   if (savedAny(last)) {
     return {
@@ -104,11 +127,6 @@ export function stopNotice(last: IUsage | null, secondsUntilStop: number): IStop
   };
 }
 
-/** Saved files live on the home volume; the hibernation saved kernels' variables there too. */
-const SAVED_CONSEQUENCES =
-  'Your saved files are kept, and the variables listed here: open the notebook again to ' +
-  'restore them. Anything else not saved is lost.';
-
 /**
  * The hub's home page, where the user starts the server again, or null outside JupyterHub.
  * ``hubPrefix`` and ``hubHost`` are the page options JupyterHub's single-user server sets.
@@ -119,6 +137,15 @@ export function hubHomeUrl(hubPrefix: string, hubHost: string): string | null {
   }
   const prefix = hubPrefix.endsWith('/') ? hubPrefix : `${hubPrefix}/`;
   return `${hubHost}${prefix}home`;
+}
+
+/**
+ * Whether fracnb's notice covers a failed request of JupyterLab's (connection.ts): the meter has read
+ * this server before (so it runs here and shows its stopped-server notice), and the hub answered that
+ * the server is not running. Elsewhere JupyterHub's own dialog asks whether to restart.
+ */
+export function fracnbSpeaks(status: number | null, meterHasRead: boolean): boolean {
+  return meterHasRead && status === SERVER_NOT_RUNNING;
 }
 
 /** The request failure as the user may read it: no class names, no raw status lines. */

@@ -3,7 +3,7 @@
  * (fracnb_meter/wording.py writes the same; test-data/cull-warnings.json holds both to it).
  * Pure: no DOM.
  */
-import { clockTime, formatBytes, formatDuration, formatMinutes } from './format';
+import { clockTime, formatBytes, formatDuration, formatMinutes, timeOfDay } from './format';
 import { budgetBytes, minutesLeft } from './summary';
 import type { IBudget, ICullStatus, IDeadline, IUsage } from './usage';
 
@@ -35,7 +35,7 @@ export function deviceName(name: string, simulated: boolean): string {
     .trim();
 }
 
-export { clockTime } from './format';
+export { clockTime, zoneName } from './format';
 
 /** The warning for a deadline of the hub's culling status, or null when none is due. */
 export function cullWarning(deadline: IDeadline | null, timeZone?: string): string | null {
@@ -132,5 +132,5 @@ export function restoreOffer(savedAt: Date, bytes: number, now: Date, timeZone?:
   const today = dayOf(now, timeZone);
   const sameDay = year === today[0] && month === today[1] && day === today[2];
   const date = sameDay ? '' : `${day} ${MONTHS[month]} `;
-  return `Restore variables from ${date}${clockTime(savedAt, timeZone)} (${formatBytes(bytes)})`;
+  return `Restore variables from ${date}${timeOfDay(savedAt, timeZone)} (${formatBytes(bytes)})`;
 }

@@ -206,6 +206,26 @@ class Choosing:
                 reason="invalid-options",
             ) from error  # fmt: skip
 
+    async def checked_plan(self, profiles: list[dict], options: object) -> SpawnPlan:
+        """:meth:`plan_for`, except that a profile the list does not have is refused naming the profiles that
+        can start, as the form shows them: '"0.25 GPU" (quarter)' (the slug is what the REST API takes)."""
+        slug = options.get("profile") if isinstance(options, Mapping) else None
+        if isinstance(slug, str) and slug not in {p["slug"] for p in profiles}:
+            startable = [p for p in profiles if await self._could_start(profiles, p["slug"])]
+            names = ", ".join(f'"{p.get("display_name") or p["slug"]}" ({p["slug"]})' for p in startable)
+            raise InvalidRequestError(
+                400, f"Invalid server options: no such profile {slug[:64]!r}; choose one of: {names}",
+                reason="invalid-options",
+            )  # fmt: skip
+        return self.plan_for(profiles, options)
+
+    async def _could_start(self, profiles: list[dict], slug: str) -> bool:
+        try:
+            plan = self.plan_for(profiles, {"profile": slug})
+        except Exception:  # a profile that needs a choice of free text: offer it
+            return True
+        return await self.slots_exist(plan.ask) is not False
+
     def plan_of(self, selection: Selection, gpu: GPUPlan) -> SpawnPlan:
         host = self.host
         gpu_cull, cpu_cull = host.cull_defaults()

@@ -25,6 +25,7 @@ from fracnb_spawner.config.profiles import (
 )
 from fracnb_spawner.config.traits import FractionalTraits, configured_traits, spawner_section
 from fracnb_spawner.culling import CullTimingError, check_timing
+from fracnb_spawner.form import stopnotice
 from fracnb_spawner.gpu.backends import is_gpu_resource
 from fracnb_spawner.hibernation.settings import timeout_problem
 from fracnb_spawner.queue.config import FracnbQueue
@@ -62,6 +63,8 @@ def setup(c: Any, *, config_file: str | None = None, service: bool = True, servi
         check_config(c)
     except (TraitError, ProfileConfigError, OverrideError, CullTimingError) as error:
         raise SystemExit(f"fracnb: refusing to start, {error}") from None
+    # Why the fracnb service stopped a user's server, at the top of the hub's pages (form/stopnotice.py).
+    c.JupyterHub.template_vars = stopnotice.install(c.JupyterHub.get("template_vars", {}))
     spawner = c.FractionalSpawner
     if not service:
         return

@@ -23,6 +23,7 @@ from traitlets import TraitError
 from traitlets.config import Config, PyFileConfigLoader
 
 from fracnb_spawner.cluster.kube import offline_kubeconfig
+from fracnb_spawner.common.clock import duration_text
 from fracnb_spawner.common.units import format_bytes, share_text
 from fracnb_spawner.config.overrides import OverrideError
 from fracnb_spawner.config.profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
@@ -34,14 +35,51 @@ from fracnb_spawner.gpu.words import plan_summary
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.service.gpuunused import measurability
-from fracnb_spawner.service.page import duration_text
+
+VALUES_KEYS = ("hub", "singleuser")  # the chart's sections a values file for fracnb sets
+WHAT_TO_GIVE = (
+    "Give it a jupyterhub_config.py or a Zero-to-JupyterHub values file (helm-values/README.md says which is which)."
+)
+
+
+class NotHubConfigError(ValueError):
+    """The file is not a hub configuration: the message says what it is and that nothing was checked."""
 
 
 def load_hub_config(path: Path) -> Config:
     """A jupyterhub_config.py as the hub loads it, or the hub config a z2jh values file yields."""
     if path.suffix in (".yaml", ".yml"):
-        return config_from_values(yaml.safe_load(path.read_text()) or {})
+        return config_from_values(values_of(path))
     return PyFileConfigLoader(path.name, path=str(path.parent.resolve())).load_config()
+
+
+def values_of(path: Path) -> dict:
+    """The values of a z2jh values file; ``NotHubConfigError`` for Kubernetes objects or other YAML."""
+    try:
+        documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+    except yaml.YAMLError as error:
+        raise NotHubConfigError(f"{path.name} is not valid YAML ({_first_line(error)}). {WHAT_TO_GIVE}") from None
+    objects = [doc for doc in documents if isinstance(doc, dict) and "apiVersion" in doc and "kind" in doc]
+    if objects:
+        kinds = ", ".join(_object_name(doc) for doc in objects)
+        raise NotHubConfigError(
+            f"{path.name} holds Kubernetes objects to apply with kubectl ({kinds}), not hub values: "
+            f"there is nothing in it to check. {WHAT_TO_GIVE}"
+        )
+    if len(documents) != 1 or not isinstance(documents[0], dict) or not set(VALUES_KEYS) & set(documents[0]):
+        raise NotHubConfigError(
+            f"{path.name} has no hub or singleuser values: there is nothing in it to check. {WHAT_TO_GIVE}"
+        )
+    return documents[0]
+
+
+def _object_name(document: dict) -> str:
+    name = (document.get("metadata") or {}).get("name")
+    return f"{document['kind']} {name}" if name else str(document["kind"])
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0]
 
 
 def config_from_values(values: dict) -> Config:
@@ -227,14 +265,16 @@ def hibernation_lines(service: Any, hibernate_on_stop: bool) -> list[str]:
     ]
 
 
-def summary(config: Config) -> list[str]:
-    """Quotas and idle policies as the hub and the fracnb service will apply them."""
+def summary(config: Config, *, choices: int = 1) -> list[str]:
+    """Quotas and idle policies as the hub and the fracnb service will apply them (``choices``: how many
+    choices the listing above shows)."""
     from fracnb_spawner.service.app import FracnbService  # noqa: PLC0415 -- the service's imports, only for the summary
 
     gpu, cpu = configured_traits(config).cull_defaults()
-    lines = ["quotas (FracnbQuotas):", *quota_lines(FracnbQuotas(config=config).policy())]
+    lines = [] if choices else ["no profiles: every server gets the spawner's own settings", ""]
+    lines += ["quotas (FracnbQuotas):", *quota_lines(FracnbQuotas(config=config).policy())]
     lines += [
-        "idle policies (each choice above shows its own):",
+        "idle policies (each choice above shows its own):" if choices else "idle policies:",
         f"  GPU servers by default: {idle_policy_text(gpu.idle_timeout, gpu.max_age)}",
         f"  CPU-only servers by default: {idle_policy_text(cpu.idle_timeout, cpu.max_age)}",
         *service_lines(FracnbService(config=config)),
@@ -261,7 +301,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             config = load_hub_config(args.config)
             rows = asyncio.run(_describe(config, args.manifest))
-            totals = summary(config)  # also refuses what FracnbService would refuse at its start
+            totals = summary(config, choices=len(rows))  # also refuses what FracnbService would refuse at its start
+        except NotHubConfigError as error:
+            print(f"fracnb-dry-run: {error}", file=sys.stderr)
+            return 2
         except (TraitError, ProfileConfigError, OverrideError) as error:
             print(f"fracnb-dry-run: configuration refused: {error}", file=sys.stderr)
             return 1

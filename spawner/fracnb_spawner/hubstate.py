@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
 from fracnb_spawner.cluster.watches import ClusterWatches
@@ -36,6 +37,9 @@ class HubState:
         # Why a server stopped, for its user's next spawn form: (user, server) -> text. Here, not on the
         # spawner: JupyterHub drops a stopped server's spawner object.
         self.stop_notices: dict[tuple[str, str], str] = {}
+        # (user, server) -> (when, confirmation) of a spawn its user stopped while it waited in the GPU queue,
+        # for the hub's pages (form/stopnotice.py); JupyterHub discards the spawner of a cancelled spawn.
+        self.left_queue: dict[tuple[str, str], tuple[datetime, str]] = {}
 
     @classmethod
     def current(cls) -> HubState:

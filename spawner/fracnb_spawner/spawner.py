@@ -13,6 +13,7 @@ from fracnb_spawner.choosing import Choosing
 from fracnb_spawner.cluster.reflectors import needs_restart, recovering
 from fracnb_spawner.cluster.refusals import start_refusal
 from fracnb_spawner.common.errors import HubConfigError, RefusedSpawnError
+from fracnb_spawner.common.refusals import logged_refusals
 from fracnb_spawner.config.applied import SpawnValues, apply_choice
 from fracnb_spawner.config.overrides import GPU_CARRYING_TRAITS, FilledText, OverrideError, check_spawner_traits
 from fracnb_spawner.config.profiles import checked_profile_list
@@ -26,7 +27,7 @@ from fracnb_spawner.hibernation.userstop import hibernate_before_user_stop
 from fracnb_spawner.hubstate import HubState
 from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.order import pod_is_gated
-from fracnb_spawner.queue.spawning import QueueTimeoutError, SpawnQueue, hub_server_activity, merge
+from fracnb_spawner.queue.spawning import QueueTimeoutError, SpawnQueue, hub_server_activity, merge, ready_unless_left
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.spawnplan import SpawnPlan, plan_from_state, pod_with_plan
@@ -96,6 +97,10 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         # The "server" role's scopes, plus calling the fracnb service for quota and cull status.
         return ["users:activity!user", "access:servers!server", f"access:services!service={self.fracnb_service_name}"]
 
+    @default("progress_ready_hook")
+    def _default_progress_ready_hook(self) -> Any:
+        return ready_unless_left
+
     @default("apply_user_options")
     def _default_apply_user_options(self) -> Any:
         # load_user_options validates and applies user_options when the spawn starts; without a
@@ -131,7 +136,8 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         without applying anything."""
         profiles = await self.resolve_profiles()
         if profiles:
-            await self.choosing.admit(self.choosing.plan_for(profiles, options), reserve=False)
+            with logged_refusals(self.log, self.user.name, self.name, options):
+                await self.choosing.admit(await self.choosing.checked_plan(profiles, options), reserve=False)
 
     # ---- applying a choice ---------------------------------------------------------------------------
 
@@ -147,11 +153,13 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         self.spawn_plan = None
         self.queue.reset()
         self.hub_state.stop_notices.pop((self.user.name, self.name), None)
+        self.hub_state.left_queue.pop((self.user.name, self.name), None)
         profiles = await self.resolve_profiles()
         if not profiles:
             return await super().load_user_options()
-        plan = self.choosing.plan_for(profiles, self.user_options)
-        await self.choosing.admit(plan, reserve=True)
+        with logged_refusals(self.log, self.user.name, self.name, self.user_options):
+            plan = await self.choosing.checked_plan(profiles, self.user_options)
+            await self.choosing.admit(plan, reserve=True)
         self.user_options = dict(plan.selection.user_options) if plan.selection else self.user_options
         try:
             apply_choice(self, plan.overrides, plan.selection, plan.profile)
@@ -210,18 +218,22 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
 
     async def _start(self) -> Any:
         """KubeSpawner's start, queued when no slot is free, failing with a plain reason before the hub's timeout."""
+        with logged_refusals(self.log, self.user.name, self.name, self.user_options):
+            return await self._start_queued()
+
+    async def _start_queued(self) -> Any:
         inner = asyncio.ensure_future(super()._start())
         self._pod_created = False
         cancelled, succeeded = True, False
         try:
-            result = await self.queue.await_started(inner, self._running_url)
+            result = await self.queue.await_started(inner, lambda: _running_url(self))
             cancelled, succeeded = False, True
             return result
         except QueueTimeoutError:
             cancelled = False
             await _cancelled(inner)  # KubeSpawner's own wait for the pod, before the pod goes
             message = self.queue.gave_up()
-            await self._stop_quietly()
+            await _stop_quietly(self)
             raise RefusedSpawnError(503, message, reason="queue-timeout") from None
         except Exception as error:
             cancelled = False
@@ -239,14 +251,6 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
                 self.hub_state.ledger.release(self.user.name, self.name)
                 if not self._pod_created:
                     await self.companions.remove_quietly(self.api.api_client, self.log, self._log_name)
-
-    def _running_url(self) -> str | None:
-        """KubeSpawner's result (the server's URL) once the pod runs, if all that is left of its start is its wait."""
-        pod = self.queue.reflected_pod() if self._pod_created else None
-        if not self.is_pod_running(pod) or self.internal_ssl or self.services_enabled or self.after_pod_created_hook:
-            return None
-        self.pod_id = pod["metadata"]["uid"]
-        return self._get_pod_url(pod)
 
     async def _make_create_pod_request(self, pod: Any, request_timeout: float) -> Any:
         """Create the plan's objects beside the pod, queue (or not), create the pod, then make it the objects'
@@ -276,6 +280,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
     async def stop(self, now: bool = False) -> None:
         if self._replacing_leftover:  # only the leftover pod goes: this start keeps its quota and its objects
             return await super().stop(now=now)
+        self.queue.note_stopped(self.hub_state.left_queue)
         try:
             if not now:  # now: a spawn given up, or a leftover pod; nothing to save
                 await hibernate_before_user_stop(self)
@@ -283,12 +288,6 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             await self.companions.remove(self.api.api_client, self.log)
         finally:
             self.hub_state.ledger.release(self.user.name, self.name)
-
-    async def _stop_quietly(self) -> None:
-        try:
-            await self.stop(now=True)
-        except Exception as error:  # the refusal says why the spawn ended; the hub's next poll sees the rest
-            self.log.warning("fracnb: could not remove %s after its wait in the queue: %r", self._log_name, error)
 
     async def poll(self) -> int | None:
         """KubeSpawner's poll, except for pods that KubeSpawner says run and are not running servers: a pod
@@ -334,6 +333,24 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
 
 def _applied_by_load_user_options(spawner: FractionalSpawner, user_options: dict) -> None:
     """``apply_user_options``: nothing to do here (see ``FractionalSpawner.load_user_options``)."""
+
+
+def _running_url(spawner: FractionalSpawner) -> str | None:
+    """KubeSpawner's result (the server's URL) once the pod runs, if all that is left of its start is its wait."""
+    pod = spawner.queue.reflected_pod() if spawner._pod_created else None
+    if not spawner.is_pod_running(pod) or spawner.internal_ssl or spawner.services_enabled:
+        return None
+    if spawner.after_pod_created_hook:  # it runs after KubeSpawner's own wait
+        return None
+    spawner.pod_id = pod["metadata"]["uid"]
+    return spawner._get_pod_url(pod)
+
+
+async def _stop_quietly(spawner: FractionalSpawner) -> None:
+    try:
+        await spawner.stop(now=True)
+    except Exception as error:  # the refusal says why the spawn ended; the hub's next poll sees the rest
+        spawner.log.warning("fracnb: could not remove %s after its wait in the queue: %r", spawner._log_name, error)
 
 
 async def _cancelled(task: asyncio.Future) -> None:

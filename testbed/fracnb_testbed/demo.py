@@ -27,6 +27,7 @@ from pathlib import Path
 
 from fracnb_testbed.clusters import RUNNER_LABEL, load_cluster
 from fracnb_testbed.controlplane import down, up
+from fracnb_testbed.demo_options import ACTIVITY_LAG, idle_policy_words, local_zone_name, option_problem, zone_problem
 from fracnb_testbed.errors import TestbedError
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.state import STATE_FILE, TestbedState
@@ -69,6 +70,20 @@ PROFILES = [
         "gpu": {"fraction": 0.25, "memory": "10Gi"},
     },
     {
+        # One slot only (the testbed's local MPS node): a second user waits in the GPU queue, and an
+        # idle server is stopped sooner while someone waits (its cull key; hub_config sets the time).
+        "display_name": "0.25 GPU, one slot",
+        "slug": "one-slot",
+        "description": (
+            "A quarter of an A100 by MPS, on a GPU with a single slot for notebooks: when someone holds it, "
+            "the next user waits in the GPU queue, and an idle server makes way sooner."
+        ),
+        "gpu": {"fraction": 0.25, "backend": "mps"},
+        "kubespawner_override": {
+            "tolerations": [{"key": "fracnb.io/demo-slot", "operator": "Exists", "effect": "NoSchedule"}]
+        },
+    },
+    {
         "display_name": "1/2 GPU",
         "slug": "half",
         "description": (
@@ -97,8 +112,9 @@ class DemoSettings:
     service_port: int = 0
     idle_timeout: int = 900
     cull_every: int = 30
-    warning_lead: int = 600
+    warning_lead: int = 120
     password: str = DEMO_PASSWORD
+    time_zone: str = field(default_factory=local_zone_name)  # of the times the hub's pages show
     users: dict[str, list[str]] = field(default_factory=lambda: dict(DEMO_USERS))
     extra_config: str = ""  # jupyterhub_config.py lines added before setup(c), e.g. by tests
 
@@ -205,8 +221,11 @@ def hub_config(settings: DemoSettings, proxy: str) -> str:
         "c.Spawner.start_timeout = 180\nc.Spawner.http_timeout = 180",
         "c.FractionalSpawner.gpu_backend = 'time-slicing'",
         "c.FractionalSpawner.gpu_memory = '80Gi'",
+        # --idle-timeout: every server of the demo, GPU and CPU-only alike.
         f"c.FractionalSpawner.gpu_idle_timeout = {settings.idle_timeout}",
-        f"c.FractionalSpawner.profile_list = {PROFILES!r}",
+        f"c.FractionalSpawner.cpu_idle_timeout = {settings.idle_timeout}",
+        f"c.FractionalSpawner.profile_list = {demo_profiles(settings)!r}",
+        f"c.FracnbQueue.display_timezone = {settings.time_zone!r}",
         f"c.FracnbQuotas.default_user_quota = {DEFAULT_USER_QUOTA!r}",
         f"c.FracnbQuotas.group_quotas = {GROUP_QUOTAS!r}",
         f"c.FracnbQuotas.user_quotas = {USER_QUOTAS!r}",
@@ -221,6 +240,22 @@ def hub_config(settings: DemoSettings, proxy: str) -> str:
         f"setup(c, config_file=__file__, service_url='http://127.0.0.1:{settings.service_port}')",
     ]
     return "\n".join(lines) + "\n"
+
+
+def demand_timeout(settings: DemoSettings) -> int:
+    """The "one slot" choice's idle timeout while someone waits for it: 4 min, or as little more than the
+    warning and the activity lag as the hub accepts (never longer than the usual idle timeout)."""
+    shortest = settings.warning_lead + ACTIVITY_LAG + 60
+    wanted = max(240, shortest)
+    return min(wanted, settings.idle_timeout) if settings.idle_timeout else wanted
+
+
+def demo_profiles(settings: DemoSettings) -> list[dict]:
+    profiles = [dict(profile) for profile in PROFILES]
+    for profile in profiles:
+        if profile["slug"] == "one-slot" and demand_timeout(settings) < settings.idle_timeout:
+            profile["cull"] = {"idle_timeout_under_demand": demand_timeout(settings)}
+    return profiles
 
 
 def _groups_config(groups: dict[str, list[str]]) -> dict[str, dict[str, list[str]]]:
@@ -272,18 +307,32 @@ def start_hub(settings: DemoSettings, log_file: Path) -> subprocess.Popen:
         )
 
 
-def wait_for_hub(url: str, hub: subprocess.Popen, log_file: Path, timeout: float = 120) -> None:
-    """Poll the hub's health endpoint through the proxy; a DemoError if the hub dies."""
+def wait_for_hub(url: str, hub: subprocess.Popen, log_file: Path, timeout: float = 120, since: int = 0) -> None:
+    """Poll the hub's health endpoint through the proxy; a DemoError if the hub dies, with the lines of its
+    log (from byte ``since``: this run's) that say why."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if hub.poll() is not None:
-            tail = log_file.read_text(errors="replace")[-3000:]
-            raise DemoError(f"JupyterHub exited with code {hub.returncode}; its log ends:\n{tail}")
+            with open(log_file, "rb") as log:
+                log.seek(since)
+                text = log.read().decode(errors="replace")
+            raise DemoError(f"JupyterHub stopped at its start (exit code {hub.returncode}):\n{why_it_stopped(text)}")
         with suppress(OSError, urllib.error.URLError):
             urllib.request.urlopen(f"{url}/hub/health", timeout=2).close()  # noqa: S310
             return
         time.sleep(0.3)
     raise DemoError(f"JupyterHub did not answer at {url} within {timeout:.0f}s; see {log_file}")
+
+
+WHY_MARKERS = ("refusing to start", "[C ", "[E ", "Error:", "Exception:")
+
+
+def why_it_stopped(log_text: str, most: int = 8) -> str:
+    """The lines of a hub log that say why it stopped: its critical and error lines (fracnb's refusals
+    among them), else the last few lines."""
+    lines = [line for line in log_text.splitlines() if line.strip()]
+    found = [line for line in lines if any(marker in line for marker in WHY_MARKERS)]
+    return "\n".join((found or lines)[-most:])
 
 
 def stop_hub(hub: subprocess.Popen, grace: float = 30) -> None:
@@ -337,9 +386,10 @@ def running_demo(
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     log_file = settings.state_dir / "jupyterhub.log"
     progress(f"starting JupyterHub (log: {log_file})")
+    since = log_file.stat().st_size if log_file.exists() else 0  # the log of earlier runs is not this one's
     hub = start_hub(settings, log_file)
     try:
-        wait_for_hub(settings.url, hub, log_file)
+        wait_for_hub(settings.url, hub, log_file, since=since)
         yield RunningDemo(settings, hub, log_file, testbed)
     finally:
         progress("stopping JupyterHub, its servers, the fracnb service and the proxy")
@@ -368,9 +418,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--state-dir", type=Path, help=f"where config, logs and the users' homes go (default {default_state_dir()})"
     )
-    parser.add_argument("--idle-timeout", type=int, default=900, help="seconds idle before a server is culled (900)")
-    parser.add_argument("--cull-every", type=int, default=30, help="seconds between culling passes (30)")
-    parser.add_argument("--warning-lead", type=int, default=600, help="seconds of warning before a cull (600)")
+    parser.add_argument(
+        "--idle-timeout",
+        type=int,
+        default=900,
+        help="seconds a server, GPU or CPU-only, may sit idle before the fracnb service stops it; 0: never "
+        "(default 900, 15 min)",
+    )
+    parser.add_argument("--cull-every", type=int, default=30, help="seconds between culling passes (default 30)")
+    parser.add_argument(
+        "--warning-lead",
+        type=int,
+        default=120,
+        help="seconds before such a stop that the notebook warns its user; 0: no warning (default 120, 2 min)",
+    )
+    parser.add_argument(
+        "--time-zone",
+        help=f"the IANA time zone of the times the hub's pages show (default: this machine's, {local_zone_name()})",
+    )
     parser.add_argument(
         "--reset-homes",
         action="store_true",
@@ -393,6 +458,8 @@ def announce(settings: DemoSettings, runner_env: dict[str, str], homes: Path | N
     groups = ", ".join(f"{g}: {q} GPU" for g, q in GROUP_QUOTAS.items())
     users = ", ".join(f"{u}: {'no limit' if q is None else f'{q} GPU'}" for u, q in USER_QUOTAS.items())
     print(f"  GPU quotas: groups {groups}; users {users}; everyone else {DEFAULT_USER_QUOTA} GPU")
+    print(f"  idle servers (GPU and CPU-only): {idle_policy_words(settings.idle_timeout, settings.warning_lead)}")
+    print(f"  times on the hub's pages: {settings.time_zone} (JupyterLab shows your browser's zone)")
     if runner_env:
         print(f"  simulated GPU: {SIMULATED_GPU_NAME}; in a notebook try")
         print('    import fracnb_meter.simulate as sim; sim.allocate("6GiB")')
@@ -429,6 +496,7 @@ def run(args: argparse.Namespace, state_dir: Path) -> None:
             idle_timeout=args.idle_timeout,
             cull_every=args.cull_every,
             warning_lead=args.warning_lead,
+            **({"time_zone": args.time_zone} if args.time_zone else {}),
         )
         with running_demo(settings, progress=say) as demo:
             announce(settings, runner_env, homes)
@@ -453,6 +521,10 @@ def recovery_hint(state_dir: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    problem = option_problem(args.idle_timeout, args.warning_lead, args.cull_every) or zone_problem(args.time_zone)
+    if problem:  # before anything starts
+        say(f"error: {problem}")
+        return 2
     signal.signal(signal.SIGINT, _interrupt_once)
     signal.signal(signal.SIGTERM, _interrupt_once)
     # A closed terminal sends SIGHUP: stop everything then too, rather than leave it running.
@@ -462,7 +534,11 @@ def main(argv: list[str] | None = None) -> int:
         run(args, state_dir)
     except KeyboardInterrupt:
         say("stopped")
-    except (DemoError, TestbedError, OSError) as error:
+    except DemoError as error:  # the message says what to fix
+        say(f"error: {error}")
+        say(f"the whole log: {state_dir / 'jupyterhub.log'}")
+        return 1
+    except (TestbedError, OSError) as error:
         say(f"error: {error}")
         say(recovery_hint(state_dir))
         return 1

@@ -114,6 +114,7 @@ def expect_stopped_for_idleness(page: Page, demo: RunningDemo) -> None:
     expect(page.locator("body")).not_to_contain_text(raw_error)
     assert not raw_error.search(status.get_attribute("title") or "")
     assert not any(raw_error.search(text) for text in lab_dialogs), lab_dialogs
+    assert not lab_dialogs, f"JupyterHub's dialog spoke over fracnb's notice: {lab_dialogs}"
     wait_for_animations(page)
     shot(page, "culled-while-in-background")
     # The toast's action takes her to the hub home, where she can start the server again.

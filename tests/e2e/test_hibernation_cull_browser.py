@@ -164,10 +164,18 @@ def test_an_idle_servers_variables_survive_its_cull_with_its_tab_open(short_demo
 
         # Her fracnb page says the same.
         page.goto(f"{demo.settings.url}/services/fracnb/")
-        stops = page.locator("#stops")
+        stops = page.locator("#stopped")
         expect(stops).to_contain_text("idle")
         expect(stops.locator(".hibernation")).to_have_text(re.compile(r"^Variables of train\.ipynb saved at "))
         shot(page, "hibernation-service-page")
+        # And the hub's own pages, from the same record.
+        page.goto(f"{demo.settings.url}/hub/home")
+        notice = page.locator(".announcement .fracnb-stopped")
+        expect(notice).to_contain_text(
+            f"Your server was stopped for being idle for {IDLE_TIMEOUT // 60} min (at "
+        )  # fmt: skip
+        expect(notice).to_contain_text("Your saved files are kept, and the variables listed here")
+        expect(notice).to_contain_text("Variables of train.ipynb saved at ")
 
         # The service's hibernation is the one on disk: the spawner's stop that followed did not save again.
         stopped = answer_of(demo, "services/fracnb/api/me", user_token(demo, "carol"))["stopped"][""]

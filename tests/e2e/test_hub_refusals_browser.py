@@ -89,7 +89,15 @@ def test_choice_no_node_offers_is_greyed_out_and_refused_at_once(hub: RunningDem
     expect(half.locator("input[name=profile]")).to_be_disabled()
     # It looks disabled: greyed, dashed, a not-allowed cursor (and the card of a choice that can start does not).
     style = half.evaluate("e => { const s = getComputedStyle(e); return [s.backgroundColor, s.borderStyle, s.cursor] }")
-    assert style == ["rgb(240, 240, 240)", "dashed", "not-allowed"]
+    # Greyed by the hub theme's own tertiary background (it follows the light and dark themes).
+    tertiary = page.evaluate("""() => {
+        const probe = document.body.appendChild(document.createElement("div"));
+        probe.style.background = "var(--bs-tertiary-bg)";
+        const colour = getComputedStyle(probe).backgroundColor;
+        probe.remove();
+        return colour;
+    }""")
+    assert style == [tertiary, "dashed", "not-allowed"]
     quarter = profile_row(page, "quarter").evaluate("e => getComputedStyle(e).cursor")
     assert quarter != "not-allowed"
     expect(profile_row(page, "quarter")).to_contain_text(re.compile(r"\d+ free now"))

@@ -115,8 +115,11 @@ def test_sessions_become_advice_in_the_panel_and_on_the_form_and_admins_see_the_
         admin_page = context.new_page()
         log_in(admin_page, demo, "admin")
         admin_page.goto(f"{demo.settings.url}/services/fracnb/report")
-        quarter = admin_page.locator("#choices tr", has_text="quarter")
+        quarter = admin_page.locator('#choices tr[data-fracnb-choice^="quarter "]')
         expect(quarter.locator("td.num").first).to_have_text("3", timeout=30_000)
+        # The report advises what dana's form and panel advise: one rule in both places.
+        expect(quarter).to_contain_text("Small GPU memory (fits 100 %)")
+        expect(admin_page.locator("#advice")).to_contain_text("users are advised Small GPU memory (10 GiB)")
         shot(admin_page, "right-sizing-report")
     finally:
         context.close()

@@ -40,22 +40,24 @@ def record(**figures: Any) -> dict[str, Any]:
 def test_a_session_counts_on_the_day_it_started_even_past_midnight() -> None:
     late = record(observed_seconds=7200.0, oom_events=2)  # 23:30 to 01:30
     assert rollup.key_of(late) == rollup.DayKey("a100", "size=half", 150, date(2026, 11, 1), 0.5, 40 * GIB)
-    assert rollup.sums_of(late) == rollup.DaySums(1, 1.0, 0.25, 1)
+    assert rollup.sums_of(late) == rollup.DaySums(1, 1.0, 0.25, 0, 1)  # reached its budget, no error
+    assert rollup.sums_of(record(oom_events=1, oom_errors=1)) == rollup.DaySums(1, 0.5, 0.125, 1, 1)
+    assert rollup.sums_of(record(seconds_above_95=3.0)) == rollup.DaySums(1, 0.5, 0.125, 0, 1)
 
 
 def test_unknown_values_become_the_tables_sentinels() -> None:
     bare = record(profile=None, choice=None, fraction=None, budget_bytes=None, peak_bytes=None, busy_share=None)
     assert rollup.key_of(bare) == rollup.DayKey("", "", -1, date(2026, 11, 1), 0.0, 0)
-    assert rollup.sums_of(bare) == rollup.DaySums(1, 0.0, 0.0, 0)
+    assert rollup.sums_of(bare) == rollup.DaySums(1, 0.0, 0.0, 0, 0)
 
 
 def test_an_update_replaces_the_old_contribution() -> None:
     first, later = record(peak_bytes=2 * GIB), record(peak_bytes=2 * GIB, observed_seconds=7200.0)
-    assert rollup.deltas([first], [later]) == {rollup.key_of(first): rollup.DaySums(0, 0.5, 0.125, 0)}
+    assert rollup.deltas([first], [later]) == {rollup.key_of(first): rollup.DaySums(0, 0.5, 0.125, 0, 0)}
     moved = record(peak_bytes=8 * GIB)  # the peak moved to another bucket: one row loses it, one gains it
     assert rollup.deltas([first], [moved]) == {
-        rollup.key_of(first): rollup.DaySums(-1, -0.5, -0.125, 0),
-        rollup.key_of(moved): rollup.DaySums(1, 0.5, 0.125, 0),
+        rollup.key_of(first): rollup.DaySums(-1, -0.5, -0.125, 0, 0),
+        rollup.key_of(moved): rollup.DaySums(1, 0.5, 0.125, 0, 0),
     }
 
 
@@ -139,7 +141,7 @@ def test_the_rollup_report_equals_the_one_from_every_session(history) -> None:
     assert [r.label for r in from_rollup.rows] == [r.label for r in from_rows.rows]
     for mine, theirs in zip(from_rollup.rows, from_rows.rows, strict=True):
         assert asdict(mine) == pytest.approx(asdict(theirs))
-    assert from_rollup.menu == from_rows.menu
+    assert from_rollup.advice == from_rows.advice
     # Against the exact percentiles: the rollup's answer is the upper edge of the 0.1 % bin holding them.
     for choice_row in from_rollup.rows:
         ratios = [r["peak_bytes"] / r["budget_bytes"] for r in records
@@ -182,7 +184,7 @@ def test_the_migration_backfills_the_rollup_from_stored_sessions(db_url: str) ->
     with engine.begin() as connection:
         connection.execute(SessionRecord.__table__.insert(), prepared)
     db.upgrade(engine)
-    assert db.current_revision(engine) == "0002"
+    assert db.current_revision(engine) == db.head_revision()
     assert session_indexes(engine) == {"ix_fracnb_sessions_user_started", "ix_fracnb_sessions_reported",
                                        "ix_fracnb_sessions_started"}  # fmt: skip
     history = db.open_database(db_url)

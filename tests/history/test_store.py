@@ -17,13 +17,13 @@ def test_migrations_build_the_schema_from_an_empty_database(db_url: str) -> None
     assert inspect(engine).get_table_names() == []
     assert db.current_revision(engine) is None
     db.upgrade(engine)
-    assert db.current_revision(engine) == db.head_revision() == "0002"
-    assert {"fracnb_sessions", "fracnb_session_days"} <= set(inspect(engine).get_table_names())
+    assert db.current_revision(engine) == db.head_revision() == "0003"
+    assert {"fracnb_sessions", "fracnb_session_days", "fracnb_stops"} <= set(inspect(engine).get_table_names())
     columns = {column["name"] for column in inspect(engine).get_columns("fracnb_sessions")}
     assert {"user_name", "server_name", "profile", "choice", "fraction", "budget_bytes", "backend", "started_at",
             "ended_at", "peak_bytes", "seconds_above_80", "seconds_above_95", "oom_events", "busy_share"} <= columns  # fmt: skip
     db.upgrade(engine)  # a current database: nothing to do, nothing lost
-    assert db.current_revision(engine) == "0002"
+    assert db.current_revision(engine) == "0003"
     engine.dispose()
 
 

@@ -42,14 +42,14 @@ def test_the_cases_cover_every_reason_the_schema_knows() -> None:
 def test_demand_warning_is_the_issues_sentence() -> None:
     deadline = {"reason": "demand", "cull_at": "2026-11-23T14:05:00Z", "seconds_left": 300, "warning": True}
     assert cull_warning(deadline, timezone.utc) == (
-        "Someone is waiting for a GPU; this idle server stops at 14:05 unless you use it."
+        "Someone is waiting for a GPU; this idle server stops at 14:05 UTC unless you use it."
     )
 
 
-def test_clock_time_is_local_by_default() -> None:
+def test_clock_time_is_local_by_default_and_names_its_zone() -> None:
     moment = datetime(2026, 11, 23, 9, 7, tzinfo=timezone.utc)
-    assert clock_time(moment) == moment.astimezone().strftime("%H:%M")
-    assert clock_time(moment, ZoneInfo("Asia/Kolkata")) == "14:37"
+    assert clock_time(moment) == moment.astimezone().strftime("%H:%M %Z")
+    assert clock_time(moment, ZoneInfo("Asia/Kolkata")) == "14:37 IST"
 
 
 PEAK_CASES = shared_cases("session-peaks.json")["cases"]

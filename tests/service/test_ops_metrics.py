@@ -9,8 +9,8 @@ from fractions import Fraction
 import pytest
 
 from fracnb_spawner.quota.policy import QuotaPolicy
+from fracnb_spawner.service.gpuunits import gpu_kinds
 from fracnb_spawner.service.metrics import HIBERNATION_OUTCOMES, CullMetrics
-from fracnb_spawner.service.page import gpu_kinds
 from tests.hub_pods import MIG, SHARED, T0, pod
 
 SHARED_RESOURCE = "nvidia.com/gpu.shared"

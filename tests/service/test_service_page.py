@@ -98,7 +98,7 @@ def test_user_sees_only_their_own_servers_and_quota(hub, new_user, make_pod):
     make_pod(bob, fraction="1/2", profile="half")
     tables = page(hub, user_token(hub, ann))
     (server,) = tables.rows["mine"]
-    assert server[:4] == ["(default)", "quarter", "0.25 GPU", "—"]
+    assert server[:4] == ["default server", "quarter", "0.25 GPU", "—"]  # a profile the hub lacks: its slug
     assert re.fullmatch(r"in (29|30) min \(idle, at \d\d:\d\d UTC\)", server[4]), server
     # The hub config gives every user 1 GPU; the group has no quota, and holds ann's and bob's.
     quota = " ".join(tables.text["quota"].split())
@@ -114,15 +114,17 @@ def test_admin_sees_the_whole_cluster(hub, new_user, make_pod, testbed, hub_name
     admin, holder = new_user("admin"), new_user("holder")
     assert hub.api("PATCH", f"users/{admin}", {"admin": True})[0] == 200
     admin_token = user_token(hub, admin, scopes=(ACCESS,))
-    before = {(r[0], r[1]): r for r in page(hub, admin_token).rows["kinds"]}
-    assert before, "the testbed's GPU nodes are listed"
-    shared = next(key for key in before if key[0] == "nvidia.com/gpu.shared")
-    # A pod holding 3 time-slicing replicas on a GPU node of that kind.
+    # Only what the hub's choices use, in GPUs: 1/8 GPU on the 8-way time-sliced node (64 replicas); no
+    # node offers 1/2 GPU (2-way), and the other GPU nodes are nothing to this hub.
+    before = {r[0]: r for r in page(hub, admin_token).rows["kinds"]}
+    assert list(before) == ["0.125 GPU (time-slicing)"]
+    assert before["0.125 GPU (time-slicing)"][1:5] == ["A100: 1/8 GPU", "NVIDIA-A100-SXM4-80GB", "1", "8 GPUs"]
+    # A pod holding 3 time-slicing replicas on that node.
     node = next(
         n["metadata"]["name"]
         for n in testbed.list_nodes()
-        if "nvidia.com/gpu.shared" in n["status"]["allocatable"]
-        and n["metadata"]["labels"].get("nvidia.com/gpu.product") == shared[1]
+        if n["metadata"]["labels"].get("nvidia.com/gpu.replicas") == "8"
+        and n["metadata"]["labels"].get("nvidia.com/gpu.sharing-strategy") == "time-slicing"
     )
     testbed.create_pod(
         hub_namespace,
@@ -145,12 +147,16 @@ def test_admin_sees_the_whole_cluster(hub, new_user, make_pod, testbed, hub_name
     hub.start_server(holder)
     make_pod(holder, fraction="1/2", profile="half", idle_timeout=600)  # within the 900 s warning lead
     tables = page(hub, admin_token)
-    after = {(r[0], r[1]): r for r in tables.rows["kinds"]}
-    _, _, _, allocatable, allocated, free = after[shared]
-    assert int(allocated) == int(before[shared][4]) + 3
-    assert int(free) == int(allocatable) - int(allocated)
+    after = {r[0]: r for r in tables.rows["kinds"]}
+
+    def gpus(text: str) -> float:
+        return float(text.split(maxsplit=1)[0])
+
+    (_, _, _, _, total, in_use, _, free) = after["0.125 GPU (time-slicing)"]
+    assert gpus(in_use) == gpus(before["0.125 GPU (time-slicing)"][5]) + 3 / 8
+    assert gpus(free) == gpus(total) - gpus(in_use)
     assert [holder, "1", "0.5 GPU", "1 GPU"] in tables.rows["users"]
-    assert any(row[0] == holder and row[1] == "(default)" for row in tables.rows["warnings"]), tables.rows
+    assert any(row[0] == holder and row[1] == "default server" for row in tables.rows["warnings"]), tables.rows
     assert "team-a" in [row[0] for row in tables.rows["groups"]]  # every group with a quota
     # The admin is a user too: their own (empty) part comes first.
     assert "You have no server running." in tables.text["mine"]
@@ -206,38 +212,59 @@ async def test_browser_views(hub, new_user, make_pod):
             await browser.close()
 
 
-async def test_recent_culls_reach_the_admin_view(hub, new_user, make_pod, pod_source):
-    """A culling pass of the service's state records what it stopped; the admin view lists it."""
+async def test_recent_culls_reach_the_admin_view_and_each_stop_outlives_a_restart(
+    hub, new_user, make_pod, pod_source, tmp_path
+):
+    """A culling pass of the service's state records what it stopped; the admin view lists it; the
+    user's page and api/me still say why after the service starts again."""
     from datetime import timedelta
 
     from jupyterhub.services.auth import HubAuth
 
     from fracnb_spawner.culling import CullPolicy
+    from fracnb_spawner.history import db
     from fracnb_spawner.quota.config import FracnbQuotas
     from fracnb_spawner.service.app import ServiceState
     from fracnb_spawner.service.core import CullSettings, utcnow
     from fracnb_spawner.service.hub import HubAPI
-    from fracnb_spawner.service.web import PageSources, admin_view
+    from fracnb_spawner.service.web import PageSources, admin_view, user_view
 
     idle = new_user("idle")
     hub.start_server(idle)
     make_pod(idle, idle_timeout=60)
     later = utcnow() + timedelta(minutes=5)
     api = HubAPI(hub.api_url, hub.service_token)
-    state = ServiceState(
-        hub=api,
-        pods=pod_source,
-        quotas=FracnbQuotas(),
-        settings=CullSettings(default_policy=CullPolicy(3600), warning_lead=30),
-        hub_auth=HubAuth(api_url=hub.api_url, api_token=hub.service_token),
-        clock=lambda: later,
-    )
+    url = f"sqlite:///{tmp_path / 'fracnb-service.sqlite'}"
+
+    def service_state() -> ServiceState:
+        state = ServiceState(
+            hub=api,
+            pods=pod_source,
+            quotas=FracnbQuotas(),
+            settings=CullSettings(default_policy=CullPolicy(3600), warning_lead=30),
+            hub_auth=HubAuth(api_url=hub.api_url, api_token=hub.service_token),
+            clock=lambda: later,
+        )
+        state.history = db.open_database(url)
+        return state
+
+    state = service_state()
     try:
         report = await state.cull_pass()
         assert (idle, "", "idle") in report.culled
         view = await admin_view(PageSources(state, hub_oauth=None, is_gpu=lambda name: "nvidia.com/" in name), later)
+        db.close(state.history)
+        restarted = service_state()  # the service started again: its memory is new, the record is not
+        mine = await user_view(restarted, idle, later)
+        me = await restarted.user_report(idle)
+        db.close(restarted.history)
     finally:
         api.close()
     (record,) = [c for c in view.culls if c.user == idle]
-    assert (record.name, record.reason, record.when) == ("(default)", "idle", later)
+    assert (record.server, record.reason, record.stopped_at) == ("", "idle", later)
     assert not hub.server_running(idle)
+    assert not restarted.recent_culls  # the admin's list of this run's culls starts empty
+    (stop,) = mine.stops
+    assert (stop.server, stop.reason, stop.limit_seconds) == ("", "idle", 60)
+    assert me["stopped"][""]["reason"] == "idle"
+    assert me["stopped"][""]["stopped_at"].startswith(later.strftime("%Y-%m-%dT%H:%M"))

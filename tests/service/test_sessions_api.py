@@ -134,11 +134,11 @@ def test_admins_get_the_report_as_json_csv_text_and_a_page(hub, new_user):
     assert (status, text.splitlines()[0].split(",")[:2]) == (200, ["profile", "choice"])
     status, text = hub.http("GET", hub.service_url + "api/report?format=text", token=token)
     assert status == 200
-    assert "a100 size=half (0.5 GPU)" in text
+    assert "1/2 GPU" in text  # the choice's display name (the service reads the hub's profile list)
     status, page = hub.http("GET", hub.service_url + "report", token=token)
     assert status == 200
     assert "GPU right-sizing report" in page
-    assert "a100 size=half (0.5 GPU)" in page
+    assert "1/2 GPU" in page
     status, body = hub.http("GET", hub.service_url + "api/report?format=xml", token=token)
     assert (status, body["message"]) == (400, "format must be one of json, csv, text")
 

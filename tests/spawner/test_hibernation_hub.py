@@ -1,25 +1,21 @@
 """The hub side of hibernation, pure: the notice's words (held with the notebook's front end to
 extension/test-data/hibernation-notices.json), the metric outcome, the settings, the checks on the
-server's answer, the users' last stops, and the configuration's refusals and dry run."""
+server's answer, and the configuration's refusals and dry run."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 from traitlets.config import Config
 
-from fracnb_meter.schema import SERVICE_REPORT, problems
 from fracnb_spawner.configure import SERVICE_SCOPES, setup
 from fracnb_spawner.dryrun import main
 from fracnb_spawner.hibernation.client import Hibernation, checked_report, server_url
 from fracnb_spawner.hibernation.culled import metric_outcome, spares_server
 from fracnb_spawner.hibernation.settings import HibernationSettings, settings_from_config, timeout_problem
 from fracnb_spawner.hibernation.words import outcome, problem_line, report_lines
-from fracnb_spawner.service.page import CullRecord
-from fracnb_spawner.service.stops import LastStops, stop_json
 from tests.shared_cases import shared_cases
 
 CASES = shared_cases("hibernation-notices.json")["cases"]
@@ -95,33 +91,6 @@ def test_the_server_is_reached_at_its_pods_address():
     assert server_url("fd00::7", 8888, "/user/ann/gpu") == "http://[fd00::7]:8888/user/ann/gpu/"
     assert server_url(None, 8888, "/user/ann/") is None  # not scheduled yet
     assert server_url("10.1.2.3", None, "/user/ann/") is None
-
-
-def record(user, server, minute, hibernation=None, reason="idle"):
-    return CullRecord(datetime(2026, 11, 25, 14, minute, tzinfo=timezone.utc), user, server, reason, hibernation)
-
-
-def test_each_servers_last_stop_is_kept_for_its_user_within_a_bound():
-    stops = LastStops(kept=3)
-    saved = Hibernation(checked_report({"kernels": CASES[0]["kernels"], "saved_bytes": 3435973837}), None, 9.8)
-    stops.add(record("ann", "gpu", 2))
-    stops.add(record("ann", "", 1))
-    stops.add(record("ann", "", 5, saved, reason="gpu-unused"))  # replaces the one before
-    stops.add(record("bob", "", 3))
-    assert [(r.server, r.when.minute) for r in stops.of("ann")] == [("", 5), ("gpu", 2)]
-    stops.add(record("cid", "", 4))  # the bound: the record kept longest goes
-    assert [r.server for r in stops.of("ann")] == [""]
-    stopped = stops.of_user("ann", running={"gpu"})
-    assert set(stopped) == {""}
-    assert stops.of_user("ann", running={""}) == {}  # started again since: not stopped any more
-    document = stopped[""]
-    assert document["reason"] == "gpu-unused"
-    assert document["hibernation"]["outcome"] == "partly-saved"
-    assert document["hibernation"]["summary"] == CASES[0]["lines"]  # times in UTC
-    assert problems(SERVICE_REPORT, document, "/$defs/stoppedServer", check_formats=True) == []
-    plain = stop_json(record("bob", "", 3))
-    assert plain["hibernation"] is None
-    assert problems(SERVICE_REPORT, plain, "/$defs/stoppedServer", check_formats=True) == []
 
 
 def test_setup_lets_the_service_call_the_servers_it_stops():

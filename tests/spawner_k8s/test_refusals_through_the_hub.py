@@ -110,7 +110,10 @@ def test_the_form_shows_the_refusal(hub, ann, fields: dict, status: int, message
 def test_query_arguments_are_refused_on_the_form(hub, ann) -> None:
     answer = ann.get(f"{hub.settings.url}/hub/spawn?profile=nope", allow_redirects=False, timeout=60)
     assert answer.status_code == 400, answer.text[-2000:]
-    assert "Invalid server options: no such profile" in answer.text.replace("&#39;", "'")
+    text = answer.text.replace("&#39;", "'").replace("&#34;", '"').replace("&quot;", '"')
+    # The choices that can start, by the names the form shows (and the slugs the REST API takes).
+    assert 'no such profile \'nope\'; choose one of: "CPU only" (cpu), "0.25 GPU" (quarter), "Small GPU' in text
+    assert "(half)" not in text
     assert_no_pod(hub)
 
 
@@ -145,3 +148,22 @@ def test_the_rest_api_refuses_a_choice_no_node_offers_at_once(hub) -> None:
     assert answer.status_code == 503, answer.text
     assert answer.json()["message"].startswith("No node in this cluster offers 0.5 GPU (time-slicing)")
     assert_no_pod(hub)
+
+
+def test_the_hub_log_has_one_info_line_per_refusal_and_no_traceback(hub) -> None:
+    """Runs last: every refusal above is in the hub log as one INFO line naming the user, the choice and
+    the reason, and JupyterHub's own lines about them (with their tracebacks) are gone."""
+    log = hub.log_file.read_text(errors="replace")
+    assert "Traceback" not in log
+    assert "Failed to spawn single-user server" not in log
+    over_quota = re.compile(
+        r"^\[I .*fracnb: refused a server for 'ann', choice 'quarter': Over GPU quota: .* \[403 quota\]$", re.M
+    )
+    assert len(over_quota.findall(log)) == 1, log[-3000:]
+    assert re.search(
+        r"^\[I .*refused a server for 'carol', choice 'half': No node .* \[503 unschedulable\]$", log, re.M
+    )
+    assert re.search(
+        r"^\[I .*refused a server for 'bob', choice 'quarter' \(size='forged'\): Invalid server", log, re.M
+    )
+    assert not re.search(r"^\[E .*(RefusedSpawnError|Over GPU quota|No node in this cluster)", log, re.M)

@@ -1,7 +1,7 @@
 /**
  * Quantities in words, held to the cases the Python sides are held to too
- * (test-data/byte-sizes.json and gpu-shares.json; tests/meter/test_wording.py and
- * tests/spawner/test_shared_wording.py read the same files).
+ * (test-data/byte-sizes.json, gpu-shares.json and durations.json; tests/meter/test_wording.py,
+ * tests/spawner/test_shared_wording.py and test_shared_durations.py read the same files).
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -9,6 +9,7 @@ import { describe, test } from 'node:test';
 import {
   formatAmount,
   formatBytes,
+  formatDuration,
   formatGiB,
   formatGpus,
   formatShare,
@@ -91,6 +92,16 @@ describe('GPU amounts and shares (test-data/gpu-shares.json)', () => {
   for (const { used, limit, text } of shares.quota_entries) {
     test(`the quota line "${text}"`, () => {
       assert.equal(quotaText(used, limit), text);
+    });
+  }
+});
+
+describe('configured durations (test-data/durations.json)', () => {
+  const { cases } = testData<{ cases: Array<{ seconds: number; text: string }> }>('durations.json');
+
+  for (const { seconds, text } of cases) {
+    test(`${seconds} s read "${text}"`, () => {
+      assert.equal(formatDuration(seconds), text);
     });
   }
 });

@@ -1,8 +1,19 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { failureText, hubHomeUrl, stopCause, stopNotice, stopNoticeOf } from '../stopped';
-import { cull, deadline, usage } from './fixtures';
+import {
+  CONSEQUENCES,
+  SAVED_CONSEQUENCES,
+  failureText,
+  fracnbSpeaks,
+  hubHomeUrl,
+  stopCause,
+  stopNotice,
+  stopNoticeOf,
+  stopPhrase,
+  type StopCause
+} from '../stopped';
+import { cull, deadline, testData, usage } from './fixtures';
 
 describe('why the server stopped', () => {
   test('an idle shutdown the hub had announced', () => {
@@ -103,5 +114,35 @@ describe('request failures', () => {
       assert.doesNotMatch(text, /Error:|UsageRequestError|Bad Gateway/);
     }
     assert.match(failureText(502), /HTTP status 502/);
+  });
+});
+
+describe('the same words as the hub (test-data/stop-notices.json)', () => {
+  const notices = testData<{
+    consequences: string;
+    saved_consequences: string;
+    cases: Array<{ reason: StopCause; limit_seconds: number; phrase: string }>;
+  }>('stop-notices.json');
+
+  test('what is kept and lost', () => {
+    assert.equal(CONSEQUENCES, notices.consequences);
+    assert.equal(SAVED_CONSEQUENCES, notices.saved_consequences);
+  });
+
+  for (const { reason, limit_seconds, phrase } of notices.cases) {
+    test(`${reason} after ${limit_seconds} s: "${phrase}"`, () => {
+      assert.equal(stopPhrase(reason, limit_seconds), phrase);
+    });
+  }
+});
+
+describe("JupyterHub's dialog or fracnb's notice", () => {
+  test('the notice speaks alone where the meter runs and the hub says the server is not running', () => {
+    assert.equal(fracnbSpeaks(424, true), true);
+  });
+  test("JupyterHub's dialog anywhere else", () => {
+    assert.equal(fracnbSpeaks(424, false), false); // no fracnb meter on this server
+    assert.equal(fracnbSpeaks(502, true), false);
+    assert.equal(fracnbSpeaks(null, true), false); // no answer at all
   });
 });

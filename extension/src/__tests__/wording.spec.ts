@@ -10,7 +10,8 @@ import {
   deviceName,
   restoreOffer,
   sessionPeakText,
-  softCapText
+  softCapText,
+  zoneName
 } from '../wording';
 import { cull, deadline, GIB, testData, usage } from './fixtures';
 
@@ -66,13 +67,14 @@ describe('culling warnings', () => {
     });
   }
 
-  test('the demand warning says who waits and when the server stops, in local time', () => {
+  test('the demand warning says who waits and when the server stops, in local time and zone', () => {
     const at = new Date(2026, 10, 23, 14, 5);
     const text = cullWarning(deadline({ reason: 'demand', cull_at: at.toISOString() }));
     assert.equal(
       text,
-      'Someone is waiting for a GPU; this idle server stops at 14:05 unless you use it.'
+      `Someone is waiting for a GPU; this idle server stops at 14:05 ${zoneName(at)} unless you use it.`
     );
+    assert.match(zoneName(at), /^[A-Z]{2,5}$|^GMT/);
   });
 });
 

@@ -7,10 +7,13 @@ own clock and every stored time stay in UTC.
 
 from __future__ import annotations
 
+import math
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from fracnb_spawner.common.units import rounded_text
 
 UTC_NAME = "UTC"
 
@@ -51,16 +54,18 @@ def zone_named(name: str) -> ZoneInfo:
 
 
 def duration_text(seconds: float | None) -> str:
-    """ "45 s", "25 min", "8 h", "1 h 30 min", "2 d"; ``None`` or 0 is "never"."""
+    """A configured duration: "45 s", "2.5 min", "25 min", "8 h", "1 h 30 min", "2 d"; ``None`` or 0 is
+    "never". Under an hour, minutes to one decimal (150 s is "2.5 min", not "3 min"); the front end
+    writes the same (extension/test-data/durations.json)."""
     if not seconds:
         return "never"
     whole = round(seconds)
     if whole < 60:
         return f"{whole} s"
-    minutes = whole // 60
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
+    minutes_text = rounded_text(whole / 60, 1)
+    if float(minutes_text) < 60:
+        return f"{minutes_text} min"
+    hours, minutes = divmod(round(whole / 60), 60)
     if hours >= 48 and not minutes:
         return f"{hours // 24} d" if hours % 24 == 0 else f"{hours} h"
     return f"{hours} h" + (f" {minutes} min" if minutes else "")
@@ -69,17 +74,36 @@ def duration_text(seconds: float | None) -> str:
 def clock_text(moment: datetime, zone: ZoneInfo | None = None) -> str:
     """ "14:05 CET": the time of day in ``zone`` (default UTC) with the zone's abbreviation; a naive
     ``moment`` is UTC (as the hub's database stores times)."""
-    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
-    local = aware.astimezone(zone or timezone.utc)
+    local = _local(moment, zone)
     return local.strftime("%H:%M ") + (local.tzname() or UTC_NAME)
+
+
+def time_of_day(moment: datetime, zone: tzinfo | None = None) -> str:
+    """ "14:05": the time of day in ``zone`` (default UTC), without the zone, where a line says it once."""
+    return _local(moment, zone).strftime("%H:%M")
+
+
+def moment_text(moment: datetime, zone: ZoneInfo | None = None) -> str:
+    """ "2026-11-25 14:05 CET": a date and time of day, with the zone said as on every page."""
+    return f"{_local(moment, zone):%Y-%m-%d} {clock_text(moment, zone)}"
+
+
+def _local(moment: datetime, zone: tzinfo | None) -> datetime:
+    """``moment`` in ``zone`` (default UTC); a naive ``moment`` is UTC (as the databases store times)."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    return aware.astimezone(zone or timezone.utc)
+
+
+def countdown_text(seconds: float) -> str:
+    """Time left in whole minutes, rounded: "12 min", "1 h 5 min", "under a minute"."""
+    if seconds < 60:
+        return "under a minute"
+    return duration_text(math.floor(seconds / 60 + 0.5) * 60)  # halves up, as everywhere
 
 
 def relative_text(moment: datetime, now: datetime) -> str:
     """ "in 12 min", "in 1 h 5 min", "in under a minute"; whole minutes, rounded."""
-    seconds = (moment - now).total_seconds()
-    if seconds < 60:
-        return "in under a minute"
-    return f"in {duration_text(round(seconds / 60) * 60)}"
+    return f"in {countdown_text((moment - now).total_seconds())}"
 
 
 def when_text(moment: datetime, now: datetime, zone: ZoneInfo | None = None) -> str:

@@ -36,6 +36,7 @@ class RefusedSpawnError(_RefusalBase):  # type: ignore[misc, valid-type]
             self.message = message
         # What JupyterHub shows on the form, the error page and the spawn progress (both versions).
         self.jupyterhub_message = message
+        self.fracnb_reason = reason  # JupyterHub 5's HTTPError keeps no reason of its own
 
 
 class InvalidRequestError(RefusedSpawnError, ValueError):

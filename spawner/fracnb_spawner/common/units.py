@@ -179,6 +179,15 @@ def use_text(used: Fraction, limit: Fraction) -> str:
     return f"{format_gpus(used)} of {written} {_gpu_unit(written)}"
 
 
+def held_words(total: Fraction, waiting: Fraction = Fraction(0)) -> str:
+    """GPUs held, saying which part only waits in the GPU queue: "0.5 GPU", "0.25 GPU + 0.25 GPU (waiting)",
+    "0.25 GPU (waiting)"."""
+    if waiting <= 0:
+        return gpus_text(total)
+    held = total - waiting
+    return f"{gpus_text(waiting)} (waiting)" if held <= 0 else f"{gpus_text(held)} + {gpus_text(waiting)} (waiting)"
+
+
 def share_text(amount: Fraction | None) -> str:
     """An amount held or allowed, as the form and the meter write it: "0 GPUs", "0.25 GPU", "1.5 GPUs"
     (:func:`gpus_text`); ``None`` is "no limit"."""

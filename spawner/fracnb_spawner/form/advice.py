@@ -21,8 +21,9 @@ from traitlets import Bool, Float, HasTraits, Int, Unicode, default
 
 from fracnb_spawner.form.rows import ChoiceRow, RowKey
 from fracnb_spawner.history.advice import Advice, Offer, PastSession, advise
-from fracnb_spawner.history.db import DEFAULT_DB_URL
+from fracnb_spawner.history.db import default_db_url
 from fracnb_spawner.history.reading import HistoryReader
+from fracnb_spawner.history.report import ReportMenu
 
 log = logging.getLogger("fracnb.advice")
 
@@ -71,6 +72,12 @@ def row_key(profile: str | None, choice: str | None, rows: Mapping[RowKey, Choic
     return (profile, None, None) if (profile, None, None) in rows else None
 
 
+def report_menu(profiles: Sequence[Mapping[str, Any]], rows: Mapping[RowKey, ChoiceRow], headroom: float) -> ReportMenu:
+    """The form's choices for the admins' report, located as the advice locates a stored session."""
+    offers = offers_from_rows(profiles, rows)
+    return ReportMenu(offers, lambda profile, choice: row_key(profile, choice, rows), headroom)
+
+
 def past_sessions(records: Sequence[Mapping[str, Any]], rows: Mapping[RowKey, ChoiceRow]) -> list[PastSession]:
     return [
         PastSession(
@@ -85,7 +92,11 @@ def past_sessions(records: Sequence[Mapping[str, Any]], rows: Mapping[RowKey, Ch
 
 
 def advice_html(advice: Advice) -> str:
-    style = "background:#fff8c5;border-left:4px solid #bf8700;padding:6px 10px;margin:0 0 12px"
+    # The hub's Bootstrap colour variables (light and dark themes), with fallbacks for hubs without them.
+    style = (
+        "background:var(--bs-warning-bg-subtle,#fff8c5);color:var(--bs-warning-text-emphasis,inherit);"
+        "border-left:4px solid var(--bs-warning-border-subtle,#bf8700);padding:6px 10px;margin:0 0 12px"
+    )
     return f'<p class="fracnb-advice" data-fracnb-advice style="{style}">{escape(advice.text)}</p>'
 
 
@@ -136,16 +147,13 @@ class AdviceTraits(HasTraits):
     right_sizing_db_url = Unicode(
         help="""The session history database the advice reads (read-only). Default:
         c.FracnbService.db_url from the same configuration, else the service's default,
-        "sqlite:///fracnb-service.sqlite" (relative to the hub's working directory, which on
-        Zero to JupyterHub is the service's too).
+        fracnb-service.sqlite beside the hub's own SQLite database (c.JupyterHub.db_url).
         Example: c.FractionalSpawner.right_sizing_db_url = "postgresql+psycopg://fracnb@db/fracnb" """,
     ).tag(config=True)
 
     @default("right_sizing_db_url")
     def _default_right_sizing_db_url(self) -> str:
-        config = getattr(self, "config", None)
-        section = config.get("FracnbService", {}) if config is not None else {}
-        return str(section.get("db_url", DEFAULT_DB_URL))
+        return default_db_url(getattr(self, "config", None))
 
     async def form_advice(
         self,

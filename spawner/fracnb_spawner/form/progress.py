@@ -1,8 +1,17 @@
-"""Plain-language spawn progress for GPU pods that wait for a free slot."""
+"""Plain-language spawn progress: a headline for every Kubernetes event, the event itself in the event log.
+
+JupyterHub's progress page shows each event's message as the headline and adds it to the event log
+below. KubeSpawner's messages are the raw events ("2026-11-25T15:28:03Z [Normal] Started container
+notebook as local process 16796"); :func:`page_event` gives each one an ``html_message`` that shows a
+plain headline and keeps the raw text for the event log only (a style rule in the message hides
+each part where it does not belong). The ``message`` (what API clients read) is the plain headline.
+"""
 
 from __future__ import annotations
 
+import html
 from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
 
 from fracnb_spawner.gpu.plan import GPUPlan
 from fracnb_spawner.gpu.table import backend_named
@@ -58,21 +67,52 @@ def scheduler_saw_slots(scheduler_text: str, plan: GPUPlan | None = None) -> boo
     return _waits_for_a_slot(scheduler_text, plan)
 
 
+# Hidden where they do not belong: the raw event in the headline, the plain headline in the log.
+_PARTS_STYLE = "<style>#progress-message .fracnb-event-raw,#progress-log .fracnb-event-headline{display:none}</style>"
+
+
+def plain_headline(plan: GPUPlan | None, raw_event: Mapping) -> str:
+    """What a Kubernetes event of the user's spawn means, in plain words."""
+    reason = str(raw_event.get("reason") or "")
+    share = describe_plan(plan) if plan is not None and plan.backend != "none" else None
+    if reason == "FailedScheduling":
+        return waiting_message(plan, raw_event) or "Waiting for a node to take your server (see the event log)."
+    if reason == "Scheduled":
+        return (
+            f"A node with a free {share} took your server: starting it."
+            if share
+            else "A node took your server: starting it."
+        )
+    if reason in ("Pulling", "Pulled"):
+        return "Getting the notebook image ready (a node's first start takes longer)."
+    if raw_event.get("type") == "Warning":
+        return "Starting your server; the cluster reported a problem (see the event log)."
+    return "Starting your notebook server."
+
+
+def page_event(plan: GPUPlan | None, event: Mapping[str, Any]) -> dict[str, Any]:
+    """KubeSpawner's progress event with an ``html_message``: the plain headline on the page, the raw event
+    in its event log."""
+    raw_event = event.get("raw_event")
+    if not raw_event:
+        return dict(event)
+    headline = plain_headline(plan, raw_event)
+    raw = html.escape(str(event.get("message") or ""))
+    return {
+        **event,
+        "message": headline,
+        "html_message": f'<span class="fracnb-event-headline">{html.escape(headline)}</span>'
+        f'<span class="fracnb-event-raw">{raw}</span>{_PARTS_STYLE}',
+    }
+
+
 async def with_plain_headlines(
     events: AsyncIterator[dict], plan: Callable[[], GPUPlan | None], hides_patience: Callable[[], bool]
 ) -> AsyncIterator[dict]:
-    """KubeSpawner's progress ``events``, each scheduler refusal followed by a plain headline about the
-    spawn's ``plan()`` (:func:`waiting_message`; read at each event: a progress page may open before the
-    spawn has its plan), and without its "taking longer than expected" while ``hides_patience()`` (the
-    queue's headline says more).
-
-    The spawn page shows the latest message as its headline: repeating the plain one after every raw
-    ``FailedScheduling`` event keeps the scheduler's text in the log only.
-    """
+    """KubeSpawner's progress ``events``, each with a plain headline about the spawn's ``plan()``
+    (:func:`page_event`; read at each event: a progress page may open before the spawn has its plan), and
+    without its "taking longer than expected" while ``hides_patience()`` (the queue's headline says more)."""
     async for event in events:
         if "raw_event" not in event and hides_patience():
             continue
-        yield event
-        message = waiting_message(plan(), event.get("raw_event") or {})
-        if message:
-            yield {"progress": event.get("progress", 50), "message": message}
+        yield page_event(plan(), event)

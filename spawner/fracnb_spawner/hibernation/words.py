@@ -9,9 +9,10 @@ extension/test-data/hibernation-notices.json.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone, tzinfo
+from datetime import datetime, tzinfo
 from typing import Any
 
+from fracnb_spawner.common.clock import time_of_day
 from fracnb_spawner.common.units import format_bytes
 
 SKIPPED_LISTED = 4  # more skipped variables than this: the first three, and how many more
@@ -44,8 +45,7 @@ def _clock(stamp: str | None, zone: tzinfo | None) -> str | None:
         moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
         return None
-    aware = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-    return aware.astimezone(zone or timezone.utc).strftime("%H:%M")
+    return time_of_day(moment, zone)
 
 
 def _skipped_text(skipped: Sequence[Mapping[str, Any]]) -> str:

@@ -4,10 +4,12 @@
 
 The advice looks at the user's most recent sessions on the choice they used last (or on a given
 one: the choice of the server that asks, for its advice for next time). With fewer than
-``min_sessions`` of them that have a known peak, there is no advice. If any of them hit the budget
-(out-of-memory events, or time at 95 % of it), the advice is the next size up. Otherwise it is the
-smallest offered choice whose memory covers the 95th-percentile peak plus ``headroom``; among MIG
-choices that is the smallest MIG profile that does. No advice when that is the choice already used.
+``min_sessions`` of them that have a known peak, there is no advice. The rule itself is
+:func:`suggestion`, which the admins' report (:mod:`.report`) applies to every session of a choice:
+if at least one session in 20 reached the budget (memory at 95 % of it, or out of memory), the next
+size up; otherwise the smallest offered choice whose memory covers the 95th-percentile peak plus
+``headroom`` (among MIG choices, the smallest MIG profile that does). Nothing when that is the
+choice already used. A user's window is 20 sessions, so for them one that reached the budget is enough.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from fracnb_spawner.common.units import format_bytes
 DEFAULT_HEADROOM = 0.20
 DEFAULT_MIN_SESSIONS = 3
 DEFAULT_WINDOW = 20
+PEAK_SHARE = 0.95  # the peak that a choice must cover: the 95th percentile of the sessions' peaks
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class PastSession:
 
     @property
     def hit_budget(self) -> bool:
+        """It reached its budget: memory at 95 % of it for a while, or at the budget (out of memory)."""
         return self.oom_events > 0 or self.seconds_above_95 > 0
 
 
@@ -70,13 +74,21 @@ def _free_text(offer: Offer) -> str:
     return ": it's free now" if offer.free else " (none is free right now)"
 
 
+def peak_words(p95: int, *, one: bool = False) -> str:
+    """ "peaked at 6.1 GiB or less", "used no GPU memory": what the sessions at or below the 95th-percentile
+    peak did (``one``: a single session), without the word percentile."""
+    if p95 == 0:
+        return "used no GPU memory"
+    return f"peaked at {format_bytes(p95)}" + ("" if one else " or less")
+
+
 def _peak_text(peaks: Sequence[int], p95: int, label: str) -> str:
     """The 95th-percentile peak in plain words: how many of the sessions stayed at or below it."""
     within = sum(peak <= p95 for peak in peaks)
     if len(peaks) == 1:
-        return f"Your last session on {label} peaked at {format_bytes(p95)}."
+        return f"Your last session on {label} {peak_words(p95, one=True)}."
     who = f"Your last {len(peaks)} sessions" if within == len(peaks) else f"{within} of your last {len(peaks)} sessions"
-    return f"{who} on {label} peaked at {format_bytes(p95)} or less."
+    return f"{who} on {label} {peak_words(p95)}."
 
 
 def _next_size_up(current: Offer, offers: Sequence[Offer]) -> Offer | None:
@@ -89,6 +101,28 @@ def _smallest_fit(current: Offer, offers: Sequence[Offer], needed: float) -> Off
     if current.mig:  # among MIG choices: the smallest MIG profile that covers the need
         fitting = [o for o in fitting if o.mig] or fitting
     return min(fitting, key=lambda o: (o.memory_bytes, o.label), default=None)
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    offer: Offer
+    larger: bool  # a step up: the budget was reached
+
+
+def suggestion(
+    current: Offer, offers: Sequence[Offer], *, p95_bytes: int, reached: int, sessions: int, headroom: float
+) -> Suggestion | None:
+    """The one rule of the advice and the admins' report, for ``sessions`` on ``current``: ``reached``
+    of them reached the budget, and 95 % peaked at ``p95_bytes`` or less. The next size up when at
+    least one session in 20 reached the budget; else the smallest choice that fits the peak with
+    ``headroom``; None when that is ``current`` (or nothing fits better)."""
+    if reached > 0 and reached >= (1 - PEAK_SHARE) * sessions:
+        bigger = _next_size_up(current, offers)
+        return None if bigger is None else Suggestion(bigger, larger=True)
+    smaller = _smallest_fit(current, offers, p95_bytes * (1 + headroom))
+    if smaller is None or smaller.memory_bytes >= current.memory_bytes:
+        return None
+    return Suggestion(smaller, larger=False)
 
 
 def sessions_on(history: Sequence[PastSession], choice: Hashable, window: int = DEFAULT_WINDOW) -> list[PastSession]:
@@ -126,20 +160,17 @@ def advise(
     if len(recent) < min_sessions:
         return None
     peaks = [s.peak_bytes for s in recent if s.peak_bytes is not None]
-    p95 = percentile(peaks, 0.95)
-    opening = _peak_text(peaks, p95, current.label)
+    p95 = percentile(peaks, PEAK_SHARE)
     hits = sum(s.hit_budget for s in recent)
-    if hits:
-        bigger = _next_size_up(current, offers)
-        if bigger is None:
-            return None
+    found = suggestion(current, offers, p95_bytes=p95, reached=hits, sessions=len(recent), headroom=headroom)
+    if found is None:
+        return None
+    opening, offer = _peak_text(peaks, p95, current.label), found.offer
+    if found.larger:
         text = (
             f"{opening} {hits} of them reached the budget of {format_bytes(current.memory_bytes)}. "
-            f"{bigger.label} ({format_bytes(bigger.memory_bytes)}) gives more room{_free_text(bigger)}."
+            f"{offer.label} ({format_bytes(offer.memory_bytes)}) gives more room{_free_text(offer)}."
         )
-        return Advice(text, bigger.choice, True, len(recent), p95)
-    smaller = _smallest_fit(current, offers, p95 * (1 + headroom))
-    if smaller is None or smaller.memory_bytes >= current.memory_bytes:
-        return None
-    text = f"{opening} {smaller.label} ({format_bytes(smaller.memory_bytes)}) would have fit{_free_text(smaller)}."
-    return Advice(text, smaller.choice, False, len(recent), p95)
+    else:
+        text = f"{opening} {offer.label} ({format_bytes(offer.memory_bytes)}) would have fit{_free_text(offer)}."
+    return Advice(text, offer.choice, found.larger, len(recent), p95)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
-from sqlalchemy import BigInteger, Date, DateTime, Float, Index, Integer, String, UniqueConstraint
+from sqlalchemy import BigInteger, Date, DateTime, Float, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -51,6 +51,7 @@ class SessionRecord(Base):
     seconds_above_95: Mapped[float] = mapped_column(Float)
     oom_events: Mapped[int] = mapped_column(Integer)
     busy_share: Mapped[float | None] = mapped_column(Float)
+    oom_errors: Mapped[int | None] = mapped_column(Integer)  # None: the meter did not say (before 0003)
 
 
 class SessionDay(Base):
@@ -75,4 +76,21 @@ class SessionDay(Base):
     sessions: Mapped[int] = mapped_column(Integer)
     gpu_hours_allocated: Mapped[float] = mapped_column(Float)  # fraction x observed hours
     gpu_hours_busy: Mapped[float] = mapped_column(Float)  # x busy share
-    oom_sessions: Mapped[int] = mapped_column(Integer)  # sessions with at least one OOM event
+    oom_sessions: Mapped[int] = mapped_column(Integer)  # sessions with an out-of-memory error (0003; before: events)
+    reached_sessions: Mapped[int] = mapped_column(Integer)  # sessions that reached their budget (advice.hit_budget)
+
+
+class StopRecord(Base):
+    """A server the fracnb service stopped, and why: what the hub and the service page tell its user
+    afterwards (:mod:`fracnb_spawner.history.stops`). Times are naive UTC."""
+
+    __tablename__ = "fracnb_stops"
+    __table_args__ = (Index("ix_fracnb_stops_user_stopped", "user_name", "stopped_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_name: Mapped[str] = mapped_column(String(255))
+    server_name: Mapped[str] = mapped_column(String(255))
+    stopped_at: Mapped[datetime] = mapped_column(DateTime)
+    reason: Mapped[str] = mapped_column(String(32))  # culling.Reason: idle, demand, max-age
+    limit_seconds: Mapped[float | None] = mapped_column(Float)  # the idle timeout or maximum age that applied
+    details: Mapped[str | None] = mapped_column(Text)  # JSON: more for the notice (what was saved, ...)

@@ -1,4 +1,4 @@
-"""What the hub reads of the session history: one user's newest sessions, read-only.
+"""What the hub reads of the session history: one user's newest sessions and newest stop, read-only.
 
 The database is the fracnb service's (it writes and migrates it); the hub's spawn form reads
 through this one class, which keeps one engine per database URL for the hub process.
@@ -6,6 +6,7 @@ through this one class, which keeps one engine per database URL for the hub proc
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from fracnb_spawner.history.db import make_engine
+from fracnb_spawner.history.stops import StopNotice, newest_stop
 from fracnb_spawner.history.store import sessions_of
 
 HISTORY_LIMIT = 50  # the newest sessions of a user the advice looks at
@@ -26,9 +28,18 @@ class HistoryReader:
 
     def sessions(self, url: str, user: str, limit: int = HISTORY_LIMIT) -> list[dict[str, Any]]:
         """The user's newest sessions; [] while an SQLite history does not exist (reading must not create it)."""
+        database = self._database(url)
+        return [] if database is None else sessions_of(database, user, limit=limit)
+
+    def newest_stop(self, url: str, user: str, now: datetime) -> StopNotice | None:
+        """The user's newest stop by the fracnb service (history/stops.py); None without a history."""
+        database = self._database(url)
+        return None if database is None else newest_stop(database, user, now=now)
+
+    def _database(self, url: str) -> sessionmaker[Session] | None:
         parsed = make_url(url)
         if parsed.get_backend_name() == "sqlite" and not (parsed.database and Path(parsed.database).is_file()):
-            return []
+            return None
         if url not in self._databases:
             self._databases[url] = sessionmaker(make_engine(url), expire_on_commit=False)
-        return sessions_of(self._databases[url], user, limit=limit)
+        return self._databases[url]

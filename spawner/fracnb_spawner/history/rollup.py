@@ -37,6 +37,8 @@ SOURCE_COLUMNS = (
     "observed_seconds",
     "busy_share",
     "oom_events",
+    "oom_errors",
+    "seconds_above_95",
 )
 
 
@@ -53,18 +55,14 @@ class DaySums(NamedTuple):
     sessions: int
     gpu_hours_allocated: float
     gpu_hours_busy: float
-    oom_sessions: int
+    oom_sessions: int  # with an out-of-memory error
+    reached_sessions: int  # that reached their budget
 
     def plus(self, other: DaySums, sign: int = 1) -> DaySums:
-        return DaySums(
-            self.sessions + sign * other.sessions,
-            self.gpu_hours_allocated + sign * other.gpu_hours_allocated,
-            self.gpu_hours_busy + sign * other.gpu_hours_busy,
-            self.oom_sessions + sign * other.oom_sessions,
-        )
+        return DaySums(*(mine + sign * theirs for mine, theirs in zip(self, other, strict=True)))
 
 
-NO_SUMS = DaySums(0, 0.0, 0.0, 0)
+NO_SUMS = DaySums(0, 0.0, 0.0, 0, 0)
 KEY_COLUMNS = DayKey._fields
 SUM_COLUMNS = DaySums._fields
 
@@ -83,9 +81,12 @@ def key_of(record: Mapping[str, Any]) -> DayKey:
 
 
 def sums_of(record: Mapping[str, Any]) -> DaySums:
-    """One session's contribution: itself, its GPU-hours allocated and busy, whether it ran out of memory."""
+    """One session's contribution: itself, its GPU-hours allocated and busy, whether it had an out-of-memory
+    error, whether it reached its budget (the advice's rule: :attr:`.advice.PastSession.hit_budget`)."""
     allocated = (record["fraction"] or 0.0) * record["observed_seconds"] / 3600.0
-    return DaySums(1, allocated, allocated * (record["busy_share"] or 0.0), int(record["oom_events"] > 0))
+    reached = record["oom_events"] > 0 or (record["seconds_above_95"] or 0) > 0
+    oom = (record.get("oom_errors") or 0) > 0
+    return DaySums(1, allocated, allocated * (record["busy_share"] or 0.0), int(oom), int(reached))
 
 
 def deltas(removed: Iterable[Mapping[str, Any]], added: Iterable[Mapping[str, Any]]) -> dict[DayKey, DaySums]:

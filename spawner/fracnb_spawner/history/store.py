@@ -87,6 +87,7 @@ def _values(user: str, report: Mapping[str, Any]) -> dict[str, Any]:
         "ended_at": naive_utc(report["ended_at"]) if report["ended_at"] else None,
         "reported_at": naive_utc(report["reported_at"]),
         **{name: report[name] for name in FIGURES},
+        "oom_errors": report.get("oom_errors"),  # meters before it send none
         "peak_per_mille": per_mille(report["peak_bytes"], report["budget_bytes"]),
     }
 
@@ -181,7 +182,9 @@ def count(db: sessionmaker[Session]) -> int:
 def insert_many(db: sessionmaker[Session], rows: Sequence[Mapping[str, Any]]) -> None:
     """Bulk insert of prepared rows of new sessions (benchmarks and tests), with their rollup;
     ``peak_per_mille`` is filled in."""
-    prepared = [{**row, "peak_per_mille": per_mille(row["peak_bytes"], row["budget_bytes"])} for row in rows]
+    prepared = [
+        {"oom_errors": None, **row, "peak_per_mille": per_mille(row["peak_bytes"], row["budget_bytes"])} for row in rows
+    ]
     with db() as session:
         session.execute(SessionRecord.__table__.insert(), prepared)
         rollup.apply(session, rollup.deltas([], prepared))

@@ -41,9 +41,10 @@ class FracnbQueue(Configurable):
     display_timezone = Unicode(
         "UTC",
         help="""
-        Time zone of the times researchers read about the queue ("Estimated start about
-        14:05 CET, in 12 min"): an IANA name. An unknown name is refused at hub start.
-        Default: "UTC".
+        Time zone of the times the hub's pages show (the queue's "Estimated start about
+        14:05 CET, in 12 min", the spawn form, the fracnb service's page): an IANA name, written
+        with its abbreviation on every page. JupyterLab shows times in the browser's zone, also
+        with its abbreviation. An unknown name is refused at hub start. Default: "UTC".
 
         Example: c.FracnbQueue.display_timezone = "Europe/Berlin"
         """,

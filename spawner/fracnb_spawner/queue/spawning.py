@@ -30,7 +30,15 @@ from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.coordinator import QueueCoordinator, Ticket
 from fracnb_spawner.queue.metrics import GAVE_UP, WAIT_SECONDS
 from fracnb_spawner.queue.order import pod_is_gated, queue_annotations, wait_deadline
-from fracnb_spawner.queue.text import Release, estimate, form_text, gave_up_message, kept_place_message, queued_message
+from fracnb_spawner.queue.text import (
+    Release,
+    estimate,
+    form_text,
+    gave_up_message,
+    kept_place_message,
+    left_message,
+    queued_message,
+)
 from fracnb_spawner.quota.policy import QuotaPolicy
 
 PROGRESS_POLL_SECONDS = 1.0
@@ -44,6 +52,7 @@ class QueueTimeoutError(Exception):
 class QueueHost(Protocol):
     """What the queue reads of its spawner."""
 
+    name: str  # the server's name ("" for the default server)
     namespace: str
     pod_name: str
     start_timeout: float
@@ -78,6 +87,7 @@ class SpawnQueue:
         self.ticket: Ticket | None = None
         self.started_limit: float | None = None  # seconds the pod may take to run once its gate is lifted
         self.went_straight = False  # the queue let this spawn's pod go to the scheduler at once
+        self.left: tuple[datetime, str] | None = None  # when the user left the queue, and the confirmation
 
     @property
     def key(self) -> str:
@@ -167,9 +177,28 @@ class SpawnQueue:
             WAIT_SECONDS.observe(max(ticket.lifted_at - ticket.queued_at.timestamp(), 0.0))
         elif ticket is not None and cancelled:
             GAVE_UP.labels(reason="cancelled").inc()
+            self.note_left()
         queue = self.coordinator()
         if queue is not None and self.ask is not None:
             queue.forget(self.key, ticket)
+
+    @property
+    def waiting(self) -> bool:
+        """Whether this spawn waits in the queue now."""
+        return self.ticket is not None and self.ticket.waiting
+
+    def note_left(self) -> None:
+        """The user stopped this spawn while it waited: keep the confirmation their next page shows."""
+        if self.left is None:
+            self.left = (datetime.now(timezone.utc), left_message(self.plan))
+
+    def note_stopped(self, left_queue: dict[tuple[str, str], tuple[datetime, str]]) -> None:
+        """The spawner is stopped: a spawn still waiting was left by its user. Keep the confirmation in
+        ``left_queue`` (``HubState.left_queue``), where the hub's pages read it."""
+        if self.waiting:
+            self.note_left()
+        if self.left is not None:
+            left_queue[(self.host.user.name, self.host.name)] = self.left
 
     # ---- a hub restart while queued ------------------------------------------------------------
 
@@ -261,6 +290,15 @@ def _release(
         return None
     fraction = format_gpus(parse_fraction(annotations.get(FRACTION_ANNOTATION, "0")))
     return Release(decision.cull_at, decision.reason, fraction)
+
+
+def ready_unless_left(spawner: Any, ready_event: dict) -> dict:
+    """``FractionalSpawner.progress_ready_hook``: a spawn the user stopped while it waited in the queue is not
+    "ready", though JupyterHub's progress stream says so once it cancelled it (its page would then go to a
+    server that is not there, and back, and end on a 424): the page says the user left the queue instead."""
+    spawner.queue.note_stopped(spawner.hub_state.left_queue)
+    left = spawner.queue.left
+    return ready_event if left is None else {"progress": 100, "failed": True, "message": left[1]}
 
 
 async def merge(*streams: AsyncIterator[dict]) -> AsyncIterator[dict]:

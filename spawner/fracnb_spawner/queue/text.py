@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from fracnb_spawner.common.clock import clock_text, when_text
+from fracnb_spawner.common.clock import clock_text, duration_text, when_text
 from fracnb_spawner.culling import Reason
 from fracnb_spawner.gpu.plan import GPUPlan
 from fracnb_spawner.gpu.words import describe_plan
@@ -66,11 +66,20 @@ def node_lost_message(node: str, at: datetime, zone: ZoneInfo | None = None) -> 
     )
 
 
+def left_message(plan: GPUPlan | None) -> str:
+    """The confirmation after a user stopped a spawn waiting in the queue."""
+    queue = f"queue for a {describe_plan(plan)}" if plan is not None else "GPU queue"
+    return (
+        f"You left the {queue}: your place in line is given up and no server was started. "
+        "Start again to join the queue at its end."
+    )
+
+
 def gave_up_message(plan: GPUPlan | None, waited_seconds: float) -> str:
     """The failure when the maximum wait is over: said plainly, with what to do instead."""
     share = describe_plan(plan) if plan is not None else "a GPU"
     return (
-        f"No {share} became free within {_duration(waited_seconds)}, the longest this hub lets a server wait "
+        f"No {share} became free within {duration_text(waited_seconds)}, the longest this hub lets a server wait "
         "in the queue. Choose a smaller share or a CPU-only profile, or try again later."
     )
 
@@ -81,12 +90,3 @@ def form_text(free: int, waiting: int, wait_minutes: float | None) -> str:
         return f"{free} free now"
     about = f"about {max(1, round(wait_minutes))} min" if wait_minutes is not None else "no estimate"
     return f"queue: {waiting} waiting, {about}"
-
-
-def _duration(seconds: float) -> str:
-    if seconds >= 3600 and seconds % 3600 == 0:
-        hours = int(seconds // 3600)
-        return f"{hours} hour" + ("s" if hours > 1 else "")
-    if seconds >= 60:
-        return f"{seconds / 60:.1f}".rstrip("0").rstrip(".") + " min"
-    return f"{seconds:g} s"

@@ -15,8 +15,22 @@ from fractions import Fraction
 from typing import Any
 
 from fracnb_spawner.common.logsafe import escape_controls
-from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, PROFILE_LABEL, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
-from fracnb_spawner.common.units import QuantityError, format_fraction, format_gpus, gpus_text, parse_fraction, use_text
+from fracnb_spawner.common.podkeys import (
+    FRACTION_ANNOTATION,
+    PROFILE_LABEL,
+    QUEUE_GATE,
+    SERVERNAME_ANNOTATION,
+    USERNAME_ANNOTATION,
+)
+from fracnb_spawner.common.units import (
+    QuantityError,
+    format_fraction,
+    format_gpus,
+    gpus_text,
+    held_words,
+    parse_fraction,
+    use_text,
+)
 
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -61,6 +75,7 @@ class Allocation:
     server: str
     fraction: Fraction
     profile: str = ""
+    waiting: bool = False  # its pod waits in the GPU queue: the share is reserved, not yet on a GPU
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,7 @@ class GroupUse:
     name: str
     used: Fraction
     limit: Fraction
+    waiting: Fraction = Fraction(0)  # of ``used``, what servers waiting in the GPU queue reserve
 
 
 @dataclass(frozen=True)
@@ -80,6 +96,7 @@ class QuotaDecision:
     user_used: Fraction
     user_limit: Fraction | None
     groups: tuple[GroupUse, ...] = ()
+    user_waiting: Fraction = Fraction(0)  # of ``user_used``, what the user's queued servers reserve
 
 
 def _pod_fraction(annotations: Mapping[str, str]) -> Fraction | None:
@@ -117,21 +134,23 @@ def allocations_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Allocation]
         user = annotations.get(USERNAME_ANNOTATION)
         if not user:
             continue
+        gates = (pod.get("spec") or {}).get("schedulingGates") or []
         allocations.append(
             Allocation(
                 user=user,
                 server=annotations.get(SERVERNAME_ANNOTATION, ""),
                 fraction=fraction,
                 profile=pod_profile(metadata),
+                waiting=any(gate.get("name") == QUEUE_GATE for gate in gates),
             )
         )
     return allocations
 
 
-def used_by(allocations: Iterable[Allocation], users: Iterable[str]) -> Fraction:
-    """GPUs held together by ``users``."""
+def used_by(allocations: Iterable[Allocation], users: Iterable[str], *, waiting_only: bool = False) -> Fraction:
+    """GPUs held together by ``users`` (``waiting_only``: of those, what their queued servers reserve)."""
     members = set(users)
-    return sum((a.fraction for a in allocations if a.user in members), Fraction(0))
+    return sum((a.fraction for a in allocations if a.user in members and (a.waiting or not waiting_only)), Fraction(0))
 
 
 def check_request(
@@ -151,22 +170,29 @@ def check_request(
     """
     others = [a for a in allocations if not (a.user == user and a.server == server)]
     user_used = used_by(others, [user])
+    user_waiting = used_by(others, [user], waiting_only=True)
     user_limit = policy.user_limit(user)
     group_uses = tuple(
-        GroupUse(name, used_by(others, members), policy.groups[name])
+        GroupUse(name, used_by(others, members), policy.groups[name], used_by(others, members, waiting_only=True))
         for name, members in sorted(groups.items())
         if name in policy.groups
     )
     needs = gpus_text(fraction)
     if fraction > 0 and user_limit is not None and user_used + fraction > user_limit:
-        message = f"you use {format_gpus(user_used)} of your {gpus_text(user_limit)}; this choice needs {needs}"
-        return QuotaDecision(False, message, fraction, user_used, user_limit, group_uses)
+        used = held_words(user_used, user_waiting) if user_waiting else format_gpus(user_used)
+        message = f"you use {used} of your {gpus_text(user_limit)}; this choice needs {needs}"
+        return QuotaDecision(False, message, fraction, user_used, user_limit, group_uses, user_waiting)
     for use in group_uses:
         if fraction > 0 and use.used + fraction > use.limit:
             group = escape_controls(use.name)  # a hub group's name, shown on the form and in the hub log
-            message = f"{group} uses {use_text(use.used, use.limit)}; this choice needs {needs}"
-            return QuotaDecision(False, message, fraction, user_used, user_limit, group_uses)
-    return QuotaDecision(True, "within quota", fraction, user_used, user_limit, group_uses)
+            message = f"{group} uses {use_against(use.used, use.limit, use.waiting)}; this choice needs {needs}"
+            return QuotaDecision(False, message, fraction, user_used, user_limit, group_uses, user_waiting)
+    return QuotaDecision(True, "within quota", fraction, user_used, user_limit, group_uses, user_waiting)
+
+
+def use_against(used: Fraction, limit: Fraction, waiting: Fraction = Fraction(0)) -> str:
+    """ "0.25 of 0.5 GPU", or with servers waiting in the queue "0.25 GPU + 0.25 GPU (waiting) of 0.5 GPU"."""
+    return use_text(used, limit) if waiting <= 0 else f"{held_words(used, waiting)} of {gpus_text(limit)}"
 
 
 def _amount(amount: Fraction) -> dict[str, Any]:

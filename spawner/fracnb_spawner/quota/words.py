@@ -5,8 +5,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from fracnb_spawner.common.logsafe import escape_controls
-from fracnb_spawner.common.units import gpus_text, use_text
-from fracnb_spawner.quota.policy import QuotaDecision
+from fracnb_spawner.common.units import gpus_text
+from fracnb_spawner.quota.policy import QuotaDecision, use_against
 
 
 def quota_line(decision: QuotaDecision) -> str | None:
@@ -17,14 +17,17 @@ def quota_line(decision: QuotaDecision) -> str | None:
     """
     parts = []
     if decision.user_limit is not None:
-        parts.append(f"Your GPU quota: {_use(decision.user_used, decision.user_limit)}")
+        parts.append(f"Your GPU quota: {_use(decision.user_used, decision.user_limit, decision.user_waiting)}")
     for group in decision.groups:
-        parts.append(f"{escape_controls(group.name)} (your team, together): {_use(group.used, group.limit)}")
+        parts.append(
+            f"{escape_controls(group.name)} (your team, together): {_use(group.used, group.limit, group.waiting)}"
+        )
     return " · ".join(parts) or None
 
 
-def _use(used: Fraction, limit: Fraction) -> str:
-    return f"{use_text(used, limit)} in use"
+def _use(used: Fraction, limit: Fraction, waiting: Fraction = Fraction(0)) -> str:
+    """ "0.25 of 0.5 GPU in use"; with queued servers "0.25 GPU + 0.25 GPU (waiting) of 0.5 GPU in use"."""
+    return f"{use_against(used, limit, waiting)} in use"
 
 
 def headroom(decision: QuotaDecision) -> Fraction | None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 from urllib.parse import urlparse
+from zoneinfo import ZoneInfo
 
 from jupyterhub.services.auth import HubAuth, HubOAuth
 from traitlets import Bool, Float, Integer, Unicode, default
@@ -20,6 +21,7 @@ from fracnb_spawner.common.logsafe import EscapeControlCharacters
 from fracnb_spawner.config.traits import configured_traits
 from fracnb_spawner.culling import CullPolicy, CullTiming, CullTimingError, check_timing
 from fracnb_spawner.gpu.backends import is_gpu_resource
+from fracnb_spawner.hibernation.client import Hibernation
 from fracnb_spawner.hibernation.culled import Hibernator
 from fracnb_spawner.hibernation.settings import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -27,22 +29,25 @@ from fracnb_spawner.hibernation.settings import (
     HibernationSettings,
     timeout_problem,
 )
-from fracnb_spawner.history.db import DEFAULT_DB_URL, HistoryDatabaseError, open_database
+from fracnb_spawner.history.db import HistoryDatabaseError, default_db_url, open_database
 from fracnb_spawner.history.metrics import HistoryMetrics
+from fracnb_spawner.history.stops import StopNotice, latest_stops, purge_stops, record_stop
 from fracnb_spawner.history.store import purge
+from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.service import core
+from fracnb_spawner.service.choices import HubChoices, hub_choices
+from fracnb_spawner.service.gpuunits import gpu_kinds
 from fracnb_spawner.service.handlers import make_app
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.meterfacts import MeterFacts
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.nextadvice import Menu, menu_from_config
-from fracnb_spawner.service.page import CullRecord, gpu_kinds
 from fracnb_spawner.service.pending import PendingReports
 from fracnb_spawner.service.pods import KubernetesPods, PodSource
 from fracnb_spawner.service.resume import ResumeReport, resume_pass
 from fracnb_spawner.service.sessions import load_checker, store_and_count
-from fracnb_spawner.service.stops import LastStops
+from fracnb_spawner.service.stops import hibernation_json, stopped_servers
 from fracnb_spawner.service.web import PageSources, recent_culls
 
 log = logging.getLogger("fracnb.service")
@@ -98,19 +103,21 @@ class ServiceState:
         self.is_gpu: Callable[[str], bool] | None = None
         self._capacity_refused = False
         self.clock = clock
-        self.recent_culls = recent_culls()
-        self.last_stops = LastStops()  # each server's last cull, with its hibernation, for its user
+        self.recent_culls = recent_culls()  # the stops since the service started, for the admin page
+        self._stopping: dict[tuple[str, str], StopNotice] = {}  # recorded, until the pass says it stopped
         self.history: Any = None  # the session history's session factory, once opened
         self.history_metrics = HistoryMetrics(self.metrics.registry)
         self.advice_menu: Menu | None = None  # the hub's profile menu, for the users' advice (api/advice)
         self.named_servers = False  # the hub's JupyterHub.allow_named_servers (its default: one server a user)
         self.pending_reports = PendingReports()  # session reports kept while the database is away
+        self.choices = HubChoices()  # the hub's profile list: display names and slot kinds
+        self.zone: ZoneInfo | None = None  # of the times the page shows: the hub's FracnbQueue.display_timezone
 
     async def user_report(self, name: str) -> dict[str, Any]:
         report = await core.user_report(
             self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock, facts=self.facts
         )
-        stopped = self.last_stops.of_user(name, running=report["culling"])
+        stopped = stopped_servers(await self.latest_stops(name), running=report["culling"])
         if stopped:  # only while there is one: a meter of an older version refuses fields it does not know
             report["stopped"] = stopped
         return report
@@ -123,13 +130,12 @@ class ServiceState:
     async def cull_pass(self) -> core.PassReport:
         report = await core.cull_pass(
             self.hub, self.pods, self.settings, self.metrics, clock=self.clock, hibernator=self.hibernator,
-            facts=self.facts,
+            facts=self.facts, before_stop=self.record_stop,
         )  # fmt: skip
-        when = self.clock()
         for user, server, reason in report.culled:
-            record = CullRecord(when, user, server, reason, report.hibernations.get((user, server)))
-            self.recent_culls.append(record)
-            self.last_stops.add(record)
+            recorded = self._stopping.get((user, server))
+            self.recent_culls.append(recorded or StopNotice(user, server, self.clock(), reason))
+        self._stopping.clear()
         await self.observe_gpu_kinds()
         return report
 
@@ -150,6 +156,26 @@ class ServiceState:
             return
         self._capacity_refused = False
         self.metrics.observe_gpu_kinds(gpu_kinds(nodes, pods, self.is_gpu))
+
+    async def record_stop(self, verdict: core.ServerVerdict, reason: str, hibernation: Hibernation | None) -> None:
+        """Keep why a server is stopped and what its hibernation saved, for its user's next page
+        (history/stops.py), before the hub stops it."""
+        details = {"hibernation": hibernation_json(hibernation)} if hibernation is not None else {}
+        notice = StopNotice(verdict.user, verdict.server, self.clock(), reason, verdict.limit_seconds, details)
+        self._stopping[(verdict.user, verdict.server)] = notice
+        if self.history is not None:
+            await asyncio.to_thread(record_stop, self.history, notice)
+
+    async def latest_stops(self, user: str) -> list[StopNotice]:
+        """The last stop of each of the user's servers, newest first; [] without a history or when it
+        cannot be read."""
+        if self.history is None:
+            return []
+        try:
+            return await asyncio.to_thread(latest_stops, self.history, user, now=self.clock())
+        except Exception as error:
+            log.warning("Could not read the stops of %r: %s", user, error)
+            return []
 
 
 class FracnbService(Application):
@@ -363,13 +389,16 @@ class FracnbService(Application):
     ).tag(config=True)
 
     db_url = Unicode(
-        DEFAULT_DB_URL,
         help="""
         SQLAlchemy URL of the database that keeps the GPU statistics notebooks report for each
         server session (peaks, time near the budget, out-of-memory events). Its schema is
         created and upgraded with Alembic when the service starts. The default is an SQLite
-        file in the service's working directory; use PostgreSQL in production (the psycopg
-        driver is in fracnb's hub extra). Default: "sqlite:///fracnb-service.sqlite".
+        file, fracnb-service.sqlite, in the directory of the hub's own SQLite database
+        (c.JupyterHub.db_url; its default is relative to the hub's working directory, where the
+        service runs too), so that the hub's advice and fracnb-report --config find it; with a
+        hub database that is not SQLite, "sqlite:///fracnb-service.sqlite" in the working
+        directory. Use PostgreSQL in production (the psycopg driver is in fracnb's hub extra).
+        Default: beside the hub's database.
 
         Example: c.FracnbService.db_url = "postgresql+psycopg://fracnb:secret@db:5432/fracnb"
         """,
@@ -384,6 +413,10 @@ class FracnbService(Application):
         Example: c.FracnbService.session_retention_days = 30
         """,
     ).tag(config=True)
+
+    @default("db_url")
+    def _default_db_url(self) -> str:
+        return default_db_url(self.config)
 
     @default("namespace")
     def _default_namespace(self) -> str:
@@ -461,6 +494,8 @@ class FracnbService(Application):
         )
         state.advice_menu = menu_from_config(self.config)
         state.named_servers = bool(self.config.JupyterHub.get("allow_named_servers", False))
+        state.choices = hub_choices(self.config)
+        state.zone = FracnbQueue(config=self.config).zone
         return state
 
     async def cull_forever(self, state: ServiceState) -> None:
@@ -521,6 +556,9 @@ class FracnbService(Application):
             try:
                 gone = await asyncio.to_thread(
                     purge, state.history, now=state.clock().replace(tzinfo=None), keep_days=self.session_retention_days
+                )
+                await asyncio.to_thread(
+                    purge_stops, state.history, now=state.clock(), keep_days=self.session_retention_days
                 )
                 if gone:
                     self.log.info("Deleted %d session records older than %s days", gone, self.session_retention_days)

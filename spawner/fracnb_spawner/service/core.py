@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from fractions import Fraction
@@ -174,6 +174,25 @@ class ServerVerdict:
     model: Mapping[str, Any]
     pod: PodFacts | None
     decision: CullDecision
+    policy: CullPolicy = field(default_factory=CullPolicy)
+
+    @property
+    def limit_seconds(self) -> float | None:
+        """The limit that stops it: the idle timeout (under demand, the shorter one) or the maximum age."""
+        reason = self.decision.reason.value if self.decision.reason else "idle"
+        limits = {
+            "idle": self.policy.idle_timeout,
+            "demand": self.policy.idle_timeout_under_demand,
+            "gpu-unused": self.policy.gpu_unused_timeout,
+            "gpu-unused-busy": self.policy.gpu_unused_busy_timeout,
+            "max-age": self.policy.max_age,
+        }
+        return limits.get(reason) or None
+
+
+# Told of a server about to be stopped, after its hibernation and before the hub is asked (the stop's
+# record, for its user): the verdict, the reason, and the hibernation (None when none was asked).
+BeforeStop = Callable[[ServerVerdict, str, Hibernation | None], Awaitable[None]]
 
 
 async def _hibernate(
@@ -213,6 +232,7 @@ async def _stop(
     clock: Clock,
     hibernator: Hibernator | None = None,
     facts: MeterFacts | None = None,
+    before_stop: BeforeStop | None = None,
 ) -> None:
     decision, pod, model = verdict.decision, verdict.pod, verdict.model
     reason = decision.reason.value if decision.reason else "idle"
@@ -221,6 +241,11 @@ async def _stop(
             return
     except Exception:  # whatever happened, the server is stopped
         log.exception("Hibernation of server %r of %r failed", verdict.server, verdict.user)
+    if before_stop is not None:
+        try:
+            await before_stop(verdict, reason, report.hibernations.get((verdict.user, verdict.server)))
+        except Exception:  # the record is for the notice: the stop goes ahead without it
+            log.exception("Could not record the stop of server %r of %r", verdict.server, verdict.user)
     try:
         code = await hub.stop_server(verdict.user, verdict.server)
     except Exception:
@@ -254,8 +279,8 @@ def judge_page(
     for user in page:
         for name, model in (user.get("servers") or {}).items():
             pod = by_server.get((user["name"], name))
-            _, decision = judge(model, pod, (user["name"], name))
-            yield ServerVerdict(user["name"], name, model, pod, decision)
+            policy, decision = judge(model, pod, (user["name"], name))
+            yield ServerVerdict(user["name"], name, model, pod, decision, policy)
 
 
 async def _observe_groups(hub: HubAPI, metrics: CullMetrics, pods: list[Mapping[str, Any]], groups: set[str]) -> None:
@@ -278,6 +303,7 @@ async def cull_pass(
     clock: Clock = utcnow,
     hibernator: Hibernator | None = None,
     facts: MeterFacts | None = None,
+    before_stop: BeforeStop | None = None,
 ) -> PassReport:
     """Decide every ready server and stop those past their deadline, a few at a time; a GPU server
     stopped for idleness is asked to hibernate first (``hibernator``).
@@ -292,7 +318,9 @@ async def cull_pass(
 
     async def stop_bounded(verdict: ServerVerdict) -> None:
         async with slots:
-            await _stop(hub, metrics, report, verdict, clock=clock, hibernator=hibernator, facts=facts)
+            await _stop(
+                hub, metrics, report, verdict, clock=clock, hibernator=hibernator, facts=facts, before_stop=before_stop
+            )
 
     try:
         pod_list: list[Mapping[str, Any]] | None = None

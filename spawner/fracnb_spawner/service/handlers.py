@@ -70,7 +70,7 @@ def history_routes(prefix: str, state: Any, pages: PageSources | None) -> list[A
         (rf"{prefix}api/advice", AdviceHandler, {"state": state}),
     ]
     if pages is not None:
-        routes.append((rf"{prefix}report", ReportPageHandler, {"sources": pages}))
+        routes.append((rf"{prefix}report(?:\.(csv|json))?", ReportPageHandler, {"sources": pages}))
     return routes
 
 

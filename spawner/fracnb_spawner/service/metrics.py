@@ -12,7 +12,7 @@ pod with a GPU fraction holds it. A waiting pod past its ``fracnb.io/max-wait`` 
 the hub gives up on a spawn at its maximum wait and deletes the pod, so one still there means
 the hub's queue is not being served (a hub down, or restarted without resuming it).
 
-The GPU units per resource and product are those of the admin page (:func:`.page.gpu_kinds`):
+The GPU units per resource and product (:func:`.gpuunits.gpu_kinds`) are raw units:
 extended resources of schedulable nodes against what live pods there request. Group quotas
 are configuration, set once at start. Hibernations count by outcome; every outcome starts at
 0 so that the first one shows as an increase. ``fracnb_gpu_unused_gpu_hours_total`` adds up,
@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from fracnb_spawner.queue.demand import is_queued, queue_lengths, queued_at, slot_kind
 from fracnb_spawner.queue.order import wait_deadline
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods, used_by
-from fracnb_spawner.service.page import GpuKind
+from fracnb_spawner.service.gpuunits import GpuKind
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # What a hibernation at a stop came to (issue 19): every idle kernel's variables saved, some of

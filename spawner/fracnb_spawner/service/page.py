@@ -1,8 +1,10 @@
 """What the service's web page shows, computed from plain values (no I/O).
 
 A user sees their own servers (share, GPU memory budget, idle deadline), their quota and
-their groups' use. An admin also sees every GPU kind of the cluster (allocatable, allocated,
-free), the use per group and per user, the servers in warning and the recent culls. The
+their groups' use, and why a server of theirs was stopped lately. An admin also sees, per slot
+kind the hub's choices use, the GPU shares its nodes offer, in use, waiting and free (:mod:`.choices`),
+the use per group and per user, the servers in warning and the recent culls. Servers waiting in
+the GPU queue are said to be waiting, not holding a GPU. The
 handler in :mod:`.handlers` gathers the inputs and renders ``templates/page.html``.
 """
 
@@ -10,28 +12,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, tzinfo
+from datetime import datetime
 from fractions import Fraction
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from fracnb_spawner.cluster.nodes import requested_by_node
-from fracnb_spawner.common.clock import clock_text, duration_text
+from fracnb_spawner.common.clock import clock_text, countdown_text
 from fracnb_spawner.common.podkeys import GPU_MEMORY_ANNOTATION
-from fracnb_spawner.common.units import format_bytes, gpus_text, share_text, share_words
-from fracnb_spawner.culling import Action, CullDecision, CullPolicy
-from fracnb_spawner.hibernation.client import Hibernation
-from fracnb_spawner.hibernation.words import problem_line, report_lines
+from fracnb_spawner.common.units import format_bytes, gpus_text, held_words, share_text, share_words
+from fracnb_spawner.culling import Action, CullDecision, CullPolicy, parse_timestamp
+from fracnb_spawner.history.stops import StopNotice
 from fracnb_spawner.queue.demand import QueueEntry
 from fracnb_spawner.quota.policy import Allocation, QuotaPolicy, used_by
-
-PRODUCT_LABEL = "nvidia.com/gpu.product"
+from fracnb_spawner.service.choices import SlotKindUse
 
 
 @dataclass(frozen=True)
 class ServerRow:
     user: str
     server: str  # "" is the default server
-    profile: str
+    profile: str  # as the spawn form names it (the display name; the slug for a profile the hub no longer has)
     share: Fraction
     budget_bytes: int | None
     idle_timeout: float
@@ -39,14 +39,16 @@ class ServerRow:
     seconds_left: float | None
     reason: str | None
     warning: bool
+    waiting: bool = False  # its pod waits in the GPU queue
+    zone: ZoneInfo | None = None  # of the times shown (the hub's display_timezone); None: UTC
 
     @property
     def name(self) -> str:
-        return self.server or "(default)"
+        return server_name(self.server)
 
     @property
     def share_text(self) -> str:
-        return share_words(self.share)
+        return share_words(self.share) + (" (waiting)" if self.waiting and self.share else "")
 
     @property
     def budget_text(self) -> str:
@@ -54,6 +56,8 @@ class ServerRow:
 
     @property
     def deadline_text(self) -> str:
+        if self.waiting:
+            return "not started yet: waiting for a GPU"
         if self.cull_at is None or self.seconds_left is None:
             return "never stopped for idleness" if not self.idle_timeout else "not started yet"
         why = {
@@ -62,7 +66,7 @@ class ServerRow:
             "gpu-unused": "GPU unused while idle",
             "gpu-unused-busy": "GPU unused while busy on the CPU",
         }.get(self.reason or "", "idle")
-        return f"in {duration_text(max(self.seconds_left, 0))} ({why}, at {clock_text(self.cull_at)})"
+        return f"in {countdown_text(max(self.seconds_left, 0))} ({why}, at {clock_text(self.cull_at, self.zone)})"
 
 
 STOP_REASONS = {
@@ -78,34 +82,34 @@ def stop_reason_text(reason: str) -> str:
     return STOP_REASONS.get(reason, reason)
 
 
-def hibernation_lines(hibernation: Hibernation | None, zone: tzinfo | None = None) -> list[str]:
-    if hibernation is None:
-        return []
-    if hibernation.report is None:
-        return [problem_line(hibernation.problem or "no answer")]
-    return report_lines(hibernation.kernels, zone)
+def server_name(server: str) -> str:
+    """A server as the hub home lists it: its name, and "default server" for the one without a name."""
+    return server or "default server"
 
 
-def waiting_text(queued_at: datetime | None, now: datetime) -> str:
+def waiting_text(queued_at: datetime | None, now: datetime, zone: ZoneInfo | None = None) -> str:
     """ "25 min (since 13:40 UTC)" for a spawn waiting in the queue; "—" when its queue time is unknown."""
     if queued_at is None:
         return "—"
     seconds = max((now - queued_at).total_seconds(), 0.0)
-    return f"{duration_text(seconds) if seconds >= 1 else '0 s'} (since {clock_text(queued_at)})"
+    waited = countdown_text(seconds) if seconds >= 60 else f"{round(seconds)} s"
+    return f"{waited} (since {clock_text(queued_at, zone)})"
 
 
 @dataclass(frozen=True)
 class UseRow:
-    """GPUs held by a user or a group, against its quota (``None``: no limit)."""
+    """GPUs held by a user or a group, against its quota (``None``: no limit); ``waiting``: the part of
+    ``used`` that servers waiting in the GPU queue reserve (it counts against the quota, on no GPU yet)."""
 
     name: str
     used: Fraction
     limit: Fraction | None
     servers: int = 0
+    waiting: Fraction = Fraction(0)
 
     @property
     def used_text(self) -> str:
-        return share_text(self.used)
+        return held_words(self.used, self.waiting)
 
     @property
     def limit_text(self) -> str:
@@ -116,38 +120,6 @@ class UseRow:
         return self.limit is not None and self.used > self.limit
 
 
-@dataclass(frozen=True)
-class GpuKind:
-    """One extended GPU resource on nodes of one product: units allocatable, allocated, free."""
-
-    resource: str
-    product: str
-    nodes: int
-    allocatable: int
-    allocated: int
-
-    @property
-    def free(self) -> int:
-        return max(self.allocatable - self.allocated, 0)
-
-
-@dataclass(frozen=True)
-class CullRecord:
-    when: datetime
-    user: str
-    server: str
-    reason: str
-    hibernation: Hibernation | None = None  # what its hibernation came to, if it was asked to save
-
-    def hibernation_lines(self, zone: tzinfo | None = None) -> list[str]:
-        """What was saved, in the stopped-server notice's words ([] when no hibernation was asked)."""
-        return hibernation_lines(self.hibernation, zone)
-
-    @property
-    def name(self) -> str:
-        return self.server or "(default)"
-
-
 @dataclass
 class UserView:
     user: str
@@ -156,7 +128,9 @@ class UserView:
     groups: list[UseRow]
     available: Fraction | None
     named_servers: bool = True  # JupyterHub.allow_named_servers: may the user run more than one server?
-    stops: list[CullRecord] = field(default_factory=list)  # the user's servers' last culls, newest first
+    # The user's servers' last stops by the service, newest first, of the servers not started since.
+    stops: list[StopNotice] = field(default_factory=list)
+    zone: ZoneInfo | None = None
 
     @property
     def holding_text(self) -> str:
@@ -189,12 +163,12 @@ class UserView:
 
 @dataclass
 class AdminView:
-    kinds: list[GpuKind] | None  # None: the nodes could not be read
+    kinds: list[SlotKindUse] | None  # per slot kind of the hub's choices; None: the nodes could not be read
     kinds_error: str
     groups: list[UseRow]
     users: list[UseRow]
     warnings: list[ServerRow]
-    culls: list[CullRecord]
+    culls: list[StopNotice]  # the service's stops since it started, newest first
     totals: dict[str, Fraction] = field(default_factory=dict)
     queue: list[QueueEntry] = field(default_factory=list)  # waiting spawns, in demand.queue_entries' order
 
@@ -208,9 +182,11 @@ def server_rows(
     users: Iterable[Mapping[str, Any]],
     pods: Mapping[tuple[str, str], Any],
     judge: Callable[[Mapping[str, Any], Any, tuple[str, str]], tuple[CullPolicy, CullDecision]],
+    profile_name: Callable[[str], str] = str,
+    zone: ZoneInfo | None = None,
 ) -> list[ServerRow]:
-    """A row per server of the user models; ``pods`` is :func:`.core.index_pods`'s index, and
-    ``judge`` (a :class:`.core.Judge`) decides a server from its model and pod."""
+    """A row per server of the user models; ``pods`` is :func:`.core.index_pods`'s index, ``judge``
+    (a :class:`.core.Judge`) decides a server from its model and pod, ``profile_name`` names a profile's slug."""
     rows = []
     for user in users:
         for server, model in sorted((user.get("servers") or {}).items()):
@@ -220,7 +196,7 @@ def server_rows(
                 ServerRow(
                     user=user["name"],
                     server=server,
-                    profile=pod.profile if pod else (model.get("user_options") or {}).get("profile", ""),
+                    profile=profile_name(pod.profile if pod else (model.get("user_options") or {}).get("profile", "")),
                     share=pod.fraction if pod else Fraction(0),
                     budget_bytes=_pod_budget(pod.annotations) if pod else None,
                     idle_timeout=policy.idle_timeout,
@@ -228,9 +204,20 @@ def server_rows(
                     seconds_left=decision.seconds_left,
                     reason=decision.reason.value if decision.reason else None,
                     warning=decision.action is not Action.KEEP,
+                    waiting=bool(pod and pod.queued),
+                    zone=zone,
                 )
             )
     return rows
+
+
+def started_since(user: Mapping[str, Any], stopped: StopNotice) -> bool:
+    """Whether the user's server that was stopped has been started again since (its notice is old news)."""
+    model = (user.get("servers") or {}).get(stopped.server)
+    if model is None:
+        return False
+    started = parse_timestamp(model.get("started"))
+    return started is None or started.replace(tzinfo=None) >= stopped.stopped_at
 
 
 def user_view(
@@ -246,42 +233,20 @@ def user_view(
     used = used_by(allocations, [user])
     limit = policy.user_limit(user)
     group_rows = [
-        UseRow(name, used_by(allocations, members), policy.groups.get(name)) for name, members in sorted(groups.items())
+        _use_row(name, allocations, members, policy.groups.get(name)) for name, members in sorted(groups.items())
     ]
     headrooms = [r.limit - r.used for r in [UseRow(user, used, limit), *group_rows] if r.limit is not None]
     available = max(min(headrooms), Fraction(0)) if headrooms else None
-    return UserView(user, rows, UseRow(user, used, limit, len(rows)), group_rows, available, named_servers)
+    mine = _use_row(user, allocations, [user], limit, len(rows))
+    return UserView(user, rows, mine, group_rows, available, named_servers)
 
 
-def gpu_kinds(
-    nodes: Iterable[Mapping[str, Any]], pods: list[Mapping[str, Any]], is_gpu: Callable[[str], bool]
-) -> list[GpuKind]:
-    """Every GPU resource the nodes offer, per product, with what live pods bound there request."""
-    totals: dict[tuple[str, str], list[int]] = {}
-    used_cache: dict[str, dict[str, int]] = {}
-    for node in nodes:
-        metadata = node.get("metadata") or {}
-        if (node.get("spec") or {}).get("unschedulable"):
-            continue
-        product = (metadata.get("labels") or {}).get(PRODUCT_LABEL, "unknown product")
-        for resource, amount in ((node.get("status") or {}).get("allocatable") or {}).items():
-            if not is_gpu(resource):
-                continue
-            try:
-                units = int(str(amount))
-            except ValueError:
-                continue
-            if units <= 0:
-                continue
-            if resource not in used_cache:
-                used_cache[resource] = requested_by_node(pods, resource)
-            entry = totals.setdefault((resource, product), [0, 0, 0])
-            entry[0] += 1
-            entry[1] += units
-            entry[2] += used_cache[resource].get(metadata.get("name", ""), 0)
-    return [
-        GpuKind(resource, product, n, total, used) for (resource, product), (n, total, used) in sorted(totals.items())
-    ]
+def _use_row(
+    name: str, allocations: list[Allocation], members: Iterable[str], limit: Fraction | None, servers: int = 0
+) -> UseRow:
+    members = list(members)
+    waiting = used_by(allocations, members, waiting_only=True)
+    return UseRow(name, used_by(allocations, members), limit, servers, waiting)
 
 
 def use_rows(
@@ -292,13 +257,9 @@ def use_rows(
     """Use per group (every group with a quota or a member holding GPUs) and per user holding GPUs."""
     holders = sorted({a.user for a in allocations if a.fraction > 0})
     users = [
-        UseRow(
-            name, used_by(allocations, [name]), policy.user_limit(name), sum(1 for a in allocations if a.user == name)
-        )
+        _use_row(name, allocations, [name], policy.user_limit(name), sum(1 for a in allocations if a.user == name))
         for name in holders
     ]
     names = sorted(set(policy.groups) | set(group_members))
-    groups = [
-        UseRow(name, used_by(allocations, group_members.get(name, ())), policy.groups.get(name)) for name in names
-    ]
+    groups = [_use_row(name, allocations, group_members.get(name, ()), policy.groups.get(name)) for name in names]
     return groups, users

@@ -23,7 +23,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
 
 from fracnb_spawner.common.logsafe import shown
-from fracnb_spawner.history.report import as_csv, as_json, as_text, load_report
+from fracnb_spawner.form.advice import report_menu
+from fracnb_spawner.history.report import advised_text, as_csv, as_json, as_text, load_report
 from fracnb_spawner.history.store import ReportConflictError, sessions_of, store_report
 from fracnb_spawner.service.base import ServiceHandler
 from fracnb_spawner.service.web import PageHandler
@@ -180,7 +181,17 @@ REPORT_FORMATS = {"json": ("application/json", as_json), "csv": ("text/csv", as_
 
 def require_admin(model: dict[str, Any]) -> None:
     if model.get("kind", "user") != "user" or not model.get("admin"):
-        raise web.HTTPError(403, "only hub admins may read the right-sizing report")
+        raise web.HTTPError(
+            403, "the right-sizing report is for hub admins: it shows every user's sessions. Your own GPU "
+            "servers and quota are on the fracnb page"
+        )  # fmt: skip
+
+
+async def admins_report(state: Any) -> Any:
+    """The report over every stored session, advised over the hub's profile list as users are."""
+    menu = getattr(state, "advice_menu", None)  # None: advised over the choices in the data
+    located = None if menu is None else report_menu(menu.profiles, menu.rows, menu.headroom)
+    return await in_history(state, "report", load_report, menu=located)
 
 
 class ReportHandler(ServiceHandler):
@@ -193,21 +204,30 @@ class ReportHandler(ServiceHandler):
         if chosen not in REPORT_FORMATS:
             raise web.HTTPError(400, "format must be one of %s", ", ".join(REPORT_FORMATS))
         content_type, render = REPORT_FORMATS[chosen]
-        report = await in_history(self.state, "report", load_report)
+        report = await admins_report(self.state)
         self.set_header("Content-Type", f"{content_type}; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
         self.finish(render(report))
 
 
 class ReportPageHandler(PageHandler):
-    """``GET report``: the same report as a page, for hub admins logged in through the hub."""
+    """``GET report``: the same report as a page, and ``GET report.csv`` / ``report.json`` as files, for hub
+    admins logged in through the hub (the page's links work with the browser's own login; ``api/report``
+    is for API clients with a token)."""
 
     @web.authenticated
-    async def get(self) -> None:
+    async def get(self, suffix: str | None = None) -> None:
         require_admin(self.current_user)
-        report = await in_history(self.sources.state, "report", load_report)
+        report = await admins_report(self.sources.state)
         self.set_header("Cache-Control", "no-store")
-        self.render("report.html", report=report, percent=_percent)
+        if suffix is None:
+            self.render("report.html", report=report, percent=_percent, advised_text=advised_text)
+            return
+        content_type, render = REPORT_FORMATS[suffix]
+        self.set_header("Content-Type", f"{content_type}; charset=utf-8")
+        if suffix == "csv":
+            self.set_header("Content-Disposition", 'attachment; filename="fracnb-report.csv"')
+        self.finish(render(report))
 
 
 def _percent(value: float | None) -> str:

@@ -13,25 +13,28 @@ import logging
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
 from tornado import web
-from tornado.escape import xhtml_escape
 
+from fracnb_spawner.common.clock import duration_text, moment_text
 from fracnb_spawner.common.logsafe import shown
+from fracnb_spawner.history.stops import StopNotice, notice_summary
 from fracnb_spawner.queue.demand import queue_entries
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
 from fracnb_spawner.service import page
+from fracnb_spawner.service.choices import SlotKindUse, shares_text, slot_kind_uses
 from fracnb_spawner.service.core import index_pods, judge_for
 
 log = logging.getLogger("fracnb.service")
 
 TEMPLATES = Path(__file__).parent / "templates"
 RECENT_CULLS = 50
-ERROR_PAGE = "<!DOCTYPE html><title>{status}</title><p>{status}: {message}</p>"
+ERROR_HEADLINES = {403: "Not for your account", 404: "No such page", 503: "Not ready yet"}
 
 
 @dataclass(frozen=True)
@@ -43,18 +46,21 @@ class PageSources:
     is_gpu: Callable[[str], bool]
 
 
-def recent_culls() -> deque[page.CullRecord]:
+def recent_culls() -> deque[StopNotice]:
     return deque(maxlen=RECENT_CULLS)
 
 
 async def user_view(state: Any, name: str, now: datetime) -> page.UserView:
-    user, pods = await asyncio.gather(state.hub.user(name), state.pods.list_pods())
+    user, pods, stops = await asyncio.gather(state.hub.user(name), state.pods.list_pods(), state.latest_stops(name))
     groups = await state.hub.members_of(user.get("groups") or [])
-    rows = page.server_rows([user], index_pods(pods), judge_for(state.settings, pods, now, state.facts))
+    names = state.choices.profile_name
+    judge = judge_for(state.settings, pods, now, state.facts)
+    rows = page.server_rows([user], index_pods(pods), judge, names, state.zone)
     view = page.user_view(
         name, rows, allocations_from_pods(pods), state.quota_policy, groups, named_servers=state.named_servers
     )
-    view.stops = state.last_stops.of(name)
+    view.stops = [stop for stop in stops if not page.started_since(user, stop)]
+    view.zone = state.zone
     return view
 
 
@@ -65,13 +71,13 @@ async def _active_users(hub: Any, page_size: int) -> list[Mapping[str, Any]]:
     return users
 
 
-async def _kinds(sources: PageSources) -> tuple[list[page.GpuKind] | None, str]:
+async def _kinds(sources: PageSources) -> tuple[list[SlotKindUse] | None, str]:
     try:
         nodes, pods = await sources.state.pods.gpu_capacity()
     except Exception as error:
         log.warning("The admin page could not list nodes and pods: %s", error)
         return None, "the service may not list nodes and pods cluster-wide (see helm-values/rbac.yaml)"
-    return page.gpu_kinds(nodes, pods, sources.is_gpu), ""
+    return slot_kind_uses(sources.state.choices, list(nodes), list(pods)), ""
 
 
 async def admin_view(sources: PageSources, now: datetime) -> page.AdminView:
@@ -84,14 +90,15 @@ async def admin_view(sources: PageSources, now: datetime) -> page.AdminView:
     members = await state.hub.members_of(group_names)
     allocations = allocations_from_pods(pods)
     groups, holders = page.use_rows(allocations, policy, members)
-    rows = page.server_rows(users, index_pods(pods), judge_for(state.settings, pods, now, state.facts))
+    judge = judge_for(state.settings, pods, now, state.facts)
+    rows = page.server_rows(users, index_pods(pods), judge, state.choices.profile_name, state.zone)
     return page.AdminView(
         kinds=kinds,
         kinds_error=kinds_error,
         groups=groups,
         users=holders,
         warnings=[row for row in rows if row.warning],
-        culls=sorted(state.recent_culls, key=lambda c: c.when, reverse=True),
+        culls=sorted(state.recent_culls, key=lambda c: c.stopped_at, reverse=True),
         queue=queue_entries(pods),
     )
 
@@ -113,12 +120,24 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
         return f"{shown(self.request.method)} {shown(self.request.uri, 500)} ({self.request.remote_ip})"
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """The page's own look, with a sentence saying what happened and where to go instead."""
         error = kwargs.get("exc_info", (None, None))[1]
         message = self._reason
         if isinstance(error, web.HTTPError) and error.log_message:
             message = error.log_message % error.args
+        sentence = message[:1].upper() + message[1:] + ("" if message.endswith(".") else ".")
         self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.finish(ERROR_PAGE.format(status=status_code, message=xhtml_escape(message)))
+        self.render(
+            "error.html",
+            status=status_code,
+            headline=ERROR_HEADLINES.get(status_code, self._reason),
+            sentence=sentence,
+            hub_home=self.hub_home(),
+            page_url=self.hub_auth.base_url,
+        )
+
+    def hub_home(self) -> str:
+        return self.hub_auth.hub_host + self.hub_auth.hub_prefix + "home"
 
     @web.authenticated
     async def get(self) -> None:
@@ -138,12 +157,17 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
             me=mine,
             admin=everything,
             now=now,
-            hub_home=self.hub_auth.hub_host + self.hub_auth.hub_prefix + "home",
+            hub_home=self.hub_home(),
             settings=state.settings,
-            duration_text=page.duration_text,
-            waiting_text=page.waiting_text,
+            duration_text=duration_text,
+            waiting_text=partial(page.waiting_text, zone=state.zone),
+            moment_text=partial(moment_text, zone=state.zone),
             stop_reason_text=page.stop_reason_text,
-            utc=timezone.utc,
+            notice_summary=notice_summary,
+            zone=state.zone,
+            choices=state.choices,
+            shares_text=shares_text,
+            server_name=page.server_name,
         )
 
 

@@ -14,7 +14,12 @@ from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.service.app import FracnbService
 
 # Defaults computed at run time; their help says where they come from instead of a value.
-DYNAMIC = {("FracnbService", "namespace"), ("FracnbService", "all_namespaces"), ("AdviceTraits", "right_sizing_db_url")}
+DYNAMIC = {
+    ("FracnbService", "namespace"),
+    ("FracnbService", "all_namespaces"),
+    ("FracnbService", "db_url"),
+    ("AdviceTraits", "right_sizing_db_url"),
+}
 DEFAULT = re.compile(r'\bDefault: ("[^"]*"|[^\s(]+?)(?=[.,]?(?:\s|$)| \()')
 
 

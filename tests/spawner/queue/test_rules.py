@@ -132,7 +132,7 @@ def test_progress_headline_with_and_without_an_estimate() -> None:
 
 def test_gave_up_and_form_texts() -> None:
     assert gave_up_message(QUARTER, 3600) == (
-        "No 0.25 GPU (time-slicing) became free within 1 hour, the longest this hub lets a server wait in the "
+        "No 0.25 GPU (time-slicing) became free within 1 h, the longest this hub lets a server wait in the "
         "queue. Choose a smaller share or a CPU-only profile, or try again later."
     )
     assert form_text(3, 0, None) == "3 free now"

@@ -34,7 +34,19 @@ branch_labels = None
 depends_on = None
 
 TYPES = {"started_at": sa.DateTime()}  # SQLite hands back an untyped time as text
-SESSIONS = sa.table("fracnb_sessions", *(sa.column(name, TYPES.get(name)) for name in rollup.SOURCE_COLUMNS))
+# The session columns and the sums of this revision (later revisions add to both: see 0003).
+SOURCE_COLUMNS = (
+    "started_at",
+    "profile",
+    "choice",
+    "fraction",
+    "budget_bytes",
+    "peak_per_mille",
+    "observed_seconds",
+    "busy_share",
+    "oom_events",
+)
+SESSIONS = sa.table("fracnb_sessions", *(sa.column(name, TYPES.get(name)) for name in SOURCE_COLUMNS))
 
 
 def upgrade() -> None:
@@ -58,11 +70,20 @@ def upgrade() -> None:
 
 
 def backfill(connection: sa.Connection, days: sa.Table) -> None:
-    """Sum every stored session into the rollup with the same arithmetic as the writes that follow."""
+    """Sum every stored session into the rollup with this revision's arithmetic."""
     streamed = {"stream_results": True, "yield_per": BATCH}  # for this query only, not the migration's connection
     records = connection.execute(sa.select(SESSIONS), execution_options=streamed)
-    changes = rollup.deltas([], (row._mapping for row in records))
-    rows = [{**key._asdict(), **sums._asdict()} for key, sums in changes.items()]
+    sums: dict[rollup.DayKey, list[float]] = {}
+    for row in records:
+        record = row._mapping
+        allocated = (record["fraction"] or 0.0) * record["observed_seconds"] / 3600.0
+        total = sums.setdefault(rollup.key_of(record), [0, 0.0, 0.0, 0])
+        total[0] += 1
+        total[1] += allocated
+        total[2] += allocated * (record["busy_share"] or 0.0)
+        total[3] += int(record["oom_events"] > 0)
+    names = ("sessions", "gpu_hours_allocated", "gpu_hours_busy", "oom_sessions")
+    rows = [{**key._asdict(), **dict(zip(names, total, strict=True))} for key, total in sums.items()]
     for start in range(0, len(rows), BATCH):
         connection.execute(days.insert(), rows[start : start + BATCH])
 

@@ -1,0 +1,174 @@
+"""The servers the fracnb service stopped, what their hibernation saved, and the notice their users read.
+
+The service records each stop (:func:`record_stop`) once the server's hibernation is over (when one was
+asked) and just before it asks the hub to stop the server, in the session history's database (table
+``fracnb_stops``), so that a restart of the service forgets none. Wherever the user lands next, the
+notice says why and what was saved: the hub's pages (home, "Server not running", the spawn form:
+:func:`notice_html`, through the hub's ``announcement`` template variable), the service's page and
+``api/me``'s ``stopped``, and JupyterLab's own notice for an open tab, which words it the same way
+(extension/test-data/stop-notices.json and hibernation-notices.json hold both sides to it).
+
+A notice is built from a :class:`StopNotice`; what it says comes from :func:`notice_sentences`: why
+and when, what was kept and lost, then a line per notebook the hibernation saved or could not save.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone, tzinfo
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from markupsafe import Markup
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from fracnb_spawner.common.clock import clock_text, duration_text
+from fracnb_spawner.hibernation.words import problem_line, report_lines
+from fracnb_spawner.history.models import StopRecord
+
+# What a stop keeps and loses (JupyterLab's notice says the same: extension/src/stopped.ts).
+CONSEQUENCES = (
+    "Your saved files are kept. Running kernels were shut down: their variables and anything not saved are lost."
+)
+# The same when the hibernation before the stop saved variables (listed after it).
+SAVED_CONSEQUENCES = (
+    "Your saved files are kept, and the variables listed here: open the notebook again to restore them. "
+    "Anything else not saved is lost."
+)
+NOTICE_DAYS = 7  # a stop older than this is not news any more
+
+
+@dataclass(frozen=True)
+class StopNotice:
+    """One stop the service made: whose server, when, why, the limit that applied, and what its
+    hibernation came to."""
+
+    user: str
+    server: str
+    stopped_at: datetime  # UTC (naive as stored)
+    reason: str  # culling.Reason: idle, demand, gpu-unused, gpu-unused-busy, max-age
+    limit_seconds: float | None = None  # the idle timeout or the maximum age
+    details: Mapping[str, Any] = field(default_factory=dict)  # more facts for the notice, as stored (JSON)
+
+    @property
+    def hibernation(self) -> Mapping[str, Any] | None:
+        """What the hibernation before the stop came to (``hibernation`` of service-me.schema.json's
+        ``stoppedServer``: outcome, problem, saved_bytes, kernels); None when none was asked."""
+        return self.details.get("hibernation")
+
+    @property
+    def saved_any(self) -> bool:
+        return any(kernel.get("status") in ("saved", "partly_saved") for kernel in self.kernels)
+
+    @property
+    def kernels(self) -> list[Mapping[str, Any]]:
+        return list((self.hibernation or {}).get("kernels") or [])
+
+    def hibernation_lines(self, zone: tzinfo | None = None) -> list[str]:
+        """A line per notebook the hibernation saved or not ([] when none was asked)."""
+        hibernation = self.hibernation
+        if hibernation is None:
+            return []
+        if hibernation.get("problem") and not self.kernels:
+            return [problem_line(hibernation["problem"])]
+        return report_lines(self.kernels, zone)
+
+
+def stop_phrase(reason: str, limit_seconds: float | None) -> str:
+    """ "for being idle for 15 min", "at its maximum age of 8 h": why, after "was stopped"."""
+    if reason == "idle":
+        return f"for being idle for {duration_text(limit_seconds)}" if limit_seconds else "for being idle"
+    if reason == "demand":
+        return "for being idle while someone waited for a GPU"
+    if reason == "gpu-unused":
+        return "for not using its GPU while idle"
+    if reason == "gpu-unused-busy":
+        return "for not using its GPU for too long"
+    if reason == "max-age":
+        return f"at its maximum age of {duration_text(limit_seconds)}" if limit_seconds else "at its maximum age"
+    return ""
+
+
+def notice_headline(notice: StopNotice, zone: ZoneInfo | None = None) -> str:
+    """ "Your server was stopped for being idle for 15 min (at 14:05 CET)." """
+    which = f"Your server {notice.server!r}" if notice.server else "Your server"
+    why = stop_phrase(notice.reason, notice.limit_seconds)
+    when = clock_text(notice.stopped_at, zone)
+    return f"{which} was stopped {why} (at {when}).".replace("  ", " ")
+
+
+def notice_summary(notice: StopNotice, zone: ZoneInfo | None = None) -> str:
+    """Why and when the server was stopped, and what was kept and lost."""
+    return f"{notice_headline(notice, zone)} {SAVED_CONSEQUENCES if notice.saved_any else CONSEQUENCES}"
+
+
+def notice_sentences(notice: StopNotice, zone: ZoneInfo | None = None) -> list[str]:
+    """What the user reads: the summary, then a line per notebook its hibernation saved or could not save."""
+    return [notice_summary(notice, zone), *notice.hibernation_lines(zone)]
+
+
+def notice_html(notice: StopNotice, start_url: str, zone: ZoneInfo | None = None) -> Markup:
+    """The notice as a hub page shows it (in its announcement bar), with a link to start again."""
+    return Markup(
+        '<span class="fracnb-stopped" data-fracnb-stopped="{}">{} <a href="{}">Start it again</a>.</span>'
+    ).format(notice.reason, " ".join(notice_sentences(notice, zone)), start_url)
+
+
+# ---- the table ------------------------------------------------------------------------------------
+
+
+def record_stop(db: sessionmaker[Session], notice: StopNotice) -> None:
+    with db() as session:
+        session.add(
+            StopRecord(
+                user_name=notice.user,
+                server_name=notice.server,
+                stopped_at=_naive(notice.stopped_at),
+                reason=notice.reason,
+                limit_seconds=notice.limit_seconds,
+                details=json.dumps(dict(notice.details)) if notice.details else None,
+            )
+        )
+        session.commit()
+
+
+def newest_stop(db: sessionmaker[Session], user: str, *, now: datetime) -> StopNotice | None:
+    """The user's newest stop of the last :data:`NOTICE_DAYS` days, of any of their servers."""
+    stops = latest_stops(db, user, now=now)
+    return stops[0] if stops else None
+
+
+def _notice(found: StopRecord) -> StopNotice:
+    details = json.loads(found.details) if found.details else {}
+    return StopNotice(found.user_name, found.server_name, found.stopped_at, found.reason, found.limit_seconds, details)
+
+
+def latest_stops(db: sessionmaker[Session], user: str, *, now: datetime) -> list[StopNotice]:
+    """The last stop of each of the user's servers in the last :data:`NOTICE_DAYS` days, newest first."""
+    since = _naive(now) - timedelta(days=NOTICE_DAYS)
+    query = (
+        select(StopRecord)
+        .where(StopRecord.user_name == user, StopRecord.stopped_at >= since)
+        .order_by(StopRecord.stopped_at.desc(), StopRecord.id.desc())
+    )
+    latest: dict[str, StopNotice] = {}
+    with db() as session:
+        for found in session.scalars(query):
+            if found.server_name not in latest:
+                latest[found.server_name] = _notice(found)
+    return list(latest.values())
+
+
+def purge_stops(db: sessionmaker[Session], *, now: datetime, keep_days: float) -> int:
+    cutoff = _naive(now) - timedelta(days=keep_days)
+    with db() as session:
+        gone = session.execute(delete(StopRecord).where(StopRecord.stopped_at < cutoff)).rowcount or 0
+        session.commit()
+    return int(gone)
+
+
+def _naive(moment: datetime) -> datetime:
+    return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment.tzinfo else moment
