@@ -280,9 +280,9 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
     async def stop(self, now: bool = False) -> None:
         if self._replacing_leftover:  # only the leftover pod goes: this start keeps its quota and its objects
             return await super().stop(now=now)
-        self.queue.note_stopped(self.hub_state.left_queue)
         try:
-            if not now:  # now: a spawn given up, or a leftover pod; nothing to save
+            if not now:  # now: a spawn given up, or a leftover pod before KubeSpawner's retry; nothing to save
+                self.queue.note_stopped(self.hub_state.left_queue)  # a user's stop while queued leaves the queue
                 await hibernate_before_user_stop(self)
             await super().stop(now=now)
             await self.companions.remove(self.api.api_client, self.log)
