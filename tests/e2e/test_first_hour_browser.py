@@ -22,6 +22,7 @@ from playwright.sync_api import Browser, BrowserContext, expect
 
 from fracnb_testbed.clusters import RUNNER_LABEL
 from fracnb_testbed.demo import RunningDemo
+from fracnb_testbed.errors import TestbedError
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.procs import wait_until
 
@@ -166,16 +167,25 @@ def test_an_ordinary_start_reads_plainly(first_hour: RunningDemo, context: Brows
 def fill_every_slot(demo: RunningDemo, testbed: Testbed) -> None:
     """Batch jobs on every 0.25 slot of the local A100, once the servers before have gone."""
 
-    def in_use() -> int:
+    def holders() -> dict[str, int]:
         pods = testbed.get(f"/api/v1/pods?fieldSelector=spec.nodeName%3D{GPU_NODE}")["items"]
-        return sum(
-            int((c.get("resources") or {}).get("limits", {}).get(SHARED, 0))
+        return {
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}": int(
+                (c.get("resources") or {}).get("limits", {}).get(SHARED, 0)
+            )
             for p in pods
             if p["status"].get("phase") not in ("Succeeded", "Failed")
             for c in p["spec"]["containers"]
-        )
+        }
 
-    wait_until(lambda: in_use() == 0, what="earlier servers to leave the local A100", timeout=60, interval=0.5)
+    def in_use() -> int:
+        return sum(holders().values())
+
+    # Generous: on a loaded machine a stopped server of an earlier test can take a while to go.
+    try:
+        wait_until(lambda: in_use() == 0, what="earlier servers to leave the local A100", timeout=180, interval=0.5)
+    except TestbedError as error:
+        raise TestbedError(f"{error}; still holding slots: {holders()}") from None
     for index in range(4):
         testbed.create_pod(demo.settings.namespace, {
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"batch-{index}"},

@@ -61,6 +61,9 @@ def queue_demo(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> It
         "c.FractionalSpawner.slow_spawn_message_frequency = 1",
         # As in Zero-to-JupyterHub: a hub that stops leaves the servers (and queued pods) in place.
         "c.JupyterHub.cleanup_servers = False",
+        # The fallback without the fracnb service's resuming (tests/faults covers the resume): after a hub
+        # restart the form offers the kept place back.
+        "c.FracnbService.resume_every = 0",
         f"c.JupyterHub.services = [{{'name': 'e2e', 'api_token': {TEST_TOKEN!r}}}]",
         "c.JupyterHub.load_roles = [{'name': 'e2e', 'scopes': ['admin:users', 'admin:servers'], 'services': ['e2e']}]",
     ])  # fmt: skip
