@@ -85,6 +85,9 @@ async def test_the_view_follows_changes_across_watch_reconnects_without_listing_
     await form_shows(lambda: viewer, 2)
     testbed.delete_pod(k8s_namespace, "batch-job", grace_seconds=0)
     await form_shows(lambda: viewer, 4)
-    assert list_requests(testbed, scope="cluster") - lists == Counter(), (
-        "resumed from the last resourceVersion, not re-listed"
-    )
+    relisted = list_requests(testbed, scope="cluster") - lists
+    # Nodes never change here: each of the 3+ reconnects resumed from the last version. Pods may be listed
+    # once more: in a busy shared testbed a filtered watch's last version can expire (410 Gone) between
+    # reconnects, and a new LIST is then right.
+    assert relisted["nodes"] == 0, relisted
+    assert relisted["pods"] <= 1, relisted
