@@ -164,13 +164,6 @@ def test_an_ordinary_start_reads_plainly(first_hour: RunningDemo, context: Brows
     call(first_hour, "hub/api/users/ann/server", method="DELETE")  # idle from now on: not for the culler
 
 
-def _terminating(testbed: Testbed, namespace: str) -> bool:
-    try:
-        return testbed.get(f"/api/v1/namespaces/{namespace}")["status"].get("phase") == "Terminating"
-    except Exception:  # gone meanwhile, its pods with it
-        return False
-
-
 def fill_every_slot(demo: RunningDemo, testbed: Testbed) -> None:
     """Batch jobs on every 0.25 slot of the local A100, once the servers before have gone."""
 
@@ -188,11 +181,11 @@ def fill_every_slot(demo: RunningDemo, testbed: Testbed) -> None:
     def in_use() -> int:
         return sum(holders().values())
 
-    # A pod of an earlier module whose namespace is being deleted (it stays Terminating without a
-    # namespace controller) is a leftover, not this test's: it goes at once.
+    # A pod of another namespace is an earlier module's (the session-wide demo keeps its servers running):
+    # this test needs the whole card, so it goes at once.
     for holder in holders():
         namespace, name = holder.split("/")
-        if namespace != demo.settings.namespace and _terminating(testbed, namespace):
+        if namespace != demo.settings.namespace:
             testbed.delete_pod(namespace, name, grace_seconds=0)
     # Generous: on a loaded machine a stopped server of an earlier test can take a while to go.
     try:
