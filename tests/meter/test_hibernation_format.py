@@ -33,12 +33,12 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {"HOME": str(tmp_path / "home"), "JUPYTERHUB_SERVER_NAME": ""}
 
 
-def save(namespace: dict, env: dict[str, str], notebook: str = "/work/nb.ipynb", limit: int = GIB) -> dict:
+def save(namespace: dict, env: dict[str, str], notebook: str = "/home/jovyan/nb.ipynb", limit: int = GIB) -> dict:
     request = SaveRequest("nb.ipynb", notebook, "kernel-1", limit, time.time() + 60)
     return save_namespace(namespace, {}, request, env, version_of=package_version)
 
 
-def restore(into: dict, env: dict[str, str], notebook: str = "/work/nb.ipynb", **options: object) -> dict:
+def restore(into: dict, env: dict[str, str], notebook: str = "/home/jovyan/nb.ipynb", **options: object) -> dict:
     report = restore_namespace(
         into,
         find_entry(env, notebook),
@@ -51,7 +51,7 @@ def restore(into: dict, env: dict[str, str], notebook: str = "/work/nb.ipynb", *
     return report
 
 
-def manifest(env: dict[str, str], notebook: str = "/work/nb.ipynb") -> dict:
+def manifest(env: dict[str, str], notebook: str = "/home/jovyan/nb.ipynb") -> dict:
     document = json.loads((find_entry(env, notebook) / layout.MANIFEST).read_text())
     check(HIBERNATION_MANIFEST, document, check_formats=True)
     return document
@@ -108,7 +108,7 @@ def test_a_new_save_replaces_the_last_and_nothing_to_save_keeps_it(env: dict) ->
     save({"version": 2}, env)
     second = manifest(env)
     assert second["generation"] != first
-    assert [p.name for p in layout.generations(find_entry(env, "/work/nb.ipynb"))] == [second["generation"]]
+    assert [p.name for p in layout.generations(find_entry(env, "/home/jovyan/nb.ipynb"))] == [second["generation"]]
 
     assert save({}, env)["status"] == "empty"  # a fresh kernel does not wipe the state out
     assert manifest(env)["generation"] == second["generation"]
@@ -119,7 +119,7 @@ def test_a_new_save_replaces_the_last_and_nothing_to_save_keeps_it(env: dict) ->
 
 def test_a_crash_before_the_commit_leaves_the_state_as_it_was(env: dict) -> None:
     save({"version": 1}, env)
-    entry = find_entry(env, "/work/nb.ipynb")
+    entry = find_entry(env, "/home/jovyan/nb.ipynb")
     committed = manifest(env)["generation"]
     (entry / "20260101T000000-deadbeef").mkdir()  # a save killed before its manifest
     (entry / "20260101T000000-deadbeef" / layout.OBJECTS).write_bytes(b"partial")
@@ -133,18 +133,18 @@ def test_a_crash_before_the_commit_leaves_the_state_as_it_was(env: dict) -> None
 
 
 def test_a_deadline_already_past_writes_nothing(env: dict) -> None:
-    request = SaveRequest("nb.ipynb", "/work/nb.ipynb", "k", GIB, time.time() - 1)
+    request = SaveRequest("nb.ipynb", "/home/jovyan/nb.ipynb", "k", GIB, time.time() - 1)
     result = save_namespace({"x": 1}, {}, request, env, version_of=package_version)
     assert result["status"] == "failed"
     assert "time limit" in result["reason"]
-    assert not find_entry(env, "/work/nb.ipynb").exists()
+    assert not find_entry(env, "/home/jovyan/nb.ipynb").exists()
 
 
 def test_the_limit_counts_before_writing(env: dict) -> None:
     result = save({"x": np.zeros(2 << 20, dtype=np.uint8)}, env, limit=1 << 20)
     assert result["status"] == "skipped_over_limit"
     assert result["bytes"] >= 2 << 20
-    assert not find_entry(env, "/work/nb.ipynb").exists()
+    assert not find_entry(env, "/home/jovyan/nb.ipynb").exists()
 
 
 def test_ipython_bookkeeping_is_not_saved() -> None:
@@ -296,7 +296,7 @@ def test_a_save_that_ends_past_its_deadline_is_not_committed(env: dict) -> None:
     save({"version": 1}, env)
     before = manifest(env)["generation"]
     _Slow.clock[0] = 0.0
-    request = SaveRequest("nb.ipynb", "/work/nb.ipynb", "k", GIB, 15.0)  # the dry pass ends at 10, the write at 20
+    request = SaveRequest("nb.ipynb", "/home/jovyan/nb.ipynb", "k", GIB, 15.0)  # the dry pass ends at 10, the write at 20
 
     result = save_namespace(
         {"slow": _Slow()}, {}, request, env, version_of=package_version, clock=lambda: _Slow.clock[0]
@@ -305,4 +305,4 @@ def test_a_save_that_ends_past_its_deadline_is_not_committed(env: dict) -> None:
     assert result["status"] == "failed"
     assert "time limit" in result["reason"]
     assert manifest(env)["generation"] == before
-    assert len(layout.generations(find_entry(env, "/work/nb.ipynb"))) == 1
+    assert len(layout.generations(find_entry(env, "/home/jovyan/nb.ipynb"))) == 1

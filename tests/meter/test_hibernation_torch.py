@@ -20,7 +20,7 @@ from fracnb_meter.hibernation.saver import SaveRequest, save_namespace
 from fracnb_meter.schema import RESTORE_REPORT, check
 
 torch = pytest.importorskip("torch")
-NOTEBOOK = "/work/torch.ipynb"
+NOTEBOOK = "/home/jovyan/torch.ipynb"
 ON_HOST = Placement(on_gpu=False, notice=None)
 
 
