@@ -296,7 +296,9 @@ def test_a_save_that_ends_past_its_deadline_is_not_committed(env: dict) -> None:
     save({"version": 1}, env)
     before = manifest(env)["generation"]
     _Slow.clock[0] = 0.0
-    request = SaveRequest("nb.ipynb", "/home/jovyan/nb.ipynb", "k", GIB, 15.0)  # the dry pass ends at 10, the write at 20
+    request = SaveRequest(
+        "nb.ipynb", "/home/jovyan/nb.ipynb", "k", GIB, 15.0
+    )  # the dry pass ends at 10, the write at 20
 
     result = save_namespace(
         {"slow": _Slow()}, {}, request, env, version_of=package_version, clock=lambda: _Slow.clock[0]
