@@ -18,6 +18,9 @@ report gives medians over ``--rounds``, their ratios, and the median of each rou
 (goals: throughput ≥ 0.8x plain, peak extra memory ≤ 1.2x the largest array).
 
     python -m bench.hibernate [--sizes 1,4] [--rounds 3] [--dir PATH]
+
+These are the functions alone, in a process that imported them before the clock starts. A restore
+as the user gets it, in a fresh kernel with its imports, is bench/hibernate_restore.py.
 """
 
 from __future__ import annotations

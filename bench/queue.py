@@ -61,12 +61,13 @@ def plain_pod(name: str) -> dict[str, Any]:
     }
 
 
-def spawner(cls: type, c: Config, name: str) -> Any:
+def spawner(cls: type, c: Config, name: str, profile: str = "q") -> Any:
+    """A spawner of ``cls`` for user ``name`` choosing ``profile``, outside a hub (the benchmarks' one)."""
     s = cls(_mock=True, config=c)
     s.user.name = name
     s.user.groups = []
     s.pod_name = f"jupyter-{name}"
-    s.user_options = {"profile": "q"}
+    s.user_options = {"profile": profile}
     return s
 
 

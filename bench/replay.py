@@ -1,18 +1,20 @@
 """Replay a research group's day on the testbed: stock Zero-to-JupyterHub vs fracnb, side by side (issue 20).
 
-    python -m bench.replay [--seed 1] [--step 60] [--quick] [--days normal,busy] [--policy packed]
-                           [--hibernation] [--out bench/results/replay]
+    python -m bench.replay [--seed 1] [--step 60] [--quick] [--days normal,busy] [--runs ...] [--policy packed]
+                           [--no-hibernation] [--out bench/results/replay]
 
 Two days are generated from the seed (bench/replay_model.py): the normal day (the reference case's
 50 researchers) and a busy day (80) on which starts find their kind of slot full. Each day goes
-through three runs (bench/replay_runs.py), each on its own testbed with its cluster description:
-the baseline on ``reference-whole``, fracnb time-sliced on ``reference`` and fracnb on DRA on
-``reference-dra``. A run drives one real spawner per researcher and the batch queue's training
-jobs through the day on a virtual clock (bench/replay_day.py) and measures each step
-(bench/replay_measures.py). The output is one Markdown table per day (also written to
-``<out>/replay.md``), a plot ``<out>/replay.png``, the baseline's calibration against the
-reference case, and as the last line a one-line summary. ``--quick`` replays reduced days (6 and
-10 researchers, 5-minute steps) for CI.
+through six runs (bench/replay_runs.py), each on its own testbed with its cluster description:
+on the calibrated training backlog the baseline on ``reference-whole``, fracnb time-sliced on
+``reference``, fracnb on DRA on ``reference-dra``, and fracnb on DRA lending free development
+cards to training jobs; on a saturating backlog the baseline and the lending run again. A run
+drives one real spawner per researcher and the batch queue's training jobs through the day on a
+virtual clock (bench/replay_day.py) and measures each step (bench/replay_measures.py). The output
+is one Markdown table per day (also written to ``<out>/replay.md``), a plot ``<out>/replay.png``,
+the baseline's calibration against the reference case, and last one line per day and run
+(``replay[<day>/<run>]: ...``). ``--quick`` replays reduced days (6 and 10 researchers, 5-minute
+steps) for CI.
 """
 
 from __future__ import annotations
@@ -31,9 +33,17 @@ from typing import Any
 from bench.replay_day import DayRun
 from bench.replay_jobs import claim_template, priority_class
 from bench.replay_measures import StepFigures, Summary, summarize
-from bench.replay_model import SOURCES, Day, Parameters, busy_parameters, generate_day, quick_parameters
-from bench.replay_report import final_line, plot, table
-from bench.replay_runs import USER_SCHEDULER, RunSetup, runs
+from bench.replay_model import (
+    SOURCES,
+    Day,
+    Parameters,
+    busy_parameters,
+    generate_day,
+    quick_parameters,
+    saturating_backlog,
+)
+from bench.replay_report import plot, run_lines, table
+from bench.replay_runs import SATURATING, USER_SCHEDULER, RunSetup, runs
 from bench.replay_training import Calibration
 from fracnb_spawner.cluster.kube import kubeconfig_at
 from fracnb_testbed.binaries import find_bin_dir
@@ -154,6 +164,10 @@ def day_parameters(name: str, quick: bool) -> Parameters:
     return Parameters() if name == "normal" else busy_parameters()
 
 
+def is_fracnb_run(name: str) -> bool:
+    return name.startswith("fracnb")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1, help="which days to generate (default 1)")
@@ -163,7 +177,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--days", default=",".join(DAYS), help=f"which days, comma-separated (default {','.join(DAYS)})"
     )
     parser.add_argument(
-        "--runs", default="", help="which runs, comma-separated (default all: baseline,fracnb,fracnb-dra)"
+        "--runs",
+        default="",
+        help="which runs, comma-separated (default all: baseline,fracnb,fracnb-dra,fracnb-dra-lend,"
+        "baseline-saturating,fracnb-dra-lend-saturating)",
     )
     parser.add_argument(
         "--policy",
@@ -178,9 +195,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(docs/spawner.md), not the chart's profile as it is",
     )
     parser.add_argument(
-        "--hibernation",
-        action="store_true",
-        help="model fracnb's hibernating policy: halved idle timeouts, an idle server's cull saves its kernel state",
+        "--no-hibernation",
+        dest="hibernation",
+        action="store_false",
+        help="fracnb's runs without hibernation (the product ships with it on: an idle server's cull saves its "
+        "kernel state)",
     )
     parser.add_argument(
         "--out", type=Path, default=REPO / "bench" / "results" / "replay", help="where replay.md and replay.png go"
@@ -201,10 +220,8 @@ def main(argv: list[str] | None = None) -> None:
     scheduler = GPU_PACKING_SCHEDULER if args.gpu_scoring else USER_SCHEDULER
     setups = tuple(s for s in runs(args.hibernation, scheduler) if not args.runs or s.name in args.runs.split(","))
     labels = {s.name: s.label for s in setups}
-    if args.hibernation:
-        labels = {
-            name: label if name == "baseline" else f"{label}, hibernation (modelled)" for name, label in labels.items()
-        }
+    if not args.hibernation:
+        labels = {name: f"{label}, no hibernation" if is_fracnb_run(name) else label for name, label in labels.items()}
     started = time.perf_counter()
     summaries: dict[str, dict[str, Summary]] = {}
     steps: dict[str, dict[str, list[StepFigures]]] = {}
@@ -216,9 +233,13 @@ def main(argv: list[str] | None = None) -> None:
             text = describe(name, day, params, args.seed, step)
             print(f"[replay] {text}", flush=True)
             root = Path(directory) / name
-            results = {
-                s.name: run_one(s, day, params=params, step=step, state_root=root, policy=args.policy) for s in setups
-            }
+            results = {}
+            for setup in setups:
+                backlog = saturating_backlog(params) if setup.backlog == SATURATING else params
+                days = day if backlog is params else generate_day(backlog, args.seed)
+                results[setup.name] = run_one(
+                    setup, days, params=backlog, step=step, state_root=root, policy=args.policy
+                )
             summaries[name] = {run: result.summary for run, result in results.items()}
             steps[name] = {run: result.steps for run, result in results.items()}
             report.append(f"## {name} day\n\n{text}\n\n{table(summaries[name], labels)}")
@@ -227,13 +248,12 @@ def main(argv: list[str] | None = None) -> None:
                 report[-1] += f"\n\nbaseline {Calibration(base.cluster.occupancy, base.jobs_a_week).line()}"
             print(report[-1], flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    first = summaries.get("normal") or summaries["busy"]
-    line = final_line(first, summaries.get("busy")) if {"baseline", "fracnb"} <= set(first) else "replay: partial run"
+    lines = run_lines(summaries)
     elapsed = f"{len(args.days)} days x {len(setups)} runs in {time.perf_counter() - started:.0f} s"
-    (args.out / "replay.md").write_text("\n\n".join(report) + f"\n\n{elapsed}\n\n{line}\n")
+    (args.out / "replay.md").write_text("\n\n".join(report) + f"\n\n{elapsed}\n\n" + "\n".join(lines) + "\n")
     plot(steps, labels, args.out / "replay.png")
     print(f"[replay] {elapsed}; tables and plot in {args.out}/replay.md and replay.png", flush=True)
-    print(line)
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

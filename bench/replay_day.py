@@ -8,8 +8,10 @@ pods, starts that waited too long are given up, researchers at their desk withou
 one (``spawner.start()``: quota admission, the queue and the pod), training streams submit jobs
 (bench/replay_jobs.py). Then the clock waits for the cluster to settle: every start is running,
 refused, or waits for a slot (gated in the queue, or Pending with no room anywhere:
-bench/replay_settle.py). Last, one pod list (and on DRA clusters one claim list) gives the snapshot
-that is measured.
+bench/replay_settle.py). With lending (DRA clusters), a notebook start that waits in the development
+pool makes the run reclaim lent cards, and the clock waits for that start too; with none waiting,
+free development cards are lent to waiting jobs (bench/replay_lending.py). Last, one pod list (and
+on DRA clusters one claim list) gives the snapshot that is measured.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from typing import Any
 from bench.replay_cards import CardModel
 from bench.replay_claims import claim_cards, quantity_bytes
 from bench.replay_contention import PersonalClock, stretch_of
-from bench.replay_jobs import JOB_LABEL, BatchQueue, job_manifest
+from bench.replay_day_lending import Lending
+from bench.replay_jobs import BatchQueue, is_job, job_manifest
 from bench.replay_measures import Holder, Outcomes, StepFigures, Waiting, step_figures
 from bench.replay_model import Day, Kind, Parameters, Researcher, Segment
 from bench.replay_runs import DAY_ORIGIN, HubServer, RunSetup
@@ -70,6 +73,7 @@ class Desk:
     last_report: int = 0
     stretch: float = 1.0  # how much slower busy work runs on this server's card now
     served: bool = False
+    reclaimed_for: bool = False  # lent cards were reclaimed while this start waited
 
     @property
     def name(self) -> str:
@@ -89,6 +93,7 @@ class Desk:
 @dataclass
 class Counters:
     waits: list[float] = field(default_factory=list)
+    reclaim_waits: list[float] = field(default_factory=list)
     refused: int = 0
     given_up: int = 0
     culled: int = 0
@@ -101,7 +106,7 @@ class Counters:
 # ---- the run ----------------------------------------------------------------------------------------------
 
 
-class DayRun:
+class DayRun(Lending):
     """The state of one run through the day; :meth:`run` drives it."""
 
     def __init__(
@@ -122,7 +127,7 @@ class DayRun:
         self.namespace, self.policies = namespace, policies
         self.desks: dict[str, Desk] = {}
         self.counters = Counters()
-        self.batch = BatchQueue(day.streams)
+        self.batch = BatchQueue(day.streams, checkpoint=round(params.checkpoint_minutes * 60))
         self.steps: list[StepFigures] = []
         self.nodes: list[dict[str, Any]] = []
         self.pool_of: dict[str, str] = {}
@@ -205,6 +210,9 @@ class DayRun:
             slowdowns=tuple(slowdowns),
             jobs_finished=self.batch.finished_jobs,
             jobs_preempted=self.batch.preempted,
+            jobs_reclaimed=self.batch.reclaimed_jobs,
+            redone_hours=self.batch.redone / 3600,
+            reclaim_waits=tuple(c.reclaim_waits),
         )
 
     async def advance(self, moment: int) -> None:
@@ -219,10 +227,12 @@ class DayRun:
         await self.time_out_starts(moment)
         self.request_servers(moment)
         for name in self.batch.due(moment):
-            await self.core.create_namespaced_pod(self.namespace, job_manifest(name, dra=self.setup.cards_from_claims))
+            await self.create_job(name)
         pods = await self.settle()
+        if self.setup.lending:
+            pods = await self.lend_or_reclaim(moment, pods)
         await self.collect_starts(moment)
-        self.batch.observe(moment, self._running_jobs(pods), {p["metadata"]["name"] for p in pods if _is_job(p)})
+        self.batch.observe(moment, self._running_jobs(pods), {p["metadata"]["name"] for p in pods if is_job(p)})
         self.steps.append(self.snapshot(moment, pods))
 
     async def researchers_move_on(self, elapsed: int, moment: int) -> None:
@@ -334,11 +344,17 @@ class DayRun:
             if moment == desk.attempt_since:
                 waited += time.perf_counter() - desk.attempt_real  # placed at once: the real start time
             self.counters.waits.append(float(waited))
+            if desk.reclaimed_for:
+                self.counters.reclaim_waits.append(float(waited))
             desk.running_since = desk.server_activity = desk.hub_activity = desk.last_report = moment
             desk.started_at, desk.served = desk.clock.now, True
-            desk.wanted_since, desk.attempts = None, 0
+            desk.wanted_since, desk.attempts, desk.reclaimed_for = None, 0, False
 
     # ---- training jobs -----------------------------------------------------------------------------------
+
+    async def create_job(self, name: str) -> None:
+        manifest = job_manifest(name, dra=self.setup.cards_from_claims, pool=self.batch.pool_of(name))
+        await self.core.create_namespaced_pod(self.namespace, manifest)
 
     async def end_jobs(self, moment: int) -> None:
         for name in self.batch.finished(moment):
@@ -358,7 +374,7 @@ class DayRun:
         return {
             p["metadata"]["name"]
             for p in pods
-            if _is_job(p) and p["spec"].get("nodeName") and p.get("status", {}).get("phase") == "Running"
+            if is_job(p) and p["spec"].get("nodeName") and p.get("status", {}).get("phase") == "Running"
         }
 
     # ---- settling and measuring ------------------------------------------------------------------------------
@@ -366,8 +382,9 @@ class DayRun:
     def _starting(self) -> list[Desk]:
         return [d for d in self.desks.values() if d.task is not None and not d.task.done()]
 
-    async def settle(self) -> list[dict[str, Any]]:
-        """Wait until no start or job is still being acted on; return the last pod list."""
+    async def settle(self, expecting: frozenset[str] | set[str] = frozenset()) -> list[dict[str, Any]]:
+        """Wait until no start or job is still being acted on, and the starts of ``expecting`` (researchers
+        whose cards were just reclaimed) are done; return the last pod list."""
         started = time.perf_counter()
         while True:
             pods = await self.list_pods()
@@ -380,8 +397,9 @@ class DayRun:
                 if not waits_for_a_slot(by_name.get(d.spawner.pod_name), self.nodes, pods, devices)
             ]
             waiting += [
-                name for name, pod in by_name.items() if _is_job(pod) and undecided(pod, self.nodes, pods, devices)
+                name for name, pod in by_name.items() if is_job(pod) and undecided(pod, self.nodes, pods, devices)
             ]
+            waiting += [d.name for d in self._starting() if d.name in expecting and d.name not in waiting]
             if not waiting:
                 return pods
             if time.perf_counter() - started > SETTLE_LIMIT:
@@ -416,7 +434,7 @@ class DayRun:
                 continue
             card, share = placed[name]
             pool = self.pool_of.get(pod["spec"]["nodeName"], "")
-            if _is_job(pod):
+            if is_job(pod):
                 holders.append(Holder(card, pool, share, True, self.params.sm_demand_job, notebook=False))
                 continue
             desk = owners.get(name)
@@ -452,7 +470,3 @@ class DayRun:
         await asyncio.gather(*(self.stop(d) for d in self.desks.values()))
         for name in self.batch.pods():
             await self.delete_pod(name)
-
-
-def _is_job(pod: Mapping[str, Any]) -> bool:
-    return JOB_LABEL in ((pod.get("metadata") or {}).get("labels") or {})

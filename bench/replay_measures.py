@@ -7,8 +7,9 @@ pool (development, training) and for the whole cluster:
 
 - a card is **held** while anyone holds a share of it, **busy** while one of its holders is busy;
   occupancy and busy hours per card per day are those card-hours over the pool's cards;
-- **packing efficiency** at the development pool's peak (the step holding the most shares):
-  ⌈shares held⌉ / cards held; **cards freed** at that step: the pool's cards nobody holds;
+- **packing efficiency** at the development pool's peak (the step where notebooks hold the most
+  shares there): ⌈notebook shares⌉ / cards holding notebooks; **cards freed** at that step: the
+  pool's cards no notebook holds (free, or lent to training jobs where the run lends);
 - **allocated but idle**: each notebook's share of a card times the time it is not busy;
 - **stranded**: free capacity on partly held cards in pieces each too small for a start that waits
   in that pool at that moment, counted when together they would have fitted it;
@@ -144,7 +145,10 @@ class Outcomes:
     hibernated: int = 0  # culled servers whose kernel state was saved (hibernation, modelled)
     slowdowns: tuple[float, ...] = ()  # per busy segment run, wall time over planned time
     jobs_finished: int = 0
-    jobs_preempted: int = 0
+    jobs_preempted: int = 0  # by kube-scheduler, for a notebook
+    jobs_reclaimed: int = 0  # by the run, from lent development cards, for a notebook
+    redone_hours: float = 0.0  # training GPU-hours run since a stopped job's last checkpoint, to be done again
+    reclaim_waits: tuple[float, ...] = ()  # seconds to a running server for starts lent cards were reclaimed for
 
 
 @dataclass(frozen=True)
@@ -165,8 +169,8 @@ class Summary:
     cluster: PoolSummary
     researcher_hours: float
     peak_notebooks: int
-    peak_dev_shares: float  # at the development pool's peak
-    peak_dev_cards_held: int
+    peak_dev_shares: float  # notebook shares at the development pool's peak
+    peak_dev_cards_held: int  # development cards holding notebooks then
     peak_notebook_cards: int  # cards of any pool holding a notebook, at the development pool's peak
     dev_cards: int
     queue_peak: int
@@ -198,6 +202,15 @@ class Summary:
     @property
     def slowdown_p95(self) -> float:
         return percentile(self.outcomes.slowdowns, 0.95) if self.outcomes.slowdowns else 1.0
+
+    @property
+    def reclaim_p95(self) -> float:
+        return percentile(self.outcomes.reclaim_waits, 0.95)
+
+    @property
+    def redone_share(self) -> float:
+        """Training GPU-hours redone over those delivered (held by jobs)."""
+        return self.outcomes.redone_hours / self.cluster.job_hours if self.cluster.job_hours else 0.0
 
     @property
     def jobs_a_week(self) -> float:
@@ -238,14 +251,18 @@ def summarize(steps: Sequence[StepFigures], outcomes: Outcomes) -> Summary:
         for name in names
     }
     cluster = _pool_summary([(_merged(list(s.pools.values())), s.seconds / 3600) for s in steps], scale)
-    peak = max(steps, key=lambda s: (s.pools[DEV_POOL].shares, -s.moment), default=None) if DEV_POOL in names else None
+    peak = (
+        max(steps, key=lambda s: (s.pools[DEV_POOL].notebook_shares, -s.moment), default=None)
+        if DEV_POOL in names
+        else None
+    )
     return Summary(
         pools=pools,
         cluster=cluster,
         researcher_hours=sum(s.total("notebooks") * s.seconds / 3600 for s in steps),
         peak_notebooks=max((int(s.total("notebooks")) for s in steps), default=0),
-        peak_dev_shares=peak.pools[DEV_POOL].shares if peak else 0.0,
-        peak_dev_cards_held=peak.pools[DEV_POOL].held if peak else 0,
+        peak_dev_shares=peak.pools[DEV_POOL].notebook_shares if peak else 0.0,
+        peak_dev_cards_held=peak.pools[DEV_POOL].notebook_cards if peak else 0,
         peak_notebook_cards=int(peak.total("notebook_cards")) if peak else 0,
         dev_cards=pools[DEV_POOL].cards if DEV_POOL in pools else 0,
         queue_peak=max((s.waiting for s in steps), default=0),

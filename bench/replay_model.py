@@ -15,7 +15,7 @@ closed-loop backlog of whole-GPU jobs around the clock (bench/replay_training.py
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 from fractions import Fraction
 
@@ -149,6 +149,7 @@ class Parameters:
     job_hours_sigma: float = 0.6
     job_hours_range: tuple[float, float] = (2.0, 36.0)
     think_hours_mean: float = 8.0
+    checkpoint_minutes: float = 30.0
     sm_demand_burst: float = 0.5
     sm_demand_silent: float = 0.8
     sm_demand_job: float = 0.65
@@ -188,6 +189,8 @@ SOURCES: dict[str, str] = {
     "job_hours_range": "assumption",
     "think_hours_mean": "calibration: with 20 streams, about 23 jobs (300 GPU-hours) a day on 16 cards, "
     "the reference's 160 a week (exponential)",
+    "checkpoint_minutes": "assumption (issue 26: a training job checkpoints every 30 min; a preempted or reclaimed "
+    "job redoes the work since its last checkpoint)",
     "sm_demand_burst": "assumption: share of a card's compute a short cell keeps busy",
     "sm_demand_silent": "assumption: share of a card's compute a training cell keeps busy",
     "sm_demand_job": f"{_REFERENCE}, back-solved: 30 % utilisation before needs about 0.65",
@@ -202,6 +205,15 @@ def quick_parameters() -> Parameters:
 def busy_parameters() -> Parameters:
     """The busy day: 80 researchers in 8 groups of 10 on the same cluster, so that starts find their kind full."""
     return Parameters(groups=8)
+
+
+SATURATING_STREAMS = 40  # more lines of work than the cluster's 32 cards: a job always waits
+
+
+def saturating_backlog(p: Parameters) -> Parameters:
+    """The same day with a saturating training backlog: more streams than cards, each submitting its next job
+    as soon as one ends, so whatever capacity is free, a training job waits for it."""
+    return replace(p, training_streams=max(p.training_streams, SATURATING_STREAMS), think_hours_mean=0.0)
 
 
 def check_sources(parameters: type[Parameters] = Parameters) -> list[str]:

@@ -1,4 +1,5 @@
-"""The replay's tables (pure: summaries in, Markdown out), its last line, and its plot of cards held and busy."""
+"""The replay's tables (pure: summaries in, Markdown out), its line per day and run, and its plot of cards held
+and busy."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.replay_measures import DEV_POOL, TRAIN_POOL, StepFigures, Summary, reduction
+from bench.replay_measures import DEV_POOL, TRAIN_POOL, StepFigures, Summary
 from bench.replay_model import DAY_START_HOUR
 
 Cell = Callable[[Summary], str]
-TIME_SLICING, DRA = "fracnb", "fracnb-dra"  # the run names the last line picks from
+TIME_SLICING, DRA = "fracnb", "fracnb-dra"
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ def _cluster(name: str, fmt: str = "{:.1f}") -> Cell:
     return lambda s: fmt.format(getattr(s.cluster, name))
 
 
+def _reclaim(summary: Summary) -> str:
+    return f"{summary.reclaim_p95:.0f}" if summary.outcomes.reclaim_waits else "-"
+
+
 PLACEMENT = "TS modelled, DRA real"  # the card: the device plugin's choice (modelled) or the claim's status
 ACTIVITY = "real holding, modelled activity"
 CULLER = "real culler, modelled activity"
@@ -41,7 +46,7 @@ DEV_ROWS = (
     Row("researchers served", _n("served"), "real"),
     Row("researcher-hours with a running server", lambda s: f"{s.researcher_hours:.0f}", "real"),
     Row(
-        "cards held at the peak (shares held)",
+        "cards holding notebooks at the peak (shares they hold)",
         lambda s: f"{s.peak_dev_cards_held} ({s.peak_dev_shares:.2f})",
         PLACEMENT,
         "n/v",
@@ -66,7 +71,12 @@ DEV_ROWS = (
         PLACEMENT,
         "n/v",
     ),
-    Row("occupancy: hours held per card per day", _pool(DEV_POOL, "occupancy"), PLACEMENT, "n/v"),
+    Row(
+        "occupancy: hours held per card per day (with lent jobs, where lending)",
+        _pool(DEV_POOL, "occupancy"),
+        PLACEMENT,
+        "n/v",
+    ),
     Row(
         "busy: hours with a busy holder per card per day",
         _pool(DEV_POOL, "busy"),
@@ -123,6 +133,21 @@ CLUSTER_ROWS = (
         "160 → 368 a week",
     ),
     Row("training jobs preempted for notebooks", _n("jobs_preempted"), "real"),
+    Row("training jobs reclaimed from lent cards", _n("jobs_reclaimed"), "real (fracnb's reclaim rule)"),
+    Row(
+        "training GPU-hours redone (work since the last checkpoint)",
+        lambda s: f"{s.outcomes.redone_hours:.1f} ({s.redone_share:.1%})",
+        "modelled (30-min checkpoints)",
+        "—",
+        "≤ 5 % of delivered (lend, saturating)",
+    ),
+    Row(
+        "reclaim p95 (s): queued start to running, lent cards reclaimed",
+        _reclaim,
+        "real",
+        "—",
+        "≤ 30 (lend, saturating)",
+    ),
 )
 
 
@@ -142,37 +167,30 @@ def table(summaries: Mapping[str, Summary], labels: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
-def _best(summaries: Mapping[str, Summary], key: Callable[[Summary], float]) -> tuple[str, Summary]:
-    candidates = [(name, summaries[name]) for name in (TIME_SLICING, DRA) if name in summaries]
-    return max(candidates, key=lambda item: key(item[1]))
-
-
-def _which(name: str) -> str:
-    return "DRA" if name == DRA else "time-slicing"
-
-
-def final_line(normal: Mapping[str, Summary], busy: Mapping[str, Summary] | None) -> str:
-    """The replay's last line: fracnb's time-sliced run, except packing and cards freed (the better of the
-    time-sliced and DRA runs, named) and ``b -> f`` pairs (baseline -> fracnb)."""
-    base, frac = normal["baseline"], normal[TIME_SLICING]
-    packing_run, packing = _best(normal, lambda s: s.packing)
-    freed_run, freed = _best(normal, lambda s: s.dev_cards_freed)
-    idle = reduction(base.idle_per_researcher_hour, frac.idle_per_researcher_hour)
-    wait = busy[TIME_SLICING].wait_p95 if busy else frac.wait_p95
-    days = [normal, *([busy] if busy else [])]
-    culled = sum(day[TIME_SLICING].outcomes.busy_culled for day in days)
-    lost_before = sum(day["baseline"].outcomes.state_lost for day in days)
-    lost_after = sum(day[TIME_SLICING].outcomes.state_lost for day in days)
+def run_line(day: str, run: str, summary: Summary) -> str:
+    """One line for one run of one day, every figure that run's own ("-": no start waited for a reclaim)."""
     return (
-        f"replay: packing {packing.packing:.2f} ({_which(packing_run)}); "
-        f"dev cards freed {freed.dev_cards_freed}/{freed.dev_cards} ({_which(freed_run)}); "
-        f"idle per researcher-hour -{idle:.0f}%; served {base.outcomes.served} -> {frac.outcomes.served}; "
-        f"busy-day wait p95 {wait:.0f} s; slowdown p95 {frac.slowdown_p95:.2f}x; busy culled {culled}; "
-        f"state lost {lost_before} -> {lost_after}"
+        f"replay[{day}/{run}]: cluster h/card/day {summary.cluster.occupancy:.1f}; "
+        f"training jobs/week {summary.jobs_a_week:.0f}; training GPU-h redone {summary.outcomes.redone_hours:.1f}; "
+        f"served {summary.outcomes.served}; wait p95 {summary.wait_p95:.0f} s; reclaim p95 {_reclaim(summary)} s; "
+        f"idle per researcher-hour {summary.idle_per_researcher_hour:.3f}; slowdown p95 {summary.slowdown_p95:.2f}x; "
+        f"busy culled {summary.outcomes.busy_culled}; state lost {summary.outcomes.state_lost}"
     )
 
 
-COLOURS = {"baseline": "tab:grey", TIME_SLICING: "tab:blue", DRA: "tab:green"}
+def run_lines(days: Mapping[str, Mapping[str, Summary]]) -> list[str]:
+    """The replay's closing lines: one per day and run, in the order they ran."""
+    return [run_line(day, run, summary) for day, runs in days.items() for run, summary in runs.items()]
+
+
+COLOURS = {
+    "baseline": "tab:grey",
+    TIME_SLICING: "tab:blue",
+    DRA: "tab:green",
+    "fracnb-dra-lend": "tab:orange",
+    "baseline-saturating": "black",
+    "fracnb-dra-lend-saturating": "tab:red",
+}
 
 
 def plot(days: Mapping[str, Mapping[str, Sequence[StepFigures]]], labels: Mapping[str, str], path: Path) -> None:

@@ -20,8 +20,14 @@ of a PriorityClass below notebooks, so kube-scheduler preempts them for a notebo
   shares of the development cards for needs of 1/8, 1/2 and a whole card; jobs claim whole
   training cards. kube-scheduler allocates every claim; the replay reads the cards from the claims.
 
-With ``hibernation`` (modelled until the feature exists), the fracnb runs' idle timeouts are
-halved and an idle server's cull saves its kernel state instead of losing it.
+- **fracnb-dra-lend**: the DRA run with lending: free development cards are lent to waiting training
+  jobs, and taken back (the jobs deleted) when a notebook start waits (bench/replay_lending.py).
+- ``*-saturating``: the baseline and the lending run on a saturating training backlog
+  (bench/replay_model.py ``saturating_backlog``) instead of the calibrated one.
+
+Hibernation is on in the fracnb runs, as the product ships (``c.FracnbService.hibernation_timeout``
+120 s): the cull of an idle server saves its kernel state instead of losing it (modelled: the save
+itself is not run); the idle timeouts are the profiles' own. ``hibernation=False`` turns it off.
 
 Culling decisions come from the real code of each culler; the driver gives them the hub's
 view of each server (``started``, ``last_activity``) at the virtual time.
@@ -30,7 +36,7 @@ view of each server (``started``, ``last_activity``) at the virtual time.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, Protocol
@@ -54,6 +60,7 @@ MEMORY_GUARANTEE = "1G"  # z2jh: singleuser.memory.guarantee
 DEV_POOL = {"node-pool": "development"}
 TRAINING_POOL = {"node-pool": "training"}
 CARD_MEMORY_GIB = 32
+CALIBRATED, SATURATING = "calibrated", "saturating"  # the training backlogs (bench/replay_model.py)
 
 
 @dataclass(frozen=True)
@@ -157,6 +164,8 @@ class RunSetup:
     cards_from_claims: bool = False  # DRA: the scheduler's allocations say which card; else the device plugin model
     hibernation: bool = False  # culls of idle servers save kernel state (modelled)
     scheduler: str = USER_SCHEDULER  # the notebooks' scheduler profile
+    lending: bool = False  # free development cards are lent to training jobs and reclaimed for notebooks
+    backlog: str = CALIBRATED  # the training backlog: CALIBRATED or SATURATING
 
 
 def _common(config: Config, section: Any, namespace: str, scheduler: str = USER_SCHEDULER) -> None:
@@ -176,10 +185,8 @@ def baseline_config(namespace: str, quotas: Mapping[str, int]) -> Config:
     return config
 
 
-def _cull(idle: int, under_demand: int, hibernation: bool) -> dict[str, int]:
-    # Hibernation (modelled) saves an idle kernel's state at the cull, so idle servers may go sooner.
-    scale = 2 if hibernation else 1
-    return {"idle_timeout": idle // scale, "idle_timeout_under_demand": under_demand // scale}
+def _cull(idle: int, under_demand: int) -> dict[str, int]:
+    return {"idle_timeout": idle, "idle_timeout_under_demand": under_demand}
 
 
 def _profile(display: str, slug: str, gpu: dict[str, Any], pool: dict[str, str], cull: dict[str, int]) -> dict:
@@ -193,19 +200,19 @@ def _profile(display: str, slug: str, gpu: dict[str, Any], pool: dict[str, str],
     }
 
 
-def fracnb_profiles(hibernation: bool) -> list[dict[str, Any]]:
+def fracnb_profiles() -> list[dict[str, Any]]:
     return [
-        _profile("1/8 GPU (4 GB)", "eighth", {"fraction": "1/8"}, DEV_POOL, _cull(3600, 1800, hibernation)),
-        _profile("1 GPU", "whole", {"count": 1}, TRAINING_POOL, _cull(1800, 1200, hibernation)),
+        _profile("1/8 GPU (4 GB)", "eighth", {"fraction": "1/8"}, DEV_POOL, _cull(3600, 1800)),
+        _profile("1 GPU", "whole", {"count": 1}, TRAINING_POOL, _cull(1800, 1200)),
     ]
 
 
-def dra_profiles(hibernation: bool) -> list[dict[str, Any]]:
+def dra_profiles() -> list[dict[str, Any]]:
     share = {"backend": "dra"}
     return [
-        _profile("4 GiB", "eighth", {**share, "fraction": "1/8"}, DEV_POOL, _cull(3600, 1800, hibernation)),
-        _profile("16 GiB", "half", {**share, "fraction": "1/2"}, DEV_POOL, _cull(1800, 1200, hibernation)),
-        _profile("32 GiB", "whole", {**share, "fraction": 1}, DEV_POOL, _cull(1800, 1200, hibernation)),
+        _profile("4 GiB", "eighth", {**share, "fraction": "1/8"}, DEV_POOL, _cull(3600, 1800)),
+        _profile("16 GiB", "half", {**share, "fraction": "1/2"}, DEV_POOL, _cull(1800, 1200)),
+        _profile("32 GiB", "whole", {**share, "fraction": 1}, DEV_POOL, _cull(1800, 1200)),
     ]
 
 
@@ -245,7 +252,7 @@ BASELINE = RunSetup(
 )
 
 
-def fracnb_runs(hibernation: bool = False, scheduler: str = USER_SCHEDULER) -> tuple[RunSetup, RunSetup]:
+def fracnb_runs(hibernation: bool = True, scheduler: str = USER_SCHEDULER) -> tuple[RunSetup, RunSetup]:
     """fracnb time-sliced and on DRA; ``hibernation`` models the hibernating policy; ``scheduler``: the notebooks'
     scheduler profile (z2jh's user-scheduler, or the testbed's copy of it that scores GPUs too)."""
     common = {
@@ -262,7 +269,7 @@ def fracnb_runs(hibernation: bool = False, scheduler: str = USER_SCHEDULER) -> t
         name="fracnb",
         label="fracnb (time-slicing)",
         cluster="reference",
-        config=fracnb_config(fracnb_profiles(hibernation), scheduler),
+        config=fracnb_config(fracnb_profiles(), scheduler),
         profile_for=fracnb_profile,
         **common,
     )
@@ -270,9 +277,7 @@ def fracnb_runs(hibernation: bool = False, scheduler: str = USER_SCHEDULER) -> t
         name="fracnb-dra",
         label="fracnb (DRA)",
         cluster="reference-dra",
-        config=fracnb_config(
-            dra_profiles(hibernation), scheduler, gpu_backend="dra", gpu_memory=f"{CARD_MEMORY_GIB}Gi"
-        ),
+        config=fracnb_config(dra_profiles(), scheduler, gpu_backend="dra", gpu_memory=f"{CARD_MEMORY_GIB}Gi"),
         profile_for=dra_profile,
         cards_from_claims=True,
         **common,
@@ -280,8 +285,17 @@ def fracnb_runs(hibernation: bool = False, scheduler: str = USER_SCHEDULER) -> t
     return time_slicing, dra
 
 
-def runs(hibernation: bool = False, scheduler: str = USER_SCHEDULER) -> tuple[RunSetup, ...]:
-    return (BASELINE, *fracnb_runs(hibernation, scheduler))
+def runs(hibernation: bool = True, scheduler: str = USER_SCHEDULER) -> tuple[RunSetup, ...]:
+    """Every run of a day: on the calibrated backlog the baseline, fracnb time-sliced, on DRA, and on DRA
+    lending free development cards to the training jobs; on the saturating backlog the baseline and the
+    lending run."""
+    time_slicing, dra = fracnb_runs(hibernation, scheduler)
+    lend = replace(dra, name="fracnb-dra-lend", label="fracnb (DRA, lend)", lending=True)
+    saturating = tuple(
+        replace(setup, name=f"{setup.name}-saturating", label=f"{setup.label}, saturating", backlog=SATURATING)
+        for setup in (BASELINE, lend)
+    )
+    return (BASELINE, time_slicing, dra, lend, *saturating)
 
 
 DAY_ORIGIN = datetime(2026, 3, 2, 7, 0, tzinfo=timezone.utc)  # a Monday, 07:00; the day's start

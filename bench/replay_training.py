@@ -14,15 +14,28 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from bench.replay_model import Parameters
+from typing import Protocol
 
 HOUR = 3600
 WARM_UP_DAYS = 5  # history played before the day so that 07:00 is a steady state
 REFERENCE_HOURS_PER_CARD = 14.4  # the reference case's "before": GPU time per card per day (h)
 REFERENCE_JOBS_A_WEEK = 160  # ... and training jobs a week
+
+
+class Parameters(Protocol):
+    """The model's training figures (bench.replay_model.Parameters has them; this module does not import it,
+    so the model may import the streams)."""
+
+    @property
+    def training_streams(self) -> int: ...
+    @property
+    def job_hours_median(self) -> float: ...
+    @property
+    def job_hours_sigma(self) -> float: ...
+    @property
+    def job_hours_range(self) -> tuple[float, float]: ...
+    @property
+    def think_hours_mean(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -48,6 +61,8 @@ def _job_seconds(rng: random.Random, p: Parameters) -> int:
 
 
 def _think_seconds(rng: random.Random, p: Parameters) -> int:
+    if p.think_hours_mean <= 0:
+        return 0  # a saturating backlog: the next job is submitted as one ends
     return round(rng.expovariate(1 / (p.think_hours_mean * HOUR)))
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import json
 import os
 import re
 import secrets
@@ -48,6 +47,7 @@ from fracnb_testbed.clusters import ClusterSpec, parse_cluster
 from fracnb_testbed.controlplane import down, up
 from fracnb_testbed.demo import DemoSettings, RunningDemo, free_port, running_demo, start_hub, stop_hub, wait_for_hub
 from fracnb_testbed.handle import Testbed
+from fracnb_testbed.hubapi import token_request
 from fracnb_testbed.procs import descendants
 
 TOKEN = secrets.token_hex(16)
@@ -96,18 +96,7 @@ class Hub:
         self.url = url
 
     def call(self, path: str, *, method: str = "GET", body: Any = None) -> tuple[int, Any]:
-        sent = urllib.request.Request(  # noqa: S310 - the bench's own hub
-            f"{self.url}/hub/api/{path}",
-            data=None if body is None else json.dumps(body).encode(),
-            headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"},
-            method=method,
-        )
-        try:
-            with urllib.request.urlopen(sent, timeout=120) as answer:  # noqa: S310
-                raw = answer.read()
-                return answer.status, json.loads(raw) if raw else None
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode(errors="replace")
+        return token_request(f"{self.url}/hub/api/{path}", TOKEN, method=method, body=body, timeout=120)
 
     def servers(self) -> dict[str, dict[str, Any]]:
         """Each user's default server model, for users the hub lists with one."""

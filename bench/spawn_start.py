@@ -6,13 +6,15 @@ sample is one notebook's start() call; pods are deleted between batches.
 
     python -m bench.spawn_start [--rounds 3] [--notebooks 100]
 
-With ``--dra``: FractionalSpawner's 0.25 GPU as a DRA memory slice (a claim template per
-server, the claim made by kube-controller-manager and allocated by kube-scheduler) vs the
+With ``--dra``: FractionalSpawner's 0.25 GPU as a DRA memory slice (a ResourceClaim per
+server, made by the hub right after the pod and allocated by kube-scheduler) vs the
 same 0.25 GPU time-sliced, on one testbed that has both (:func:`dra_bench_cluster`).
 
     python -m bench.spawn_start --dra [--rounds 3] [--notebooks 100] [--phases] [--controller-qps 200]
 
-``--phases`` prints, per variant, the median time between a start's steps as watches see them
+``--together`` starts every variant's notebooks in one batch, interleaved (``--notebooks`` of each), so
+that a load swing on a shared machine meets both alike; without it, each variant's batch runs alone, in
+turn. ``--phases`` prints, per variant, the median time between a start's steps as watches see them
 (:mod:`bench.start_phases`): pod created, claim created, claim allocated, pod bound, ready.
 ``--controller-qps`` first restarts kube-controller-manager with a higher client rate than its
 default (20 requests/s, burst 30), which the resourceclaim controller shares with its pod updates;
@@ -30,6 +32,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 from traitlets.config import Config
@@ -103,15 +106,24 @@ def stock_shared_config(namespace: str) -> Config:
     return stock_config(namespace, override)
 
 
-async def batch(
-    spawner_class: type, config: Config, notebooks: int, tag: str, phases: Phases | None = None
-) -> tuple[list[float], float]:
+def spawners_of(spawner_class: type, config: Config, notebooks: int, tag: str) -> list[Any]:
     spawners = []
     for index in range(notebooks):
         spawner = spawner_class(_mock=True, config=config)
         spawner.pod_name = f"jupyter-{tag}-{index}"
         spawner.user_options = {"profile": "gpu"}
         spawners.append(spawner)
+    return spawners
+
+
+async def batch(
+    spawner_class: type, config: Config, notebooks: int, tag: str, phases: Phases | None = None
+) -> tuple[list[float], float]:
+    return await started(spawners_of(spawner_class, config, notebooks, tag), phases)
+
+
+async def started(spawners: list[Any], phases: Phases | None = None) -> tuple[list[float], float]:
+    """Start all ``spawners`` at once: each one's start() time, and the batch's; then stop them."""
 
     async def timed(spawner) -> float:
         started = time.perf_counter()
@@ -129,7 +141,9 @@ async def batch(
     return list(latencies), wall
 
 
-async def run(testbed: Testbed, rounds: int, notebooks: int, *, dra: bool = False, phases: bool = False) -> None:
+async def run(
+    testbed: Testbed, rounds: int, notebooks: int, *, dra: bool = False, phases: bool = False, together: bool = False
+) -> None:
     from kubespawner import KubeSpawner
 
     from fracnb_spawner.spawner import FractionalSpawner
@@ -153,6 +167,9 @@ async def run(testbed: Testbed, rounds: int, notebooks: int, *, dra: bool = Fals
         await batch(cls, make(namespace), 10, f"warm-{name}")
     for round_ in range(rounds):
         shift = round_ % len(variants)
+        if together:
+            await together_round(variants, namespace, notebooks, round_, recorder, latencies=latencies)
+            continue
         for name, cls, make in variants[shift:] + variants[:shift]:
             samples, wall = await batch(cls, make(namespace), notebooks, f"{name}{round_}", recorder)
             latencies[name].extend(samples)
@@ -169,11 +186,23 @@ async def run(testbed: Testbed, rounds: int, notebooks: int, *, dra: bool = Fals
     ours = statistics.median(latencies[first])
     for peer, _cls, _make in variants[1:]:
         theirs = statistics.median(latencies[peer])
-        ratio_wall = statistics.median(walls[first]) / statistics.median(walls[peer])
-        print(
-            f"{first} vs {peer:12}: median start {ours:.3f} s vs {theirs:.3f} s, ratio {ours / theirs:.3f};"
-            f" batch ratio {ratio_wall:.3f}"
-        )
+        batches = ""
+        if walls[first]:
+            batches = f"; batch ratio {statistics.median(walls[first]) / statistics.median(walls[peer]):.3f}"
+        print(f"{first} vs {peer:12}: median start {ours:.3f} s vs {theirs:.3f} s, ratio {ours / theirs:.3f}{batches}")
+
+
+async def together_round(
+    variants: list, namespace: str, notebooks: int, round_: int, recorder: Phases | None, *, latencies: dict
+) -> None:
+    """One batch holding every variant's notebooks, interleaved: each meets the same load at the same moments."""
+    groups = [spawners_of(cls, make(namespace), notebooks, f"{name}{round_}") for name, cls, make in variants]
+    mixed = [spawner for row in zip(*groups, strict=True) for spawner in row]
+    samples, wall = await started(mixed, recorder)
+    for offset, (name, _cls, _make) in enumerate(variants):
+        mine = samples[offset :: len(variants)]
+        latencies[name].extend(mine)
+        print(f"round {round_ + 1} {name:12}: median start {statistics.median(mine):.3f} s (batch of all {wall:.1f} s)")
 
 
 def faster_controller_manager(state_dir: Path, qps: float) -> None:
@@ -204,6 +233,10 @@ def main() -> None:
     parser.add_argument("--dra", action="store_true", help="DRA memory slices vs time-sliced quarters")
     parser.add_argument("--phases", action="store_true", help="where the time goes: each pod's steps, from watches")
     parser.add_argument(
+        "--together", action="store_true",
+        help="start the variants' notebooks in one batch, interleaved, rather than batch after batch",
+    )  # fmt: skip
+    parser.add_argument(
         "--controller-qps", type=float, default=0,
         help="restart kube-controller-manager with this client rate (--kube-api-qps; burst twice that) first",
     )  # fmt: skip
@@ -223,7 +256,15 @@ def main() -> None:
             if args.scheduler_qps:
                 faster_scheduler(state.directory, args.scheduler_qps)
             with kubeconfig_at(state.kubeconfig):
-                asyncio.run(run(Testbed(state), args.rounds, args.notebooks, dra=args.dra, phases=args.phases))
+                bench = run(
+                    Testbed(state),
+                    args.rounds,
+                    args.notebooks,
+                    dra=args.dra,
+                    phases=args.phases,
+                    together=args.together,
+                )
+                asyncio.run(bench)
         finally:
             down(state.directory)
 

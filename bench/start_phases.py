@@ -1,9 +1,9 @@
 """Where a start's time goes: the moments each pod (and its ResourceClaim) reached each step, as watches of
 the bench's namespace see them, beside the spawner's own start() call.
 
-Steps: start() called -> pod created (the hub's requests: for DRA, its ResourceClaimTemplate first)
--> claim created (kube-controller-manager's resourceclaim controller, DRA only) -> claim allocated and
-pod bound (kube-scheduler) -> pod ready (KWOK) -> start() returned (the hub's reflector saw it ready).
+Steps: start() called -> pod created (the hub's request) -> claim created (DRA only: sent with the pod, so
+either may come first: a negative median says the claim did) -> claim allocated and pod bound
+(kube-scheduler) -> pod ready (KWOK) -> start() returned (the hub's reflector saw it ready).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import re
 import statistics
 from collections import defaultdict
 from typing import Any
+
+from fracnb_spawner.common.podkeys import CLAIM_POD_ANNOTATION
 
 STEPS = ("called", "pod", "claim", "allocated", "bound", "ready", "returned")
 
@@ -65,7 +67,8 @@ class Phases:
 
     def _claim(self, claim: dict[str, Any]) -> None:
         owners = claim["metadata"].get("ownerReferences") or []
-        pod = next((o["name"] for o in owners if o.get("kind") == "Pod"), None)
+        pod = (claim["metadata"].get("annotations") or {}).get(CLAIM_POD_ANNOTATION)
+        pod = pod or next((o["name"] for o in owners if o.get("kind") == "Pod"), None)  # the earlier designs'
         if pod is None:
             return
         self.mark(pod, "claim")

@@ -10,6 +10,7 @@ against a real hub and apiserver, is tested in tests/service.
     service.scenario = IDLE_WARNING         # what api/me answers from now on (None: 503)
     service.sessions                        # the session reports POSTed to api/sessions, schema-checked
     service.uses                            # the use reports POSTed to api/activity, schema-checked
+    service.stop_saves                      # what a server saved at its stop, POSTed to api/stop-saves, checked
     service.hub_activity                    # what the meter posted to the hub's activity API (hub_environment())
     service.accept_sessions = False         # api/sessions answers 503 from now on
     service.earlier_sessions = [...]        # the user's stored sessions before these (api/advice reads them)
@@ -33,7 +34,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from traitlets.config import Config
 
-from fracnb_meter.schema import SESSION_REPORT, USE_REPORT, problems
+from fracnb_schemas import SESSION_REPORT, STOP_SAVE, USE_REPORT, problems
 from fracnb_spawner.common.podkeys import (
     FRACTION_ANNOTATION,
     IDLE_TIMEOUT_ANNOTATION,
@@ -225,6 +226,7 @@ class ReportServer:
         self.raw: bytes | None = None  # an answer that is not a report, e.g. from another version
         self.sessions: list[dict[str, Any]] = []
         self.uses: list[dict[str, Any]] = []
+        self.stop_saves: list[dict[str, Any]] = []
         self.hub_activity: list[dict[str, Any]] = []
         self.accept_sessions = True
         self.refused_sessions = 0
@@ -274,22 +276,20 @@ class ReportServer:
 
     def take_session(self, request: BaseHTTPRequestHandler) -> None:
         """``POST api/sessions``: keep a report that fits session-report.schema.json (400 otherwise);
-        ``POST api/activity``: keep a use report that fits use-report.schema.json; the hub's activity API."""
+        ``POST api/activity`` and ``api/stop-saves``: keep a document that fits its schema; the hub's activity API."""
         body = request.rfile.read(int(request.headers.get("Content-Length", "0")))
         if request.path == HUB_ACTIVITY_PATH and request.headers.get("Authorization") == f"token {self.token}":
             self.hub_activity.append(json.loads(body))
             request.send_response(200)
             request.end_headers()
-        elif (
-            request.path == f"{SERVICE_PREFIX}api/activity"
-            and request.headers.get("Authorization") == f"token {self.token}"
-        ):
+        elif request.path in self._kept_posts() and request.headers.get("Authorization") == f"token {self.token}":
+            schema, kept = self._kept_posts()[request.path]
             document = json.loads(body)
-            found = problems(USE_REPORT, document, check_formats=True)
+            found = problems(schema, document, check_formats=True)
             if found:
                 self._send(request, 400, json.dumps({"message": found}).encode())
                 return
-            self.uses.append(document)
+            kept.append(document)
             request.send_response(204)
             request.end_headers()
         elif request.path != f"{SERVICE_PREFIX}api/sessions":
@@ -308,6 +308,13 @@ class ReportServer:
             self.sessions.append(document)
             request.send_response(204)
             request.end_headers()
+
+    def _kept_posts(self) -> dict[str, tuple[str, list[dict[str, Any]]]]:
+        """The service's paths whose documents are kept as they come (schema-checked): the schema, the list."""
+        return {
+            f"{SERVICE_PREFIX}api/activity": (USE_REPORT, self.uses),
+            f"{SERVICE_PREFIX}api/stop-saves": (STOP_SAVE, self.stop_saves),
+        }
 
     @staticmethod
     def _send(request: BaseHTTPRequestHandler, status: int, body: bytes) -> None:

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from .schema import POD_ENVIRONMENT, enum
+from fracnb_schemas import POD_ENVIRONMENT, enum
 
 # The lists live in the schema, which the spawner's tests check its pods against.
 BACKENDS = enum(POD_ENVIRONMENT, "backend")
@@ -51,6 +51,13 @@ def gpu_withheld(budget: Budget, env: Mapping[str, str]) -> str | None:
     if budget.backend == "none" or env.get("NVIDIA_VISIBLE_DEVICES", "").strip() in NO_DEVICE_VALUES:
         return NO_GPU_REASON
     return None
+
+
+def stop_hibernation_timeout(env: Mapping[str, str]) -> int:
+    """FRACNB_STOP_HIBERNATION_TIMEOUT: seconds this server may spend saving its idle kernels' variables
+    when it stops; 0 when unset or not a whole number (the hub saves before the stops it makes itself)."""
+    text = env.get("FRACNB_STOP_HIBERNATION_TIMEOUT", "").strip()
+    return int(text) if text.isdigit() else 0
 
 
 def _fraction(text: str) -> float:

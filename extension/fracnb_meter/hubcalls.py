@@ -30,6 +30,13 @@ Request = tuple[str, dict[str, str]]  # URL and headers
 Parse = Callable[[bytes], tuple[T, str | None]]  # an answer's body -> (value, or the fallback and why)
 
 
+def service_endpoint(service_url: str, path: str) -> str:
+    """``path`` of the hub's fracnb service (FRACNB_SERVICE_URL), or "" when there is no usable service URL."""
+    if not service_url.startswith(("http://", "https://")):
+        return ""
+    return service_url.rstrip("/") + "/" + path
+
+
 class JsonPoster:
     """POSTs documents to one URL with a token; a no-op without a URL."""
 

@@ -15,8 +15,9 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, cast
 
+from fracnb_schemas import SERVICE_REPORT, check
+
 from .hubcalls import ThrottledGet, get_blocking
-from .schema import SERVICE_REPORT, check
 
 Report = tuple[dict[str, Any] | None, dict[str, Any] | None]
 NO_REPORT: Report = (None, None)
@@ -25,7 +26,7 @@ NO_REPORT: Report = (None, None)
 def report_from_me(me: object, server_name: str) -> Report:
     """(quota, cull) in the usage document's shapes, from the service's ``api/me`` answer.
 
-    Raises :class:`~fracnb_meter.schema.SchemaMismatchError` when ``me`` is not a service report.
+    Raises :class:`~fracnb_schemas.SchemaMismatchError` when ``me`` is not a service report.
     ``cull`` is None when the service does not know this server (yet).
     """
     check(SERVICE_REPORT, me)

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
+from fracnb_schemas import SERVICE_ADVICE, check
+
 from .hubcalls import Request, ThrottledGet, get_blocking
-from .schema import SERVICE_ADVICE, check
 
 Advice = dict[str, Any] | None
 

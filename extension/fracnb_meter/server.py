@@ -23,15 +23,17 @@ from .activity import HubActivity, isoformat
 from .contract import Budget, ContractError, gpu_withheld, read_budget
 from .gpuunused import MAX_READING_GAP_SECONDS, WINDOW_SECONDS, GpuUnused, sharing_blocks, work_of
 from .hibernation import handlers as hibernation_handlers
+from .hibernation.atstop import SaveAtStop
 from .hibernation.kernelcall import call_in_kernel
-from .hibernation.notice import NOTICE_WAIT_S, LastHibernation
+from .hibernation.notice import HIBERNATED_EVENT, HIBERNATED_SCHEMA, NOTICE_WAIT_S, LastHibernation
+from .hibernation.retention import prune
 from .hibernation.serverside import hibernate, kernel_views
 from .hubservice import ServiceReports
 from .kernelwatch import SYNC_SECONDS, KernelWatch
 from .memoryhistory import MemoryHistory, record_usage
 from .nextadvice import ServiceAdvice, advice_request
 from .nvml import GpuReading, unavailable
-from .processes import looks_like_container, parent_pid
+from .processes import looks_like_container, parents_for_one_reading
 from .routes import ROUTES
 from .sampler import Sampler
 from .sessionreport import SessionIdentity, SessionReporter, report_document
@@ -148,6 +150,15 @@ class FracnbMeter(ExtensionApp):
         keeps its previous saved state. Example: c.FracnbMeter.hibernation_max_bytes = 8 << 30""",
     ).tag(config=True)
 
+    hibernation_keep_days = Float(
+        30.0,
+        help="""How long a saved state is kept, in days after its save (default 30; 0 keeps states
+        until they are restored and discarded, or replaced). Each notebook has at most one saved
+        state: the newest save replaces the last. Older states are removed, in every server folder
+        of the user's home (~/.local/state/fracnb/hibernation/<server>/), when the server starts and
+        after each hibernation. Example: c.FracnbMeter.hibernation_keep_days = 7""",
+    ).tag(config=True)
+
     restore_timeout = Float(
         600.0,
         help="""The most a restore requested from the notebook's front end may take, in seconds
@@ -171,6 +182,12 @@ class FracnbMeter(ExtensionApp):
         without it and with data for all of it adds its length. Shorter windows are for tests and
         demos. Example: c.FracnbMeter.gpu_unused_window = 60""",
     ).tag(config=True)
+
+    @validate("hibernation_keep_days")
+    def _check_keep_days(self, proposal: Any) -> float:
+        if proposal["value"] < 0:
+            raise TraitError(f"FracnbMeter.hibernation_keep_days = {proposal['value']} must be 0 (keep) or more days")
+        return float(proposal["value"])
 
     @validate("gpu_unused_window")
     def _check_gpu_unused_window(self, proposal: Any) -> int:
@@ -199,6 +216,8 @@ class FracnbMeter(ExtensionApp):
         self.gpu_sharing_blocks = sharing_blocks(self.budget.backend, self.budget.isolation, os.environ)
         self._cached: tuple[float, str, bool] | None = None  # when, the document, whether it has the hibernation
         self.last_hibernation = LastHibernation()
+        self.serverapp.event_logger.register_event_schema(HIBERNATED_SCHEMA)
+        self._hibernation: asyncio.Future[dict[str, Any]] | None = None  # the one under way
         self._sampling = asyncio.Lock()
         self._activity: PeriodicCallback | None = None
         self.memory_history, self._history_origin = MemoryHistory(self.wall_clock()), self.clock()
@@ -227,6 +246,7 @@ class FracnbMeter(ExtensionApp):
         self.advice = ServiceAdvice(advice, self.service_interval)
         self._session_timers: list[PeriodicCallback] = []
         self.kernel_watch: KernelWatch | None = None
+        self.save_at_stop = SaveAtStop.from_environment(os.environ)
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(ROUTES)
@@ -241,6 +261,7 @@ class FracnbMeter(ExtensionApp):
             return Budget(), str(error)
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        self.prune_saved_states()
         self._enable_kernel_culling(serverapp.kernel_manager)
         hook_requests(serverapp.web_app.settings, self.use)
         ignore_control_requests(serverapp.kernel_manager)
@@ -319,6 +340,8 @@ class FracnbMeter(ExtensionApp):
             timer.stop()
         if self.kernel_watch is not None:
             self.kernel_watch.stop()
+        if self.hibernation_enabled:  # jupyter_server stops its extensions before its kernels: they answer here
+            await self.save_at_stop.run(lambda timeout: self.hibernate(timeout, None, at_stop=True), self.log)
         await self.report_session(ended=True)
         self.sampler.close()
 
@@ -349,14 +372,16 @@ class FracnbMeter(ExtensionApp):
     def current_activity(self) -> list[str] | None:
         return self.busy_kernel_ids() or None
 
-    async def usage_json(self) -> str:
-        """The usage document, re-sampled at most once per sample_interval_floor."""
+    async def usage_json(self, *, page: bool = True) -> str:
+        """The usage document, re-sampled at most once per sample_interval_floor (``page``: read by a page, whose
+        reading of a kept hibernation a hibernation's answer waits for)."""
         async with self._sampling:
             now = self.clock()
             if not (self._cached and now - self._cached[0] < self.sample_interval_floor):
                 document = await self.sample()
                 self._cached = (now, json.dumps(document), document["hibernation"] is not None)
-            self.last_hibernation.served(with_report=self._cached[2])
+            if page:
+                self.last_hibernation.served(with_report=self._cached[2])
             return self._cached[1]
 
     async def record_reading(self) -> None:
@@ -370,6 +395,7 @@ class FracnbMeter(ExtensionApp):
             self.service.latest(), self.advice.latest()
         )
         document["hibernation"] = self.last_hibernation.report
+        document["hibernation_stop"] = self.last_hibernation.stop
         return document
 
     async def measure(self) -> dict[str, Any]:
@@ -380,15 +406,15 @@ class FracnbMeter(ExtensionApp):
         in_container = self.in_container
         if in_container is None:
             in_container = looks_like_container(os.environ, os.path.exists)
-        reading, sampled_at = self.read_gpus(), self.wall_clock()
-        work = work_of(reading, {k.id: k.pid for k in kernels}, os.getpid(), parent_pid,
+        reading, sampled_at, parent_of = self.read_gpus(), self.wall_clock(), parents_for_one_reading()
+        work = work_of(reading, {k.id: k.pid for k in kernels}, os.getpid(), parent_of,
                        in_container=in_container, blocked=self.gpu_sharing_blocks)  # fmt: skip
         counted = self.gpu_unused is not None and self.gpu_unused.observe(self.sampler.reads, self.clock(), work)
         document = build_usage(
             reading=reading,
             kernels=kernels,
             server_pid=os.getpid(),
-            parent_of=parent_pid,
+            parent_of=parent_of,
             budget=self.budget,
             budget_error=self.budget_error,
             in_container=in_container,
@@ -410,8 +436,20 @@ class FracnbMeter(ExtensionApp):
             return unavailable(self.no_gpu_reason)
         return self.sampler.read()
 
-    async def hibernate(self, timeout_s: float, max_bytes: int | None) -> dict[str, Any]:
-        """Save every idle kernel's variables (hibernation-report.schema.json)."""
+    async def hibernate(
+        self, timeout_s: float, max_bytes: int | None, *, at_stop: bool = False, stop: str | None = None
+    ) -> dict[str, Any]:
+        """Save every idle kernel's variables (hibernation-report.schema.json). A request while one is
+        under way joins it and answers its report: two saves of one kernel at once would only queue
+        behind each other in the kernel. ``at_stop``: the server is stopping (hibernation/atstop.py);
+        ``stop``: why the hub is about to stop it, for the open pages' notice."""
+        if self._hibernation is None or self._hibernation.done():
+            self._hibernation = asyncio.ensure_future(self._hibernate(timeout_s, max_bytes, at_stop=at_stop, stop=stop))
+        return await asyncio.shield(self._hibernation)
+
+    async def _hibernate(
+        self, timeout_s: float, max_bytes: int | None, *, at_stop: bool, stop: str | None
+    ) -> dict[str, Any]:
         manager = self._web_settings["kernel_manager"]
         limit = self.hibernation_max_bytes if max_bytes is None else min(max_bytes, self.hibernation_max_bytes)
 
@@ -422,12 +460,23 @@ class FracnbMeter(ExtensionApp):
         views = kernel_views(
             await self._kernels(), manager, self._web_settings.get("kernel_spec_manager"), self.serverapp.root_dir
         )
-        report = await hibernate(views, call, limit_bytes=limit, timeout_s=timeout_s)
+        report = await hibernate(views, call, limit_bytes=limit, timeout_s=timeout_s, if_changed=at_stop)
+        if at_stop:
+            return report  # no page can read it: the server stopped answering requests
+        self.prune_saved_states()
         # The stop follows the answer: a page that polls the usage document reads the outcome first.
-        self.last_hibernation.keep(report)
+        self.last_hibernation.keep(report, stop)
         self._cached = None
+        self.serverapp.event_logger.emit(schema_id=HIBERNATED_EVENT, data={"report": report, "stop": stop})
         await self.last_hibernation.wait_for_page(min(NOTICE_WAIT_S, timeout_s - (self.clock() - started)))
         return report
+
+    def prune_saved_states(self) -> None:
+        """Remove saved states older than hibernation_keep_days (fracnb_meter.hibernation.retention)."""
+        if not self.hibernation_enabled:
+            return
+        for entry in prune(os.environ, self.hibernation_keep_days, time.time()):
+            self.log.info("fracnb: removed the saved state %s (older than %g days)", entry, self.hibernation_keep_days)
 
     async def _kernels(self) -> list[KernelInfo]:
         manager = self._web_settings["kernel_manager"]

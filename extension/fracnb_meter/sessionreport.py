@@ -18,7 +18,7 @@ from typing import Any
 
 from .activity import isoformat
 from .contract import Budget
-from .hubcalls import JsonPoster
+from .hubcalls import JsonPoster, service_endpoint
 from .sessionstats import SessionStats
 
 
@@ -78,9 +78,7 @@ def report_document(
 
 def sessions_url(service_url: str) -> str:
     """The service's sessions endpoint, or "" when there is no usable service URL."""
-    if not service_url.startswith(("http://", "https://")):
-        return ""
-    return service_url.rstrip("/") + "/api/sessions"
+    return service_endpoint(service_url, "api/sessions")
 
 
 class SessionReporter:

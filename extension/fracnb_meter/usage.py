@@ -75,6 +75,7 @@ def build_usage(
         "advice": None,
         "gpu_unused": not_measured() if gpu_unused is None else gpu_unused.server_json(),
         "hibernation": None,
+        "hibernation_stop": None,
         "sampled_at": sampled_at.isoformat(timespec="microseconds"),
     }
     if not reading.available:

@@ -28,7 +28,7 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from .activity import isoformat
-from .hubcalls import JsonPoster
+from .hubcalls import JsonPoster, service_endpoint
 
 READING_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # Changes a page makes on its own: JupyterLab saves its layout (the workspace) every few seconds.
@@ -112,8 +112,7 @@ class ServiceUse:
     """Posts the last use to the hub's fracnb service: when it is newer, and at least every KEEPALIVE_SECONDS."""
 
     def __init__(self, service_url: str, token: str, server_name: str, monotonic: Callable[[], float]) -> None:
-        usable = service_url.startswith(("http://", "https://")) and bool(token)
-        url = service_url.rstrip("/") + "/api/activity" if usable else ""
+        url = service_endpoint(service_url, "api/activity") if token else ""
         self._poster = JsonPoster(url, token, what="report use to the fracnb service")
         self._server_name = server_name
         self._monotonic = monotonic

@@ -16,19 +16,20 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 from typing import Any
 
 import ipywidgets as widgets
 from IPython.display import display
 
 from .contract import Budget, ContractError, gpu_withheld, read_budget
+from .displayzone import display_zone
 from .hibernation.offerwidget import RestoreOffer
 from .hubservice import NO_REPORT, Report, fetch_report_blocking
 from .memoryhistory import MemoryHistory, record_usage
 from .nextadvice import Advice, advice_request, fetch_advice_blocking
 from .nvml import unavailable
-from .processes import looks_like_container, parent_pid
+from .processes import looks_like_container, parent_pid, server_pid
 from .sampler import Sampler
 from .sparkline import svg
 from .usage import KernelInfo, build_usage
@@ -99,10 +100,10 @@ def _quota_text(quota: Mapping[str, Any] | None) -> str | None:
     return "GPU quota across servers \N{EM DASH} " + ", ".join(parts)
 
 
-def view_of(document: dict[str, Any]) -> MeterView:
-    """Pure: the meter's bars and text for one usage document."""
+def view_of(document: dict[str, Any], zone: tzinfo | None = None) -> MeterView:
+    """Pure: the meter's bars and text for one usage document, its times in ``zone`` (default: local)."""
     view = _memory_view(document)
-    return replace(view, cull_text=cull_warning((document.get("cull") or {}).get("deadline")))
+    return replace(view, cull_text=cull_warning((document.get("cull") or {}).get("deadline"), zone))
 
 
 def _memory_view(document: dict[str, Any]) -> MeterView:
@@ -167,12 +168,6 @@ def next_time_html(document: Mapping[str, Any]) -> str:
     advice = document.get("advice")
     lines = [text] if not advice or advice["state"] == "none" else [text, advice["text"]]
     return "".join(f'<div class="fracnb-meter-next-time">{html.escape(line)}</div>' for line in lines)
-
-
-def server_pid() -> int:
-    """The Jupyter server that started this kernel (jupyter_client exports JPY_PARENT_PID)."""
-    value = os.environ.get("JPY_PARENT_PID", "")
-    return int(value) if value.isdigit() else os.getppid()
 
 
 class LocalUsage:
@@ -264,7 +259,7 @@ class QuotaMeter:
 
     def refresh(self) -> MeterView:
         document = self.source()
-        view = view_of(document)
+        view = view_of(document, display_zone(os.environ))  # the browser's zone, once a page told it
         self.charts.value = charts_html(document)
         self.charts.layout.display = "" if self.charts.value else "none"
         self.next_time.value = next_time_html(document)

@@ -66,12 +66,18 @@ def format_use(used: float, limit: float) -> str:
 def clock_time(moment: datetime, zone: tzinfo | None = None) -> str:
     """'14:05 CET': the time of day on a 24-hour clock in ``zone`` (default: this machine's), with the
     zone's abbreviation, as the hub's pages and the JupyterLab panel write times."""
-    return moment.astimezone(zone).strftime("%H:%M %Z").strip()
+    local = moment.astimezone(zone)
+    return f"{local:%H:%M} {zone_abbreviation(local)}".strip()
 
 
-def time_of_day(moment: datetime, zone: tzinfo | None = None) -> str:
-    """'14:05': the time of day without the zone, where a line says it once or not at all."""
-    return moment.astimezone(zone).strftime("%H:%M")
+def zone_abbreviation(local: datetime) -> str:
+    """'CET', 'EST', 'UTC'; where the time zone database has only an offset ('+04', '+0530'), it as the
+    browser writes it: 'GMT+4', 'GMT+5:30' (extension/src/format.ts zoneName)."""
+    name = local.tzname() or ""
+    if not name or name[0] not in "+-" or not name[1:].isdigit():
+        return name
+    hours, minutes = int(name[1:3]), name[3:5]
+    return f"GMT{name[0]}{hours}" + (f":{minutes}" if minutes and minutes != "00" else "")
 
 
 def _minutes_text(seconds_left: float) -> str:
@@ -119,16 +125,33 @@ def session_peak(peak_bytes: int | None, budget_bytes: int | None) -> str | None
 # ---- hibernation (extension/src/wording.ts writes the same; test-data/restore-offers.json) ----
 
 
-def restore_offer(saved_at: datetime, size_bytes: int, now: datetime, zone: tzinfo | None = None) -> str:
-    """'Restore variables from 14:05 (3.2 GiB)'; the day too when it was not today: 'from 24 Nov 14:05'."""
+def saved_when(saved_at: datetime, now: datetime, zone: tzinfo | None = None) -> str:
+    """'14:05 EST' in ``zone`` (default: this machine's), with the day when it was not today: '24 Nov 14:05 EST'."""
     local, today = saved_at.astimezone(zone), now.astimezone(zone)
     day = "" if local.date() == today.date() else f"{local.day} {local.strftime('%b')} "
-    return f"Restore variables from {day}{time_of_day(saved_at, zone)} ({format_bytes(size_bytes)})"
+    return f"{day}{clock_time(saved_at, zone)}"
+
+
+def saved_variables(manifest: Mapping[str, Any], now: datetime, zone: tzinfo | None = None) -> str:
+    """'the 4 variables saved at 19:37 EST (7.6 MiB)': a saved state's manifest, for a question about it."""
+    count = len(manifest["variables"])
+    when = saved_when(datetime.fromisoformat(manifest["saved_at"]), now, zone)
+    noun = "variable" if count == 1 else "variables"
+    return f"the {count} {noun} saved at {when} ({format_bytes(manifest['bytes']['total'])})"
+
+
+def restore_offer(saved_at: datetime, size_bytes: int, now: datetime, zone: tzinfo | None = None) -> str:
+    """'Restore variables from 14:05 EST (3.2 GiB)'; the day too when it was not today: 'from 24 Nov 14:05 EST'."""
+    return f"Restore variables from {saved_when(saved_at, now, zone)} ({format_bytes(size_bytes)})"
 
 
 def restore_summary(report: Mapping[str, Any]) -> list[str]:
     """What a restore did, one line each (restore-report.schema.json), for the magic and the widget."""
     status, lines = report["status"], []
+    if status == "conflict":
+        names = ", ".join(report["conflicts"])
+        verb = "differs" if len(report["conflicts"]) == 1 else "differ"
+        return [f"Nothing was restored yet: {names} {verb} between this kernel and the saved state."]
     if status in ("none", "refused", "confirm") or (status == "failed" and not report["failed"]):
         lines.append(report["reason"] or "Nothing was restored.")
         lines += [f"  {warning}" for warning in report["warnings"]] if status == "confirm" else []
@@ -136,6 +159,9 @@ def restore_summary(report: Mapping[str, Any]) -> list[str]:
     restored = report["restored"]
     noun = "variable" if len(restored) == 1 else "variables"
     lines.append(f"Restored {len(restored)} {noun} ({format_bytes(report['bytes'])}): {', '.join(restored)}.")
+    kept = [name for name in report.get("conflicts", []) if name not in restored]
+    lines += [f"Kept your own values of {', '.join(kept)}."] if kept else []
+    lines += [f"{report['reason'][0].upper()}{report['reason'][1:]}."] if report["reason"] else []
     lines += [f"Not restored: {item['name']} ({item['reason']})." for item in report["failed"]]
     if report["skipped_at_save"]:
         skipped = ", ".join(f"{item['name']} ({item['reason']})" for item in report["skipped_at_save"])

@@ -1,6 +1,6 @@
 /**
  * Generate the TypeScript types of the server extension's APIs from the JSON Schemas it is
- * tested against (fracnb_meter/schemas/):
+ * tested against (fracnb_schemas/schemas/):
  *
  * - src/usage.ts: the usage API (usage.schema.json);
  * - src/hibernation-api.ts: the saved states, the restore request and its report
@@ -17,12 +17,12 @@ import { compile, compileFromFile } from 'json-schema-to-typescript';
 import prettier from 'prettier';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const schemas = join(root, 'fracnb_meter', 'schemas');
+const schemas = join(root, 'fracnb_schemas', 'schemas');
 
 const USAGE_BANNER = `/**
  * The usage API's reply, GET {base_url}fracnb/api/usage.
  *
- * Generated from fracnb_meter/schemas/usage.schema.json (and the schemas it refers to)
+ * Generated from fracnb_schemas/schemas/usage.schema.json (and the schemas it refers to)
  * by \`jlpm build:types\`: edit the schema, not this file. docs/contract.md explains it.
  */`;
 
@@ -30,7 +30,7 @@ const HIBERNATION_BANNER = `/**
  * The hibernation API's documents: GET {base_url}fracnb/api/hibernation/states, and
  * POST {base_url}fracnb/api/hibernation/restore's request and reply.
  *
- * Generated from fracnb_meter/schemas/hibernation-states, restore-request and
+ * Generated from fracnb_schemas/schemas/hibernation-states, restore-request and
  * restore-report.schema.json by \`jlpm build:types\`: edit the schemas, not this file.
  * docs/hibernation.md explains them.
  */`;
@@ -94,7 +94,7 @@ for (const target of targets) {
     const current = await readFile(target.file, 'utf8').catch(() => '');
     if (current !== wanted) {
       console.error(
-        `src/${target.file.split('/').pop()} does not match fracnb_meter/schemas/${target.source}: ` +
+        `src/${target.file.split('/').pop()} does not match fracnb_schemas/schemas/${target.source}: ` +
           'run `jlpm build:types` in extension/'
       );
       stale = true;

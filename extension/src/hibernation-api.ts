@@ -2,7 +2,7 @@
  * The hibernation API's documents: GET {base_url}fracnb/api/hibernation/states, and
  * POST {base_url}fracnb/api/hibernation/restore's request and reply.
  *
- * Generated from fracnb_meter/schemas/hibernation-states, restore-request and
+ * Generated from fracnb_schemas/schemas/hibernation-states, restore-request and
  * restore-report.schema.json by `jlpm build:types`: edit the schemas, not this file.
  * docs/hibernation.md explains them.
  */
@@ -70,15 +70,23 @@ export interface IRestoreRequest {
    * Restore even though the state was saved with other versions (the first answer was 'confirm').
    */
   force?: boolean;
+  /**
+   * What to do with saved names that already hold a value in the kernel (the first answer was 'conflict'): keep: keep the kernel's values and restore the others; take: replace them with the saved ones.
+   */
+  on_conflict?: 'keep' | 'take';
+  /**
+   * The saved_at of the state the user was offered: when the state was saved again since, nothing is restored (409) and the newer state is offered instead.
+   */
+  saved_at?: string;
 }
 /**
  * What a restore did: the answer of POST {base_url}fracnb/api/hibernation/restore, and what %fracnb_restore and the widget show. Produced in the kernel by fracnb_meter.hibernation.restorer; read by @fracnb/meter, whose types are generated from this file.
  */
 export interface IRestoreReport {
   /**
-   * restored: every saved variable; partly_restored: some failed (listed); failed: none; confirm: the state was saved with other versions (warnings), nothing was restored, ask again with force; refused: a file is a symlink, not the user's own or writable by others; none: no saved state.
+   * restored: every saved variable; partly_restored: some failed (listed); failed: none; confirm: the state was saved with other versions (warnings), nothing was restored, ask again with force; refused: a file is a symlink, not the user's own or writable by others (the REST restore answers this with 409); conflict: names of the state already hold values in the kernel (conflicts), nothing was restored, ask again with on_conflict; none: no saved state. A damaged state (a file cut short) restores what it can: its reason names the file.
    */
-  status: 'restored' | 'partly_restored' | 'failed' | 'confirm' | 'refused' | 'none';
+  status: 'restored' | 'partly_restored' | 'failed' | 'confirm' | 'conflict' | 'refused' | 'none';
   reason: string | null;
   /**
    * The names restored.
@@ -96,6 +104,10 @@ export interface IRestoreReport {
    * Each version that differs from the save's: 'numpy 2.4.6 → 2.5.0'.
    */
   warnings: string[];
+  /**
+   * The saved names that already held a value in the kernel: the ones waiting for a choice (conflict), kept as they were (on_conflict keep) or replaced (take).
+   */
+  conflicts: string[];
   /**
    * One line each, e.g. GPU arrays restored to host memory and why.
    */

@@ -3,8 +3,11 @@
  * its notebook opens in a new kernel, and restoring or discarding (docs/hibernation.md).
  *
  * The restore runs in the notebook's own kernel; this page only asks the server to start it.
+ * A discard asks first: saved work cannot come back. An offer on screen goes as soon as its
+ * state is restored or discarded from anywhere (this page, the widget, %fracnb_restore, another
+ * tab): while one is shown, the states are read again every OFFER_CHECK_MS.
  */
-import { Notification } from '@jupyterlab/apputils';
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection, Session } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
@@ -17,7 +20,19 @@ import type {
 } from './hibernation-api';
 
 export { offerText } from './offers';
-import { offerText, restoreResult, statesToOffer } from './offers';
+import {
+  conflictQuestion,
+  discardQuestion,
+  offerKey,
+  offerText,
+  restoreResult,
+  stateStamp,
+  statesToOffer,
+  withdrawnOffers
+} from './offers';
+
+/** How often the states are read again while an offer is on screen. */
+export const OFFER_CHECK_MS = 3000;
 
 export const STATES_PATH = 'fracnb/api/hibernation/states';
 export const RESTORE_PATH = 'fracnb/api/hibernation/restore';
@@ -112,23 +127,74 @@ export class Hibernation {
     return null;
   }
 
-  async refresh(): Promise<void> {
+  /** Read the states again; ``always``: tell the views even when the states are the same. */
+  async refresh(always = true): Promise<void> {
+    let read = true;
     try {
       this._states = (await fetchStates()).states;
     } catch {
       this._states = []; // hibernation off, or the server gone: nothing to offer
+      read = false;
     }
-    this._changed.emit(this._states);
+    const text = JSON.stringify(this._states);
+    if (always || text !== this._statesText) {
+      this._changed.emit(this._states);
+    }
+    this._statesText = text;
+    if (read) {
+      this._withdraw(); // a failed read says nothing about the offers on screen
+    }
     this._offer();
+    this._checkWhileOffered();
   }
 
-  async restore(state: ISavedState, kernelId: string, force = false): Promise<void> {
+  /** Ask before deleting saved work; true when the user confirmed. */
+  async confirmDiscard(state: ISavedState): Promise<boolean> {
+    const result = await showDialog({
+      title: 'Discard the saved variables?',
+      body: discardQuestion(state),
+      buttons: [
+        Dialog.cancelButton({ label: 'Keep them' }),
+        Dialog.warnButton({ label: 'Discard' })
+      ]
+    });
+    return result.button.accept;
+  }
+
+  async restore(
+    state: ISavedState,
+    kernelId: string,
+    force = false,
+    onConflict?: 'keep' | 'take'
+  ): Promise<void> {
     let report: IRestoreReport;
     try {
-      report = await restoreState({ key: state.key, kernel_id: kernelId, force });
+      // saved_at: a state saved again since the offer is not restored in its place (409).
+      const body = { key: state.key, kernel_id: kernelId, force, on_conflict: onConflict };
+      report = await restoreState(state.saved_at ? { ...body, saved_at: state.saved_at } : body);
     } catch (error) {
       Notification.error(`Variables not restored: ${String((error as Error).message)}`, {
         autoClose: false
+      });
+      await this.refresh();
+      return;
+    }
+    if (report.status === 'conflict') {
+      Notification.warning(`${state.path}: ${conflictQuestion(report)}`, {
+        autoClose: false,
+        actions: [
+          {
+            label: 'Keep mine',
+            caption: 'Restore the other saved variables and keep the values this kernel has',
+            callback: () => void this.restore(state, kernelId, force, 'keep')
+          },
+          {
+            label: 'Take the saved',
+            caption: `Replace ${report.conflicts.join(', ')} with the saved values`,
+            displayType: 'warn',
+            callback: () => void this.restore(state, kernelId, force, 'take')
+          }
+        ]
       });
       return;
     }
@@ -137,7 +203,10 @@ export class Hibernation {
       Notification.warning(warning, {
         autoClose: false,
         actions: [
-          { label: 'Restore anyway', callback: () => void this.restore(state, kernelId, true) }
+          {
+            label: 'Restore anyway',
+            callback: () => void this.restore(state, kernelId, true, onConflict)
+          }
         ]
       });
       return;
@@ -149,13 +218,18 @@ export class Hibernation {
     await this.refresh();
   }
 
-  async discard(state: ISavedState): Promise<void> {
+  /** Discard ``state`` once the user confirmed; false when they kept it. */
+  async discard(state: ISavedState): Promise<boolean> {
+    if (!(await this.confirmDiscard(state))) {
+      return false;
+    }
     try {
       await discardState(state.key);
     } catch (error) {
       Notification.error(`The saved variables were not discarded: ${(error as Error).message}`);
     }
     await this.refresh();
+    return true;
   }
 
   private _onSessions(): void {
@@ -163,17 +237,15 @@ export class Hibernation {
   }
 
   private _offer(): void {
-    for (const { state, kernelId } of statesToOffer(
-      this._states,
-      Array.from(this.sessions.running()),
-      this._offered
-    )) {
-      this._offered.add(`${state.key} ${kernelId}`);
+    const sessions = Array.from(this.sessions.running());
+    for (const { state, kernelId } of statesToOffer(this._states, sessions, this._offered)) {
+      const key = offerKey(state, kernelId);
+      this._offered.add(key);
       const skipped =
         state.skipped.length === 0
           ? ''
           : ` ${state.skipped.length} could not be saved: ${state.skipped.map(s => s.name).join(', ')}.`;
-      Notification.info(`${state.path}: ${offerText(state)}?${skipped}`, {
+      const id = Notification.info(`${state.path}: ${offerText(state)}?${skipped}`, {
         autoClose: false,
         actions: [
           {
@@ -183,16 +255,53 @@ export class Hibernation {
           },
           {
             label: 'Discard',
-            caption: 'Delete the saved variables',
+            caption: 'Delete the saved variables (asks first)',
             displayType: 'warn',
-            callback: () => void this.discard(state)
+            callback: event => {
+              event.preventDefault(); // the offer stays until the user confirmed
+              void this.discard(state);
+            }
           }
         ]
       });
+      this._shown.set(key, { state: stateStamp(state), id });
     }
   }
 
+  /** Withdraw the offers whose state was restored or discarded since (from anywhere). */
+  private _withdraw(): void {
+    const shown = Array.from(this._shown, ([key, { state }]): [string, string] => [key, state]);
+    for (const key of withdrawnOffers(shown, this._states)) {
+      const id = this._shown.get(key)?.id;
+      if (id !== undefined) {
+        Notification.dismiss(id); // never without an id: that would dismiss every notification
+      }
+      this._shown.delete(key);
+    }
+    // An offer the user closed is gone too: stop checking for it.
+    const onScreen = new Set(Notification.manager.notifications.map(n => n.id));
+    for (const [key, { id }] of this._shown) {
+      if (!onScreen.has(id)) {
+        this._shown.delete(key);
+      }
+    }
+  }
+
+  /** While an offer is on screen, read the states again so that it goes when it no longer holds. */
+  private _checkWhileOffered(): void {
+    if (this._shown.size === 0 || this._check !== null) {
+      return;
+    }
+    this._check = setTimeout(() => {
+      this._check = null;
+      void this.refresh(false); // the panel is redrawn only when something changed
+    }, OFFER_CHECK_MS);
+  }
+
   private _states: ISavedState[] = [];
+  private _statesText = '';
   private readonly _offered = new Set<string>();
+  private readonly _shown = new Map<string, { state: string; id: string }>(); // by offer key
+  private _check: ReturnType<typeof setTimeout> | null = null;
   private readonly _changed = new Signal<this, ISavedState[]>(this);
 }

@@ -1,11 +1,11 @@
 /**
  * What a hibernation before the stop saved, for the stopped-server notice: "Variables of
- * train.ipynb saved at 14:05: 3.2 GiB, 41 variables; 2 skipped: `loader` (an open file), `gen` (a
+ * train.ipynb saved at 14:05 CET: 3.2 GiB, 41 variables; 2 skipped: `loader` (an open file), `gen` (a
  * generator)." The usage document carries the server's last hibernation report (the hub's fracnb
  * service asks just before it stops the server); the hub's own pages write the same lines
  * (fracnb_spawner.hibernation.words; test-data/hibernation-notices.json holds both to it). Pure.
  */
-import { formatBytes, timeOfDay } from './format';
+import { clockTime, formatBytes } from './format';
 import type { IUsage, IKernelOutcome } from './usage';
 
 /** More skipped variables than this: the first three are named, and how many more. */
@@ -30,7 +30,7 @@ export function kernelLine(kernel: IKernelOutcome, timeZone?: string): string | 
     case 'saved':
     case 'partly_saved': {
       const at =
-        kernel.saved_at === null ? '' : ` at ${timeOfDay(new Date(kernel.saved_at), timeZone)}`;
+        kernel.saved_at === null ? '' : ` at ${clockTime(new Date(kernel.saved_at), timeZone)}`;
       const count = `${kernel.variables} variable${kernel.variables === 1 ? '' : 's'}`;
       const skipped = kernel.skipped.length > 0 ? `; ${skippedText(kernel.skipped)}` : '';
       return `Variables of ${notebook} saved${at}: ${formatBytes(kernel.bytes)}, ${count}${skipped}.`;
@@ -59,6 +59,19 @@ export function savedAny(usage: IUsage | null): boolean {
   return (usage?.hibernation?.kernels ?? []).some(
     kernel => kernel.status === 'saved' || kernel.status === 'partly_saved'
   );
+}
+
+/**
+ * Whether the last document's hibernation was answered and found no kernel holding variables (none
+ * running, or all empty): then nothing was lost, and the notice says so once.
+ */
+export function heldNothing(usage: IUsage | null): boolean {
+  const report = usage?.hibernation ?? null;
+  if (report === null) {
+    return false;
+  }
+  const lines = hibernationLines(report.kernels);
+  return lines.length === 1 && lines[0] === NOTHING_TO_SAVE;
 }
 
 /** The notice's lines for the last document before the stop; [] when it had no hibernation. */

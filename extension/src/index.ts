@@ -8,12 +8,14 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 
 import { connectionLostPlugin, speakThrough } from './connection';
+import { tellDisplayZone } from './displayzone';
 import { Hibernation } from './hibernation';
-import { DEFAULT_REFRESH_MS, UsageModel } from './model';
+import { DEFAULT_REFRESH_MS, HIBERNATED_EVENT, HibernationStop, UsageModel } from './model';
 import { BudgetNotifier } from './notify';
 import { MeterPanel } from './panel';
 import { MeterStatusItem } from './statusbar';
 import { hubHomeUrl } from './stopped';
+import type { IHibernationReport } from './usage';
 import { reportTyping } from './use';
 
 const PLUGIN_ID = '@fracnb/meter:plugin';
@@ -31,12 +33,21 @@ const plugin: JupyterFrontEndPlugin<void> = {
     palette: ICommandPalette | null
   ): void => {
     const model = new UsageModel(DEFAULT_REFRESH_MS);
+    // A hibernation just before a stop, also where polls no longer reach the server (model.ts).
+    app.serviceManager.events.stream.connect((_, emission) => {
+      if (emission.schema_id === HIBERNATED_EVENT && emission.report) {
+        const stop = typeof emission.stop === 'string' ? (emission.stop as HibernationStop) : null;
+        model.tellHibernation(emission.report as unknown as IHibernationReport, stop);
+      }
+    });
     // Typing is use, for the hub's idle timeout (a polling page is not).
     reportTyping();
     speakThrough(model); // its stopped-server notice replaces JupyterHub's dialog (connection.ts)
     const openPath = (path: string) => void app.commands.execute('docmanager:open', { path });
     // Under JupyterHub, where a stopped server is started again.
     const hubHome = hubHomeUrl(PageConfig.getOption('hubPrefix'), PageConfig.getOption('hubHost'));
+    // The kernel's times (the widget, %fracnb_restore) in the zone of this browser.
+    void tellDisplayZone();
     // Saved variables: the offer to restore them when their notebook opens in a new kernel.
     const hibernation = new Hibernation(app.serviceManager.sessions);
     const panel = new MeterPanel(model, openPath, hubHome, hibernation);

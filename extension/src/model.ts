@@ -5,12 +5,23 @@ import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { fetchUsage, UsageRequestError } from './request';
-import type { IUsage } from './usage';
+import type { IHibernationReport, IUsage } from './usage';
 
 /** Poll interval when the settings say nothing, in milliseconds. */
 export const DEFAULT_REFRESH_MS = 1000;
 /** Longest back-off after failed requests, in milliseconds. */
 const MAX_BACKOFF_MS = 60_000;
+
+/**
+ * The jupyter_server event the meter emits with a hibernation's report
+ * (fracnb_meter.hibernation.notice.HIBERNATED_EVENT): a stop its user asked for reaches no poll
+ * (JupyterHub takes the server off its proxy before the hub asks for the save), but the page's
+ * event socket, open before, still carries it.
+ */
+export const HIBERNATED_EVENT = 'https://events.fracnb.io/fracnb_meter/hibernated/v1';
+
+/** Why the hub stopped the server, as it told the server when it asked for the hibernation. */
+export type HibernationStop = NonNullable<IUsage['hibernation_stop']> | null;
 
 export interface IUsageState {
   /** The latest successful sample, or null before the first one. */
@@ -87,6 +98,20 @@ export class UsageModel {
       });
       // Rethrow so the poll backs off while the server is unreachable.
       throw error;
+    }
+  }
+
+  /**
+   * A hibernation's report from the server's events (HIBERNATED_EVENT), as its next document would carry it,
+   * with why the hub is stopping the server (``stop``), when it said.
+   */
+  tellHibernation(report: IHibernationReport, stop: HibernationStop = null): void {
+    const usage = this._state.usage;
+    if (usage !== null) {
+      this._update({
+        ...this._state,
+        usage: { ...usage, hibernation: report, hibernation_stop: stop }
+      });
     }
   }
 

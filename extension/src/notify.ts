@@ -98,25 +98,39 @@ export class BudgetNotifier {
   }
 
   private _announceStop(state: IUsageState): void {
+    const notice = stopNoticeOf(state);
     if (this._stopToast !== null) {
+      // A report that came after the first failed poll (the server's event): the toast says it.
+      if (notice.toast !== this._stopText) {
+        this._stopText = notice.toast;
+        Notification.update({
+          id: this._stopToast,
+          message: notice.toast,
+          autoClose: false,
+          actions: this._startAgain()
+        });
+      }
       return;
     }
-    const notice = stopNoticeOf(state);
-    const hubHome = this.hubHome;
-    const actions: Notification.IAction[] =
-      hubHome === null
-        ? []
-        : [
-            {
-              label: 'Start it again',
-              caption: 'Open the hub home page, where you can start your server',
-              callback: () => window.location.assign(hubHome)
-            }
-          ];
+    this._stopText = notice.toast;
     this._stopToast = Notification.info(notice.toast, {
       autoClose: false,
-      actions
+      actions: this._startAgain()
     });
+  }
+
+  /** The toast's button to the hub home, where the server starts again (none outside JupyterHub). */
+  private _startAgain(): Notification.IAction[] {
+    const hubHome = this.hubHome;
+    return hubHome === null
+      ? []
+      : [
+          {
+            label: 'Start it again',
+            caption: 'Open the hub home page, where you can start your server',
+            callback: () => window.location.assign(hubHome)
+          }
+        ];
   }
 
   /**
@@ -147,6 +161,7 @@ export class BudgetNotifier {
   private _cullKey: string | null = null;
   private _cullToast: string | null = null;
   private _stopToast: string | null = null;
+  private _stopText = '';
 }
 
 function toastType(level: AlertLevel): Notification.TypeOptions {

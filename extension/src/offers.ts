@@ -5,20 +5,78 @@ import type { Session } from '@jupyterlab/services';
 
 import type { IRestoreReport, ISavedState } from './hibernation-api';
 import { formatBytes } from './format';
-import { restoreOffer } from './wording';
+import { restoreOffer, savedWhen } from './wording';
 
-/** "Restore variables from 14:05 (3.2 GiB)" for a state, now, in the browser's time zone. */
-export function offerText(state: ISavedState, now: Date = new Date()): string {
-  return restoreOffer(new Date(state.saved_at ?? now.toISOString()), state.bytes, now);
+/** "Restore variables from 14:05 EST (3.2 GiB)" for a state, now, in the browser's time zone. */
+export function offerText(state: ISavedState, now: Date = new Date(), timeZone?: string): string {
+  return restoreOffer(new Date(state.saved_at ?? now.toISOString()), state.bytes, now, timeZone);
+}
+
+/**
+ * The question before a discard: "Delete the 4 variables of train.ipynb saved at 19:37 EST
+ * (7.6 MiB)? They cannot be restored afterwards." (the widget and %fracnb_restore ask the same).
+ */
+export function discardQuestion(
+  state: ISavedState,
+  now: Date = new Date(),
+  timeZone?: string
+): string {
+  const count = state.variables.length;
+  const what = `${count} ${count === 1 ? 'variable' : 'variables'}`;
+  const notebook = state.path ?? state.notebook_file;
+  const of = notebook === null ? '' : ` of ${notebook}`;
+  const when =
+    state.saved_at === null
+      ? ''
+      : ` saved at ${savedWhen(new Date(state.saved_at), now, timeZone)}`;
+  return `Delete the ${what}${of}${when} (${formatBytes(state.bytes)})? They cannot be restored afterwards.`;
+}
+
+/** A state as saved at one moment: a newer save of the notebook is another. Pure. */
+export function stateStamp(state: ISavedState): string {
+  return `${state.key} ${state.saved_at}`;
+}
+
+/**
+ * The offers on screen, as (``offerKey``, ``stateStamp``) pairs, that no longer hold: their
+ * state was restored, discarded or saved again since (from anywhere). Pure.
+ */
+export function withdrawnOffers(
+  shown: Iterable<[string, string]>,
+  states: ISavedState[]
+): string[] {
+  const open = new Set(
+    states.filter(s => s.problem === null && s.restored_at === null).map(stateStamp)
+  );
+  return Array.from(shown)
+    .filter(([, stamp]) => !open.has(stamp))
+    .map(([key]) => key);
+}
+
+/** The question a restore asks when names of the state already hold values in the kernel. Pure. */
+export function conflictQuestion(report: IRestoreReport): string {
+  const names = report.conflicts.join(', ');
+  const verb = report.conflicts.length === 1 ? 'differs' : 'differ';
+  return `Nothing was restored yet: ${names} ${verb} between this kernel and the saved state. Keep yours, or take the saved ones?`;
 }
 
 /** One line on what a restore did, for a notification. Pure. */
 export function restoreResult(report: IRestoreReport): string {
+  if (report.status === 'conflict') {
+    return conflictQuestion(report);
+  }
   if (report.status === 'restored' || report.status === 'partly_restored') {
     const count = report.restored.length;
     const parts = [
       `Restored ${count} ${count === 1 ? 'variable' : 'variables'} (${formatBytes(report.bytes)}).`
     ];
+    const kept = report.conflicts.filter(name => !report.restored.includes(name));
+    if (kept.length > 0) {
+      parts.push(`Kept your own values of ${kept.join(', ')}.`);
+    }
+    if (report.reason) {
+      parts.push(`${report.reason.charAt(0).toUpperCase()}${report.reason.slice(1)}.`);
+    }
     if (report.failed.length > 0) {
       parts.push(`Not restored: ${report.failed.map(f => `${f.name} (${f.reason})`).join(', ')}.`);
     }
@@ -26,6 +84,11 @@ export function restoreResult(report: IRestoreReport): string {
     return parts.join(' ');
   }
   return report.reason ?? 'Nothing was restored.';
+}
+
+/** What one offer is: a state as saved at one moment, for one kernel. A newer save is another offer. */
+export function offerKey(state: ISavedState, kernelId: string): string {
+  return `${state.key} ${state.saved_at} ${kernelId}`;
 }
 
 /** The states the offer is for: usable, not restored yet, and for a notebook with a kernel. */
@@ -42,7 +105,7 @@ export function statesToOffer(
     if (state === undefined || kernelId === undefined || state.restored_at !== null) {
       continue;
     }
-    if (!offered.has(`${state.key} ${kernelId}`)) {
+    if (!offered.has(offerKey(state, kernelId))) {
       found.push({ state, kernelId });
     }
   }

@@ -6,7 +6,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { sparklineElement } from './chart';
-import { formatBytes, formatGiB, formatShare } from './format';
+import { formatBytes, formatShare, zoneName } from './format';
 import { gpuUnusedText } from './gpuunused';
 import type { Hibernation } from './hibernation';
 import { savedStatesView } from './savedstates';
@@ -117,7 +117,8 @@ function totalView(usage: IUsage): HTMLElement {
   if (server === null) {
     return el('p', 'fracnb-meter-note', usage.reason ?? 'Per-process GPU memory is not available.');
   }
-  const against = budget === null ? 'GiB on the device' : 'GiB budget';
+  // One unit style with the kernels' rows below: "0 B of 20 GiB budget", "512 MiB", "6 GiB".
+  const against = budget === null ? 'on the device' : 'budget';
   const percent = limit > 0 ? ` · ${Math.round((server / limit) * 100)}\u00a0%` : '';
   const over =
     budget !== null && levelOf(server / budget) === 'over'
@@ -129,8 +130,8 @@ function totalView(usage: IUsage): HTMLElement {
     el(
       'div',
       'fracnb-meter-total-text',
-      el('span', 'fracnb-meter-total-used', `${formatGiB(server)} GiB`),
-      ` of ${formatGiB(limit)} ${against}${percent}`
+      el('span', 'fracnb-meter-total-used', formatBytes(server)),
+      ` of ${formatBytes(limit)} ${against}${percent}`
     ),
     meterBar(server, limit),
     historyChart(usage, 'this server', 'server', usage.history?.server),
@@ -213,7 +214,7 @@ function deviceRow(gpu: IGpu, simulated: boolean): HTMLElement {
   const utilization =
     gpu.utilization_percent === null ? null : `${gpu.utilization_percent}\u00a0% busy`;
   const detail = [
-    `${formatGiB(gpu.memory_used_bytes)} / ${formatGiB(gpu.memory_total_bytes)} GiB in use by all processes`,
+    `${formatBytes(gpu.memory_used_bytes)} of ${formatBytes(gpu.memory_total_bytes)} in use by all processes`,
     utilization,
     mig
   ].filter(part => part !== null);
@@ -305,7 +306,9 @@ function stoppedView(state: IUsageState, hubHome: string | null): HTMLElement {
       'Server stopped',
       el('p', 'fracnb-meter-stopped-headline', notice.headline),
       el('p', 'fracnb-meter-note', notice.saved.length > 0 ? SAVED_NOTE : notice.consequences),
-      ...notice.saved.map(line => el('p', 'fracnb-meter-note fracnb-meter-stopped-saved', line)),
+      ...notice.saved.map(line =>
+        el('p', 'fracnb-meter-note fracnb-meter-stopped-saved', ...withCode(line))
+      ),
       link === null
         ? el('p', 'fracnb-meter-note', 'Start the server again to go on working.')
         : el('p', '', link)
@@ -313,6 +316,21 @@ function stoppedView(state: IUsageState, hubHome: string | null): HTMLElement {
   );
   view.dataset.cause = notice.cause;
   return view;
+}
+
+/**
+ * A line whose `names` are marked with backticks (a variable's name in a hibernation line), as
+ * text and <code> elements: the backticks themselves are never shown.
+ */
+export function withCode(line: string): Node[] {
+  return line.split(/`([^`]+)`/).map((part, index) => {
+    if (index % 2 === 0) {
+      return document.createTextNode(part);
+    }
+    const code = document.createElement('code');
+    code.textContent = part;
+    return code;
+  });
 }
 
 /** The whole panel body for one poller state. */
@@ -355,13 +373,21 @@ export function renderUsage(
   );
 }
 
-/** "Sampled 10:00:01", or nothing before the first sample. */
-export function sampledText(state: IUsageState): string {
+/** "Sampled 10:00:01 EST", in the browser's zone, or nothing before the first sample. */
+export function sampledText(state: IUsageState, timeZone?: string): string {
   const usage = state.usage;
   if (usage === null || state.error !== null) {
     return '';
   }
-  return `Sampled ${new Date(usage.sampled_at).toLocaleTimeString()}`;
+  const moment = new Date(usage.sampled_at);
+  const time = new Intl.DateTimeFormat('en-GB', {
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+    hourCycle: 'h23',
+    timeZone
+  }).format(moment);
+  return `Sampled ${time} ${zoneName(moment, timeZone)}`;
 }
 
 export class MeterPanel extends Widget {
@@ -402,6 +428,7 @@ export class MeterPanel extends Widget {
   protected onAfterShow(): void {
     this._render();
     void this.model.refresh();
+    void this.hibernation?.refresh(); // a restore or discard from the widget or the magic since
   }
 
   private _render(): void {

@@ -30,8 +30,9 @@ function stateRow(hibernation: Hibernation, state: ISavedState): HTMLElement {
     text.classList.add('fracnb-meter-reason');
   } else {
     const skipped = state.skipped.map(s => `${s.name} (${s.reason})`).join(', ');
+    const count = state.variables.length;
     text.textContent =
-      `${offerText(state)}: ${state.variables.length} variables` +
+      `${offerText(state)}: ${count} ${count === 1 ? 'variable' : 'variables'}` +
       (skipped ? `; not saved: ${skipped}` : '') +
       (state.restored_at === null ? '' : '; restored once');
   }

@@ -4,7 +4,7 @@
  */
 import type { IUsageState } from './model';
 import { formatDuration } from './format';
-import { savedAny, stopHibernationLines } from './hibernationnotice';
+import { heldNothing, savedAny, stopHibernationLines } from './hibernationnotice';
 import type { IUsage } from './usage';
 
 /**
@@ -14,7 +14,7 @@ import type { IUsage } from './usage';
 export const SERVER_NOT_RUNNING = 424;
 
 export type StopCause =
-  'idle' | 'demand' | 'max-age' | 'gpu-unused' | 'gpu-unused-busy' | 'unknown';
+  'idle' | 'demand' | 'max-age' | 'gpu-unused' | 'gpu-unused-busy' | 'user' | 'unknown';
 
 export interface IStopNotice {
   cause: StopCause;
@@ -38,6 +38,23 @@ export interface IStopNotice {
 export const CONSEQUENCES =
   'Your saved files are kept. Running kernels were shut down: their variables and ' +
   'anything not saved are lost.';
+
+/**
+ * The same when the hibernation before the stop found no kernel holding variables: nothing was
+ * lost, so the notice does not say that variables were (test-data/stop-notices.json).
+ */
+export const NOTHING_HELD_CONSEQUENCES =
+  'Your saved files are kept. No kernel held variables, so there were none to save.';
+
+/**
+ * The same when this page knows neither why the server stopped nor whether a hibernation came
+ * before: a stop its user or an admin asked for ("Stop My Server"; JupyterHub takes the server off
+ * its proxy before the hub saves its variables, so the page reads nothing more from it), or any
+ * stop while the tab was hidden and did not poll. The hub home knows, and says.
+ */
+export const UNKNOWN_CONSEQUENCES =
+  'Your saved files are kept. Your variables may have been saved before the stop: the hub ' +
+  'home says whether they were. Anything else not saved is lost.';
 
 /**
  * The same when the hibernation before the stop saved variables (listed after it); the hub's pages
@@ -67,6 +84,8 @@ export function stopPhrase(cause: StopCause, limitSeconds: number): string {
       return limitSeconds > 0
         ? `at its maximum age of ${formatDuration(limitSeconds)}`
         : 'at its maximum age';
+    case 'user':
+      return 'on request';
     default:
       return '';
   }
@@ -84,9 +103,15 @@ export const DEADLINE_SLACK_S = 30;
  * happened, whether or not its warning was on screen yet (a page in a background tab stops
  * polling long before the warning). ``secondsUntilStop`` is the time from that sample to
  * the first failed request; a stop well before the deadline (the user's own "Stop My
- * Server", say) has no known cause.
+ * Server", say) has no known cause, unless the hub said why when it asked for the hibernation
+ * before the stop (``hibernation_stop``: "user" for a stop on request).
  */
 export function stopCause(last: IUsage | null, secondsUntilStop: number): StopCause {
+  // The hub said why when it asked for the hibernation before the stop.
+  const told = last?.hibernation ? (last.hibernation_stop ?? null) : null;
+  if (told !== null) {
+    return told;
+  }
   const deadline = last?.cull?.deadline ?? null;
   if (deadline === null) {
     return 'unknown';
@@ -115,6 +140,24 @@ export function stopNotice(last: IUsage | null, secondsUntilStop: number): IStop
       headline,
       consequences: `${SAVED_CONSEQUENCES} ${saved.join(' ')}`,
       toast: `${headline} Your variables were saved: open the notebook again to restore them.`,
+      saved
+    };
+  }
+  if (heldNothing(last)) {
+    return {
+      cause,
+      headline,
+      consequences: NOTHING_HELD_CONSEQUENCES,
+      toast: `${headline} Saved files are kept; no kernel held variables.`,
+      saved: []
+    };
+  }
+  if (cause === 'unknown' && (last?.hibernation ?? null) === null) {
+    return {
+      cause,
+      headline,
+      consequences: UNKNOWN_CONSEQUENCES,
+      toast: `${headline} Saved files are kept; the hub home says whether your variables were saved.`,
       saved
     };
   }

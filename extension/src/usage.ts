@@ -1,7 +1,7 @@
 /**
  * The usage API's reply, GET {base_url}fracnb/api/usage.
  *
- * Generated from fracnb_meter/schemas/usage.schema.json (and the schemas it refers to)
+ * Generated from fracnb_schemas/schemas/usage.schema.json (and the schemas it refers to)
  * by `jlpm build:types`: edit the schema, not this file. docs/contract.md explains it.
  */
 
@@ -66,6 +66,11 @@ export interface IUsage {
    * This server's last hibernation, as POST fracnb/api/hibernate answered it (the hub's fracnb service asks just before it stops the server), for the stopped-server notice; null when there was none since the server started, or in the in-kernel widget's document.
    */
   hibernation: null | IHibernationReport;
+  /**
+   * Why the stop that asked for that hibernation is made, as the hub said (POST fracnb/api/hibernate?stop=): user (someone asked for it), or the fracnb service's cull reason; null when it did not say, or there is no hibernation.
+   */
+  hibernation_stop?:
+    null | 'user' | 'idle' | 'demand' | 'gpu-unused' | 'gpu-unused-busy' | 'max-age';
   /**
    * When the figures were read, ISO 8601 with time zone.
    */

@@ -3,7 +3,7 @@
  * (fracnb_meter/wording.py writes the same; test-data/cull-warnings.json holds both to it).
  * Pure: no DOM.
  */
-import { clockTime, formatBytes, formatDuration, formatMinutes, timeOfDay } from './format';
+import { clockTime, formatBytes, formatDuration, formatMinutes } from './format';
 import { budgetBytes, minutesLeft } from './summary';
 import type { IBudget, ICullStatus, IDeadline, IUsage } from './usage';
 
@@ -124,13 +124,21 @@ function dayOf(moment: Date, timeZone?: string): [number, number, number] {
 }
 
 /**
- * "Restore variables from 14:05 (3.2 GiB)", with the day when it was not today: "from 24 Nov
- * 14:05" (fracnb_meter.wording.restore_offer writes the same; test-data/restore-offers.json).
+ * "14:05 EST" in ``timeZone`` (default: the browser's), with the day when it was not today:
+ * "24 Nov 14:05 EST" (fracnb_meter.wording.saved_when writes the same).
  */
-export function restoreOffer(savedAt: Date, bytes: number, now: Date, timeZone?: string): string {
+export function savedWhen(savedAt: Date, now: Date, timeZone?: string): string {
   const [year, month, day] = dayOf(savedAt, timeZone);
   const today = dayOf(now, timeZone);
   const sameDay = year === today[0] && month === today[1] && day === today[2];
   const date = sameDay ? '' : `${day} ${MONTHS[month]} `;
-  return `Restore variables from ${date}${timeOfDay(savedAt, timeZone)} (${formatBytes(bytes)})`;
+  return `${date}${clockTime(savedAt, timeZone)}`;
+}
+
+/**
+ * "Restore variables from 14:05 EST (3.2 GiB)", with the day when it was not today: "from 24 Nov
+ * 14:05 EST" (fracnb_meter.wording.restore_offer writes the same; test-data/restore-offers.json).
+ */
+export function restoreOffer(savedAt: Date, bytes: number, now: Date, timeZone?: string): string {
+  return `Restore variables from ${savedWhen(savedAt, now, timeZone)} (${formatBytes(bytes)})`;
 }

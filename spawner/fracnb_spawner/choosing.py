@@ -15,10 +15,12 @@ from typing import Any, Protocol
 import aiohttp
 from jupyterhub.utils import maybe_future
 from kubernetes_asyncio.client.exceptions import ApiException
+from markupsafe import Markup
 
 from fracnb_spawner.cluster.kube import list_pods_in, pod_namespaces, singleuser_selector
 from fracnb_spawner.cluster.slots import Ask, Cluster
 from fracnb_spawner.common.errors import HubConfigError, InvalidRequestError, RefusedSpawnError
+from fracnb_spawner.common.timehtml import with_times
 from fracnb_spawner.common.units import parse_duration
 from fracnb_spawner.config.applied import SpawnValues, copy_plain
 from fracnb_spawner.config.profiles import (
@@ -37,6 +39,7 @@ from fracnb_spawner.gpu.backends import BackendSettings
 from fracnb_spawner.gpu.plan import GPUConfigError, GPUDefaults, GPUPlan
 from fracnb_spawner.gpu.resolve import plan_gpu
 from fracnb_spawner.gpu.words import no_node_reason
+from fracnb_spawner.history.stops import NODE_LOST, StopNotice
 from fracnb_spawner.hubstate import HubState
 from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.spawning import SpawnQueue
@@ -232,6 +235,7 @@ class Choosing:
         context = SpawnContext(
             host.backend_settings(), gpu_cull, cpu_cull, host.values.configured(host, "node_selector"),
             host.fracnb_service_url, parse_duration(host.gpu_kernel_cull_idle_timeout),
+            host.queue_settings().display_timezone,
         )  # fmt: skip
         return plan_spawn(selection, gpu, context, host.is_gpu_resource)
 
@@ -333,26 +337,29 @@ class Choosing:
         host = self.host
         return await host.form_advice(host.user.name, profiles, rows, host.hub_state.history)
 
-    async def queue_text(self, ask: Ask | None, max_wait: float) -> str | None:
-        return await self.host.queue.form_text(ask, max_wait)
+    async def queue_text(self, ask: Ask | None, max_wait: float, fraction: Fraction) -> str | None:
+        return await self.host.queue.form_text(ask, max_wait, fraction)
 
-    def kept_place_text(self) -> str | None:
-        """The form's notice: why the last server stopped (``HubState.stop_notices``), else a place kept in the
-        queue."""
-        notice = self.host.hub_state.stop_notices.get((self.host.user.name, self.host.name))
-        return notice or self.host.queue.kept_place_text()
+    def kept_place_text(self) -> Markup | None:
+        """The form's notice: that the last server's node left the cluster (``HubState.stops``; on the form of
+        that server, whoever looks at it), else a place kept in the queue; its time shown in the reader's zone."""
+        stop = self.host.hub_state.stops.of_server(self.host.user.name, self.host.name)
+        if stop is not None and stop.reason == NODE_LOST and stop.details.get("text"):
+            return with_times(str(stop.details["text"]), [stop.stopped_at], self.host.queue_settings().zone)
+        return self.host.queue.kept_place_text()
 
     async def lost_node(self, pod: Mapping[str, Any] | None) -> bool:
         """Whether ``pod`` is bound to a node the hub-wide view of nodes no longer has (False when the pod is
         not bound or the view cannot tell: not listed yet, the cluster unreadable). If so, the next spawn
-        form says why the server stopped (``HubState.stop_notices``)."""
+        form says why the server stopped (``HubState.stops``)."""
         node = ((pod or {}).get("spec") or {}).get("nodeName")
         cluster = await self.read_cluster(None, wait=False) if node else None
         if cluster is None or not cluster.nodes or any(n["metadata"]["name"] == node for n in cluster.nodes):
             return False
         host = self.host
-        notice = node_lost_message(node, datetime.now(timezone.utc), host.queue_settings().zone)
-        host.hub_state.stop_notices[(host.user.name, host.name)] = notice
+        now = datetime.now(timezone.utc)
+        text = node_lost_message(node, now, host.queue_settings().zone)
+        host.hub_state.stops.note(StopNotice(host.user.name, host.name, now, NODE_LOST, details={"text": text}))
         host.log.warning("fracnb: %s ran on node %s, which left the cluster; deleting it", host._log_name, node)
         return True
 

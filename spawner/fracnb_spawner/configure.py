@@ -18,6 +18,7 @@ from fracnb_spawner.common.units import parse_duration
 from fracnb_spawner.config.overrides import OverrideError, check_spawner_traits
 from fracnb_spawner.config.profiles import (
     ProfileConfigError,
+    check_kueue_backends,
     initialize_profiles,
     iter_combinations,
     profile_name,
@@ -30,6 +31,7 @@ from fracnb_spawner.gpu.backends import is_gpu_resource
 from fracnb_spawner.hibernation.settings import timeout_problem
 from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.quota.config import FracnbQuotas
+from fracnb_spawner.reclaim.config import FracnbReclaim
 from fracnb_spawner.service.app import FracnbService
 from fracnb_spawner.service.gpuunused import check_gpu_unused_timing
 
@@ -97,7 +99,7 @@ def check_config(c: Config) -> None:
     ``OverrideError``, ``CullTimingError``.
 
     Its traits (types and bounds), GPUs asked for outside the ``gpu`` key, the profile list,
-    ``c.FracnbQuotas``, ``c.FracnbQueue``, and idle timeouts the fracnb service could not honour.
+    ``c.FracnbQuotas``, ``c.FracnbQueue``, ``c.FracnbReclaim``, and idle timeouts the fracnb service could not honour.
     """
     section = spawner_section(c)
     settings = configured_traits(c)
@@ -110,7 +112,9 @@ def check_config(c: Config) -> None:
         except ProfileConfigError as error:
             raise ProfileConfigError(f"FractionalSpawner.profile_list: {error}") from None
     FracnbQuotas(config=c).policy()
-    FracnbQueue(config=c)
+    if FracnbQueue(config=c).engine == "kueue" and not callable(raw):
+        check_kueue_backends(initialize_profiles(raw), settings.gpu_defaults())
+    FracnbReclaim(config=c)
     check_cull_timing(c, settings, [] if callable(raw) else initialize_profiles(raw))
 
 

@@ -14,7 +14,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from traitlets.config import Config, PyFileConfigLoader
 
 from fracnb_spawner.cluster.kube import offline_kubeconfig
 from fracnb_spawner.common.clock import duration_text
+from fracnb_spawner.common.podkeys import CLAIM_POD_ANNOTATION
 from fracnb_spawner.common.units import format_bytes, share_text
 from fracnb_spawner.config.overrides import OverrideError
 from fracnb_spawner.config.profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
@@ -32,8 +33,11 @@ from fracnb_spawner.configure import check_config
 from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.gpu.backends import KAI_FRACTION_ANNOTATION
 from fracnb_spawner.gpu.words import plan_summary
+from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.policy import QuotaPolicy
+from fracnb_spawner.reclaim.config import FracnbReclaim
+from fracnb_spawner.reclaim.lending import lending_of
 from fracnb_spawner.service.gpuunused import measurability
 
 VALUES_KEYS = ("hub", "singleuser")  # the chart's sections a values file for fracnb sets
@@ -138,8 +142,8 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
                 "backend": plan.backend if plan else "none",
                 "summary": plan_summary(plan) if plan else "",
                 "kai_fraction": spawn.pod.annotations.get(KAI_FRACTION_ANNOTATION) if spawn else None,
-                # Objects created beside the pod, as the spawner creates them (a DRA claim template).
-                "companions": spawn.pod.companions if spawn else [],
+                # Objects created beside the pod, as the spawner creates them (a DRA ResourceClaim).
+                "companions": [named_for_any_pod(c, spawner.pod_name) for c in spawn.pod.companions] if spawn else [],
                 "idle_timeout_seconds": int(cull.idle_timeout),
                 "max_age_seconds": int(cull.max_age),
                 "idle_timeout_under_demand_seconds": int(cull.demand_timeout) if plan and plan.fraction else 0,
@@ -155,6 +159,22 @@ async def _describe(config: Config, manifest: bool) -> list[dict]:
     finally:
         await KubeSpawner._stop_all_reflectors()
     return results
+
+
+POD_NAME = "<pod name>"  # a companion's name in the dry run: each server's own pod's, not the dry run's mock user's
+
+
+def named_for_any_pod(companion: dict[str, Any], pod_name: str) -> dict[str, Any]:
+    """``companion`` with the dry run's pod name in its name said as :data:`POD_NAME` ("<pod name>-gpu")."""
+    metadata = dict(companion.get("metadata") or {})
+    name = str(metadata.get("name", ""))
+    if not name.startswith(pod_name):
+        return companion
+    metadata["name"] = POD_NAME + name[len(pod_name) :]
+    annotations = metadata.get("annotations") or {}
+    if CLAIM_POD_ANNOTATION in annotations:
+        metadata["annotations"] = {**annotations, CLAIM_POD_ANNOTATION: POD_NAME}
+    return {**companion, "metadata": metadata}
 
 
 def _gpu_resources_text(row: dict) -> str:
@@ -182,7 +202,7 @@ def _print_table(rows: list[dict]) -> None:
         print(f"  scheduler: {row['scheduler']}")
         print(f"  isolation: {row['isolation']}")
         for companion in row.get("companions") or []:
-            print(f"  {companion['kind']} (created beside the pod, deleted at stop):")
+            print(f"  {companion['kind']} (created with the pod, then owned by it, deleted at stop):")
             print("    " + yaml.safe_dump(companion, sort_keys=False).replace("\n", "\n    ").rstrip())
         policy = idle_policy_text(row["idle_timeout_seconds"], row["max_age_seconds"])
         if row["idle_timeout_under_demand_seconds"]:
@@ -245,29 +265,46 @@ def service_lines(service: Any) -> list[str]:
     ]
 
 
-def hibernation_lines(service: Any, hibernate_on_stop: bool) -> list[str]:
-    """What the service and the spawner do before stopping a GPU server."""
+def hibernation_lines(service: Any, spawner: Any, engine: str) -> list[str]:
+    """What the service and the spawner (``configured_traits``) do before stopping a GPU server, and what a
+    server Kueue preempts does (``engine``: ``c.FracnbQueue.engine``)."""
     settings = service.hibernation()
     if not settings.enabled:
         return ["  off (FracnbService.hibernation_timeout = 0): GPU servers are stopped without saving variables"]
     limit = (
-        f"at most {format_bytes(settings.max_bytes)} per server"
+        f"at most {format_bytes(settings.max_bytes)} per server (FracnbService.hibernation_max_bytes)"
         if settings.max_bytes
-        else "the notebook's own size limit (FracnbMeter.hibernation_max_bytes, 4 GiB by default)"
+        else "within the notebook's own size limit (FracnbMeter.hibernation_max_bytes, 4 GiB by default)"
     )
     return [
-        f"  before stopping an idle GPU server (idle, idle under demand, GPU unused), its idle kernels save their"
-        f" variables; the stop waits at most {duration_text(settings.timeout)} (FracnbService.hibernation_timeout),"
-        f" {limit}",
-        f"  at max-age stops: {'yes' if settings.at_max_age else 'no'} (FracnbService.hibernate_at_max_age);"
-        f" at stops users and admins ask for: {'yes' if hibernate_on_stop else 'no'}"
-        " (FractionalSpawner.hibernate_on_stop)",
+        f"  before an idle GPU server is stopped (idle, idle under demand, GPU unused), its idle kernels save"
+        f" their variables, {limit}; the stop waits at most {duration_text(settings.timeout)} for them"
+        " (FracnbService.hibernation_timeout)",
+        f"  also before stops at the maximum age: {'yes' if settings.at_max_age else 'no'}"
+        " (FracnbService.hibernate_at_max_age)",
+        f"  also before stops users and admins ask for: {'yes' if spawner.hibernate_on_stop else 'no'}"
+        " (FractionalSpawner.hibernate_on_stop); a server that does not answer within"
+        f" {spawner.hibernate_on_stop_answer_timeout:g} s is stopped without"
+        " (FractionalSpawner.hibernate_on_stop_answer_timeout)",
+        "  also when Kueue preempts a server: "
+        + (
+            f"yes, it saves on SIGTERM within {duration_text(settings.timeout)} of its grace period"
+            " (FRACNB_STOP_HIBERNATION_TIMEOUT)"
+            if engine == "kueue"
+            else "not with the builtin engine (FracnbQueue.engine)"
+        ),
     ]
 
 
-def summary(config: Config, *, choices: int = 1) -> list[str]:
-    """Quotas and idle policies as the hub and the fracnb service will apply them (``choices``: how many
-    choices the listing above shows)."""
+def lending_lines(config: Config, backends: Iterable[str]) -> list[str]:
+    """Which of the profiles' backends can lend to lower-priority batch work, and the reclaim policy."""
+    lines = [f"  {backend}: {lending_of(backend).text()}" for backend in dict.fromkeys(backends) if backend != "none"]
+    return ["lending and reclaim (docs/lending.md):", *lines, *FracnbReclaim(config=config).summary()]
+
+
+def summary(config: Config, *, choices: int = 1, backends: Iterable[str] = ()) -> list[str]:
+    """Quotas, idle policies and lending as the hub and the fracnb service will apply them (``choices``: how
+    many choices the listing above shows; ``backends``: theirs)."""
     from fracnb_spawner.service.app import FracnbService  # noqa: PLC0415 -- the service's imports, only for the summary
 
     gpu, cpu = configured_traits(config).cull_defaults()
@@ -279,7 +316,8 @@ def summary(config: Config, *, choices: int = 1) -> list[str]:
         f"  CPU-only servers by default: {idle_policy_text(cpu.idle_timeout, cpu.max_age)}",
         *service_lines(FracnbService(config=config)),
         "hibernation (docs/hibernation.md):",
-        *hibernation_lines(FracnbService(config=config), configured_traits(config).hibernate_on_stop),
+        *hibernation_lines(FracnbService(config=config), configured_traits(config), FracnbQueue(config=config).engine),
+        *lending_lines(config, backends),
     ]
     return lines
 
@@ -301,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             config = load_hub_config(args.config)
             rows = asyncio.run(_describe(config, args.manifest))
-            totals = summary(config, choices=len(rows))  # also refuses what FracnbService would refuse at its start
+            # also refuses what FracnbService would refuse at its start
+            totals = summary(config, choices=len(rows), backends=[row["backend"] for row in rows])
         except NotHubConfigError as error:
             print(f"fracnb-dry-run: {error}", file=sys.stderr)
             return 2

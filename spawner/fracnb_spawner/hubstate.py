@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
 from fracnb_spawner.cluster.watches import ClusterWatches
+from fracnb_spawner.history.hubstops import HubStops
 from fracnb_spawner.history.reading import HistoryReader
 from fracnb_spawner.queue.coordinator import QueueCoordinator
 from fracnb_spawner.quota.ledger import QuotaLedger
@@ -34,12 +34,9 @@ class HubState:
         self._settings: dict[str, tuple[Any, Any]] = {}
         self.checked_profiles: Any = None  # the configured profile list, checked (choosing.CheckedProfiles)
         self.plans: dict[Any, Any] = {}  # SpawnPlans of choices of the checked profile list (Choosing.plan_for)
-        # Why a server stopped, for its user's next spawn form: (user, server) -> text. Here, not on the
-        # spawner: JupyterHub drops a stopped server's spawner object.
-        self.stop_notices: dict[tuple[str, str], str] = {}
-        # (user, server) -> (when, confirmation) of a spawn its user stopped while it waited in the GPU queue,
-        # for the hub's pages (form/stopnotice.py); JupyterHub discards the spawner of a cancelled spawn.
-        self.left_queue: dict[tuple[str, str], tuple[datetime, str]] = {}
+        # What the hub did to each server (a user's stop, a spawn left in the queue, a lost node), for the
+        # hub's pages. Here, not on the spawner: JupyterHub drops a stopped server's spawner object.
+        self.stops = HubStops()
 
     @classmethod
     def current(cls) -> HubState:

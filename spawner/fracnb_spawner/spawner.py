@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from jupyterhub.utils import maybe_future
+from kubernetes_asyncio.client.exceptions import ApiException
 from kubespawner import KubeSpawner
 from traitlets import TraitError, default, validate
 
@@ -13,24 +14,31 @@ from fracnb_spawner.choosing import Choosing
 from fracnb_spawner.cluster.reflectors import needs_restart, recovering
 from fracnb_spawner.cluster.refusals import start_refusal
 from fracnb_spawner.common.errors import HubConfigError, RefusedSpawnError
+from fracnb_spawner.common.logsafe import join_hub_log
 from fracnb_spawner.common.refusals import logged_refusals
 from fracnb_spawner.config.applied import SpawnValues, apply_choice
 from fracnb_spawner.config.overrides import GPU_CARRYING_TRAITS, FilledText, OverrideError, check_spawner_traits
 from fracnb_spawner.config.profiles import checked_profile_list
 from fracnb_spawner.config.traits import FractionalTraits
+from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.form import spawnform
 from fracnb_spawner.form.advice import AdviceTraits
 from fracnb_spawner.form.progress import with_plain_headlines
 from fracnb_spawner.gpu.backends import PodFields, is_gpu_resource
 from fracnb_spawner.gpu.companions import CompanionError, Companions
 from fracnb_spawner.hibernation.userstop import hibernate_before_user_stop
+from fracnb_spawner.history.hubstops import record_user_stop
 from fracnb_spawner.hubstate import HubState
 from fracnb_spawner.queue.config import FracnbQueue
-from fracnb_spawner.queue.order import pod_is_gated
+from fracnb_spawner.queue.kueuestop import note_stop, stop_past_kueue
+from fracnb_spawner.queue.releases import CullDefaults
 from fracnb_spawner.queue.spawning import QueueTimeoutError, SpawnQueue, hub_server_activity, merge, ready_unless_left
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.policy import QuotaPolicy
+from fracnb_spawner.service.app import FracnbService
 from fracnb_spawner.spawnplan import SpawnPlan, plan_from_state, pod_with_plan
+
+CANCEL_AGAIN_SECONDS = 1.0  # how long a cancelled start may run on before it is cancelled again
 
 
 class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
@@ -43,17 +51,18 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
     semantics: applied once per spawn, and undone before the next one.
 
     KubeSpawner internals this class overrides: ``_start`` (queue, plain refusals), ``_make_create_pod_request``
-    (objects beside the pod, the queue's gate, a leftover pod), ``_apply_overrides`` (undone between spawns),
+    (the queue's gate, a leftover pod, objects beside the pod), ``_apply_overrides`` (undone between spawns),
     ``_expand_user_properties`` (free text stays literal), ``_start_reflector`` (reflectors that survive an
     apiserver outage); it calls ``_start_watching_pods`` (the pod reflector, for the form's quota line).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.hub_state.setting(self.config, "hub log", lambda: join_hub_log(self.log))  # fracnb's INFO lines too
         self.share_settings(self.hub_state.setting(self.config, "derived settings", dict))
         self.spawn_plan: SpawnPlan | None = None  # this spawn's, or the running server's (from the state)
         self.choosing = Choosing(self)
-        self.queue = SpawnQueue(self, self._running_queue, self._activity)
+        self.queue = SpawnQueue(self, self._running_queue, self._activity, lambda: _service_cull_defaults(self))
         self.companions = Companions()
         self.values = SpawnValues()  # trait values a kubespawner_override changed, and start_timeout
         self._form_choice: dict = {}  # the last choice submitted on the form, shown again after a refusal
@@ -152,8 +161,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         self.values.restore_start_timeout(self)
         self.spawn_plan = None
         self.queue.reset()
-        self.hub_state.stop_notices.pop((self.user.name, self.name), None)
-        self.hub_state.left_queue.pop((self.user.name, self.name), None)
+        self.hub_state.stops.forget(self.user.name, self.name)
         profiles = await self.resolve_profiles()
         if not profiles:
             return await super().load_user_options()
@@ -227,7 +235,9 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         cancelled, succeeded = True, False
         try:
             result = await self.queue.await_started(inner, lambda: _running_url(self))
-            cancelled, succeeded = False, True
+            cancelled = False
+            await _owning(self)
+            succeeded = True
             return result
         except QueueTimeoutError:
             cancelled = False
@@ -248,58 +258,60 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             self.queue.leave(cancelled=cancelled)
             self.values.restore_start_timeout(self)
             if not succeeded:  # a failed start holds no quota; the objects of a pod never created go
+                self.companions.forget_adoption()
                 self.hub_state.ledger.release(self.user.name, self.name)
                 if not self._pod_created:
                     await self.companions.remove_quietly(self.api.api_client, self.log, self._log_name)
 
     async def _make_create_pod_request(self, pod: Any, request_timeout: float) -> Any:
-        """Create the plan's objects beside the pod, queue (or not), create the pod, then make it the objects'
-        owner (so that the garbage collector removes them with it, even a queued pod's).
-
-        Here rather than in ``_start``: KubeSpawner applies the user's choice (``load_user_options``)
-        inside ``_start``, and retries this request after deleting a leftover pod of the same name.
-        """
-        try:
-            await self.companions.create(self.api.api_client, self.namespace, self.log)
-        except CompanionError as error:
-            raise HubConfigError(f"This server could not start: {error}") from None
+        """Queue (or not), create the pod and the plan's objects beside it at once, the pod their owner
+        (:mod:`.gpu.companions`). Here, not in ``_start``: KubeSpawner applies the user's choice inside
+        ``_start``, and retries this request after deleting a leftover pod of the same name."""
         if self.queue.ask is not None:
             await self.queue.join(self.hub_state.gpu_queue(self.api, self.log), pod)
-        # On a 409 KubeSpawner stops the leftover pod of the same name (stop(True)) and tries again.
-        self._replacing_leftover = True
         try:
-            created = await super()._make_create_pod_request(pod, request_timeout)
-        finally:
-            self._replacing_leftover = False
-        if created:
-            self._pod_created = True
-            self.queue.pod_created()
-            await self.companions.adopt(self.api, self.pod_name, self.namespace, self.log)
-        return created
+            made = await self.companions.with_pod(
+                self.api.api_client, self.namespace, create_pod=lambda: _created_pod(self, pod, request_timeout),
+                drop_pod=lambda: _replace_leftover(self), bound=lambda uid: _bound(self, uid), log=self.log,
+            )  # fmt: skip
+        except CompanionError as error:
+            # The pod would wait for its claim forever: it goes now, and with it what it owns.
+            await _stop_quietly(self)
+            raise HubConfigError(f"This server could not start: {error}") from None
+        if made is None:
+            return False
+        self._pod_created = True
+        self.queue.pod_created()
+        return True
 
     async def stop(self, now: bool = False) -> None:
-        if self._replacing_leftover:  # only the leftover pod goes: this start keeps its quota and its objects
+        if self._replacing_leftover:  # only the leftover pod goes: this start keeps its quota
             return await super().stop(now=now)
         try:
             if not now:  # now: a spawn given up, or a leftover pod before KubeSpawner's retry; nothing to save
-                self.queue.note_stopped(self.hub_state.left_queue)  # a user's stop while queued leaves the queue
-                await hibernate_before_user_stop(self)
-            await super().stop(now=now)
+                left = self.queue.note_stopped(self.hub_state.stops)  # a user's stop while queued leaves the queue
+                hibernation = await hibernate_before_user_stop(self)
+                if not left:
+                    await record_user_stop(self, hibernation)
+            stopping, timeout = super().stop(now=now), self.queue_settings().kueue_finalizer_timeout
+            await stop_past_kueue(stopping, self.queue.reflected_pod, api=self.api, log=self.log, timeout=timeout)
             await self.companions.remove(self.api.api_client, self.log)
         finally:
             self.hub_state.ledger.release(self.user.name, self.name)
 
     async def poll(self) -> int | None:
-        """KubeSpawner's poll, except for pods that KubeSpawner says run and are not running servers: a pod
-        waiting in the queue that no spawn of this hub process put there (the hub restarted: it forgets the
-        spawn at once and leaves the pod and its place, which the fracnb service resumes, docs/queue.md,
-        rather than stopping it after ``http_timeout``), a pod being deleted (a stop under way when the hub
-        restarted), and a pod bound to a node that left the cluster (deleted here; the form says why)."""
+        """KubeSpawner's poll, except for pods it says run that are not running servers: a queued pod no spawn of
+        this process put there (the hub restarted: the spawn is forgotten at once, the pod keeps its place and
+        the fracnb service resumes it, docs/queue.md), a pod being deleted (a stop under way at the restart, or
+        Kueue's eviction, which the form then says), a pod on a node that left (deleted; the form says why)."""
         status = await super().poll()
         pod = self.queue.reflected_pod()
+        deleting = pod is not None and bool(pod["metadata"].get("deletionTimestamp"))
+        if deleting:
+            note_stop(self, pod)  # if Kueue deletes it, the form says why
         if status is not None or pod is None:
             return status
-        if pod["metadata"].get("deletionTimestamp") or (self.queue.ask is None and pod_is_gated(pod)):
+        if deleting or (self.queue.ask is None and self.queue.pod_in_queue()):
             return 0
         if await self.choosing.lost_node(pod):
             await self.stop(now=True)
@@ -331,6 +343,17 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         return state.gpu_queue(self.api, self.log) if state is not None and state.watches is not None else None
 
 
+def _service_cull_defaults(spawner: FractionalSpawner) -> CullDefaults:
+    """The fracnb service's default policy and warning lead (``c.FracnbService``), read once per hub
+    configuration: the queue's estimate decides a holder's deadline as the service does."""
+
+    def read() -> CullDefaults:
+        service = FracnbService(config=spawner.config)
+        return CullDefaults(CullPolicy(service.default_idle_timeout, service.default_max_age), service.warning_lead)
+
+    return spawner.hub_state.setting(spawner.config, "cull defaults", read)
+
+
 def _applied_by_load_user_options(spawner: FractionalSpawner, user_options: dict) -> None:
     """``apply_user_options``: nothing to do here (see ``FractionalSpawner.load_user_options``)."""
 
@@ -346,14 +369,63 @@ def _running_url(spawner: FractionalSpawner) -> str | None:
     return spawner._get_pod_url(pod)
 
 
+async def _created_pod(spawner: FractionalSpawner, pod: Any, request_timeout: float) -> Any:
+    """KubeSpawner's ``_make_create_pod_request``, keeping the apiserver's answer (the pod as created: its uid
+    makes it the owner of its objects without reading it again). None: KubeSpawner's back-off tries again."""
+    spawner.log.info("Attempting to create pod %s, with timeout %s", pod.metadata.name, request_timeout)
+    try:
+        return await asyncio.wait_for(spawner.api.create_namespaced_pod(spawner.namespace, pod), request_timeout)
+    except asyncio.TimeoutError:
+        return None  # it may have been created: the next try meets it (409) and replaces it
+    except ApiException as error:
+        if error.status != 409:
+            spawner.log.exception("Failed for %s", pod.to_str())
+            raise
+    kept = await spawner.queue.take_over_kept_pod()
+    if kept is not None:  # Kueue's queue: replacing the pod would send it to the back (a new Workload)
+        made, spawner.api_token = kept  # JupyterHub registers the token a spawner reuses
+        return made
+    spawner.log.info("Found existing pod %s, attempting to kill", pod.metadata.name)
+    await _replace_leftover(spawner)
+    return None
+
+
+async def _replace_leftover(spawner: FractionalSpawner) -> None:
+    """Delete the pod of this server's name before KubeSpawner creates it again; this start keeps its quota."""
+    spawner._replacing_leftover = True
+    try:
+        await spawner.stop(True)
+    finally:
+        spawner._replacing_leftover = False
+
+
+def _bound(spawner: FractionalSpawner, uid: str) -> bool:
+    """Whether kube-scheduler bound this start's pod (``uid``), as KubeSpawner's pod reflector has it."""
+    pod = spawner.queue.reflected_pod() or {}
+    return pod.get("metadata", {}).get("uid") == uid and bool(pod.get("spec", {}).get("nodeName"))
+
+
+async def _owning(spawner: FractionalSpawner) -> None:
+    """Before a start returns: its pod owns its objects; if that failed, the start fails and the pod goes."""
+    try:
+        await spawner.companions.adopted()
+    except CompanionError as error:
+        await _stop_quietly(spawner)
+        raise HubConfigError(f"This server could not start: {error}") from None
+
+
 async def _stop_quietly(spawner: FractionalSpawner) -> None:
     try:
         await spawner.stop(now=True)
     except Exception as error:  # the refusal says why the spawn ended; the hub's next poll sees the rest
-        spawner.log.warning("fracnb: could not remove %s after its wait in the queue: %r", spawner._log_name, error)
+        spawner.log.warning("fracnb: could not remove %s after its start was given up: %r", spawner._log_name, error)
 
 
 async def _cancelled(task: asyncio.Future) -> None:
-    if not task.done():
+    """Cancel ``task`` and wait for its end. Again while it runs on: before Python 3.12, ``asyncio.wait_for`` (in
+    KubeSpawner's requests, and fracnb's pod creation) loses a cancellation that meets its request's answer,
+    and the start would then wait for its pod as long as its timeout allows."""
+    while not task.done():
         task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_AGAIN_SECONDS)
     await asyncio.gather(task, return_exceptions=True)

@@ -40,6 +40,7 @@ class SpawnContext:
     node_selector: Mapping[str, str]  # the configured node selector, before any override
     service_url: str = ""  # FRACNB_SERVICE_URL
     kernel_cull_timeout: int = 0  # FRACNB_KERNEL_CULL_IDLE_TIMEOUT of GPU pods; 0: none
+    display_timezone: str = ""  # FRACNB_DISPLAY_TIMEZONE: c.FracnbQueue.display_timezone; "": not passed
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,9 @@ def plan_spawn(
     environment = {**fields.environment, **contract.environment}
     if context.service_url:
         environment["FRACNB_SERVICE_URL"] = context.service_url
+    if context.display_timezone:
+        # The kernel's times before a browser told the server its own zone (fracnb_meter.displayzone).
+        environment["FRACNB_DISPLAY_TIMEZONE"] = context.display_timezone
     if gpu is not CPU_ONLY and context.kernel_cull_timeout:
         # Read by the notebook side's server extension: args would be dropped when the image's
         # own command is used, environment variables never are.
@@ -109,7 +113,7 @@ def plan_spawn(
 
 
 def for_pod(plan: SpawnPlan, pod_name: str) -> SpawnPlan:
-    """``plan`` with the objects made beside the pod (a DRA claim template) named after ``pod_name``."""
+    """``plan`` with the objects made beside the pod (a DRA ResourceClaim) named after ``pod_name``."""
     if not plan.pod.companions:
         return plan
     return replace(plan, pod=named_for_pod(plan.pod, pod_name))
@@ -192,7 +196,7 @@ def pod_with_plan(pod: Any, plan: PodFields) -> Any:
             resources.claims = [*(resources.claims or []), *claims]
     if plan.pod_claims:
         spec.resource_claims = [*(pod.spec.resource_claims or [])] + [
-            V1PodResourceClaim(name=claim["name"], resource_claim_template_name=claim.get("resourceClaimTemplateName"))
+            V1PodResourceClaim(name=claim["name"], resource_claim_name=claim.get("resourceClaimName"))
             for claim in plan.pod_claims
         ]
     return merged

@@ -13,6 +13,9 @@ A description is a mapping with ``name`` and ``nodeGroups``; each group is::
       draDevices: {gpus: [...], mig: [...]}  # fake GPUs published as DRA ResourceSlices (dra.py)
       sharedDevicesAllocationPolicy: packed  # the NVIDIA device plugin's, for replicated GPUs
 
+A top-level ``kueue`` mapping runs Kueue's manager with the cluster (fracnb_testbed.kueue); its keys
+are merged into the manager's Configuration (e.g. ``resources: {transformations: [...]}``).
+
 Validation is pure and reports the file and group it is about.
 """
 
@@ -43,7 +46,7 @@ GROUP_KEYS = {
     "draDevices",
     "sharedDevicesAllocationPolicy",
 }
-TOP_KEYS = {"name", "description", "nodeGroups"}
+TOP_KEYS = {"name", "description", "nodeGroups", "kueue"}
 # The NVIDIA device plugin's flags.plugin.sharedDevicesAllocationPolicy (v0.20.0): which replica,
 # hence which card, a time-sliced or MIG request gets. Nothing on the testbed reads it but the
 # replay benchmark, which models that choice (bench/replay_cards.py); "distributed" is upstream's default.
@@ -97,6 +100,8 @@ class ClusterSpec:
     groups: tuple[NodeGroup, ...]
     description: str = ""
     source: str = field(default="<memory>", compare=False)
+    # Kueue manager Configuration keys; None: no Kueue.
+    kueue: dict[str, Any] | None = None
 
     @property
     def node_count(self) -> int:
@@ -109,6 +114,11 @@ class ClusterSpec:
     def uses_dra(self) -> bool:
         """Whether any node publishes DRA devices (the testbed then runs kube-controller-manager)."""
         return any(group.dra_devices for group in self.groups)
+
+    @property
+    def needs_controller_manager(self) -> bool:
+        """DRA claims need its resourceclaim controller; Kueue's Workloads its garbage collector."""
+        return self.uses_dra or self.kueue is not None
 
 
 def _fail(source: str, where: str, message: str) -> TestbedError:
@@ -219,6 +229,9 @@ def parse_cluster(raw: Any, source: str = "<memory>") -> ClusterSpec:
     if not isinstance(groups_raw, list) or not groups_raw:
         raise _fail(source, "top level", "nodeGroups must be a non-empty list of node groups")
     groups = tuple(parse_group(group, source, index) for index, group in enumerate(groups_raw))
+    kueue = raw.get("kueue")
+    if kueue is not None and not isinstance(kueue, dict):
+        raise _fail(source, "kueue", "must be a mapping of Kueue Configuration keys, e.g. {resources: {...}}, or {}")
     seen: set[str] = set()
     for group in groups:
         if group.name in seen:
@@ -229,6 +242,7 @@ def parse_cluster(raw: Any, source: str = "<memory>") -> ClusterSpec:
         groups=groups,
         description=str(raw.get("description", "")),
         source=source,
+        kueue=dict(kueue) if kueue is not None else None,
     )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from fracnb_testbed import procs
+from fracnb_testbed import kueue, procs
 from fracnb_testbed.binaries import CONTROLLER_MANAGER, check_controller_manager, find_bin_dir, write_kwok_stages
 from fracnb_testbed.clusters import ClusterSpec, dra_manifests, node_manifests
 from fracnb_testbed.errors import TestbedError
@@ -171,10 +171,12 @@ def scheduler_argv(bin_dir: Path, state: TestbedState, config: Path) -> list[str
     ]
 
 
-# Only what DRA needs: claims made from templates (and freed when their pods go), and owner
-# references honoured. DRAConsumableCapacity and DRAPartitionableDevices are beta and on by
-# default in Kubernetes 1.36, so no feature gate is set.
-CONTROLLERS = ("resourceclaim-controller", "garbage-collector-controller")
+# Only what DRA and Kueue need: claims made from templates (and freed when their pods go), and owner
+# references honoured (Kueue v0.17 leaves a deleted pod's Workload holding quota until the garbage
+# collector removes it); and the PodDisruptionBudgets' status (disruptionsAllowed), which the
+# Eviction API reads when the fracnb service reclaims devices. DRAConsumableCapacity and
+# DRAPartitionableDevices are beta and on by default in Kubernetes 1.36, so no feature gate is set.
+CONTROLLERS = ("resourceclaim-controller", "garbage-collector-controller", "disruption-controller")
 
 
 def controller_manager_argv(bin_dir: Path, state: TestbedState) -> list[str]:
@@ -399,8 +401,10 @@ def _start_all(spec: ClusterSpec, state: TestbedState, binaries: Path, progress:
             progress=progress,
         )
 
-        if spec.uses_dra:
+        if spec.needs_controller_manager:
             _start_controller_manager(state, binaries, progress)
+        if spec.kueue is not None:
+            _start_kueue(rest, spec, state, progress)
 
         stages = write_kwok_stages(binaries, state.directory / "kwok-stages.yaml")
         progress("starting kwok")
@@ -446,6 +450,14 @@ def _start_controller_manager(state: TestbedState, binaries: Path, progress: Pro
         timeout=START_TIMEOUTS["kube-controller-manager"],
         progress=progress,
     )
+
+
+def _start_kueue(rest: KubeRest, spec: ClusterSpec, state: TestbedState, progress: Progress) -> None:
+    build = kueue.find_kueue()
+    progress(f"installing Kueue's CRDs and webhooks from {build.directory}")
+    kueue.install(rest, build, state, spec.kueue or {})
+    progress("starting Kueue's manager")
+    kueue.start_manager(state, build)
 
 
 def down(state_dir: Path, *, keep_files: bool = False, progress: Progress = _quiet) -> list[str]:

@@ -1,8 +1,9 @@
 """``python -m fracnb_testbed.demo``: a local JupyterHub with fractional-GPU notebooks.
 
-Brings up the testbed's ``mixed`` cluster (or uses ``--kubeconfig``), simulates the GPU of
-its local A100 node with the fake NVML library, writes a ``jupyterhub_config.py`` into the
-state dir and runs a real JupyterHub with ``FractionalSpawner`` and the fracnb service.
+Brings up the testbed's ``mixed`` cluster (``kueue`` with ``--engine kueue``, fracnb_testbed.demo_kueue;
+or uses ``--kubeconfig``), simulates the GPU of its local A100 node with the fake NVML library, writes a
+``jupyterhub_config.py`` into the state dir and runs a real JupyterHub with ``FractionalSpawner`` and the
+fracnb service.
 Ctrl-C stops everything it started; every start brings up a new, empty cluster, while each
 user's home persists in the state dir until ``--reset-homes``. The functions here are reused
 by the end-to-end tests.
@@ -25,11 +26,13 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fracnb_testbed import demo_kueue
 from fracnb_testbed.clusters import RUNNER_LABEL, load_cluster
 from fracnb_testbed.controlplane import down, up
 from fracnb_testbed.demo_options import ACTIVITY_LAG, idle_policy_words, local_zone_name, option_problem, zone_problem
 from fracnb_testbed.errors import TestbedError
 from fracnb_testbed.handle import Testbed
+from fracnb_testbed.procs import ProcessRecord, descendants, start_ticks_of, stop
 from fracnb_testbed.state import STATE_FILE, TestbedState
 
 Progress = Callable[[str], None]
@@ -116,6 +119,8 @@ class DemoSettings:
     password: str = DEMO_PASSWORD
     time_zone: str = field(default_factory=local_zone_name)  # of the times the hub's pages show
     users: dict[str, list[str]] = field(default_factory=lambda: dict(DEMO_USERS))
+    engine: str = "builtin"  # c.FracnbQueue.engine: "kueue" needs the kueue cluster (demo_kueue)
+    kueue_visibility_url: str = ""  # with engine "kueue": c.FracnbQueue.kueue_visibility_url
     extra_config: str = ""  # jupyterhub_config.py lines added before setup(c), e.g. by tests
 
     def __post_init__(self) -> None:
@@ -227,13 +232,14 @@ def hub_config(settings: DemoSettings, proxy: str) -> str:
         f"c.FractionalSpawner.profile_list = {demo_profiles(settings)!r}",
         f"c.FracnbQueue.display_timezone = {settings.time_zone!r}",
         f"c.FracnbQuotas.default_user_quota = {DEFAULT_USER_QUOTA!r}",
-        f"c.FracnbQuotas.group_quotas = {GROUP_QUOTAS!r}",
+        f"c.FracnbQuotas.group_quotas = {group_quotas(settings)!r}",
         f"c.FracnbQuotas.user_quotas = {USER_QUOTAS!r}",
         f"c.FracnbService.cull_every = {settings.cull_every}",
         f"c.FracnbService.warning_lead = {settings.warning_lead}",
         f"c.FracnbService.default_idle_timeout = {settings.idle_timeout}",
         f"c.FracnbService.kubeconfig = {str(settings.kubeconfig)!r}",
         f"c.FracnbService.namespace = {settings.namespace!r}",
+        *(demo_kueue.hub_lines(settings.kueue_visibility_url) if settings.engine == "kueue" else []),
         settings.extra_config,
         # What an admin writes last: select the spawner, check it all, register the service.
         "from fracnb_spawner import setup",
@@ -250,8 +256,13 @@ def demand_timeout(settings: DemoSettings) -> int:
     return min(wanted, settings.idle_timeout) if settings.idle_timeout else wanted
 
 
+def group_quotas(settings: DemoSettings) -> dict[str, str | int]:
+    """The hub's team quotas; on Kueue none: its ClusterQueues hold them (the hub keeps each user's cap)."""
+    return {} if settings.engine == "kueue" else dict(GROUP_QUOTAS)
+
+
 def demo_profiles(settings: DemoSettings) -> list[dict]:
-    profiles = [dict(profile) for profile in PROFILES]
+    profiles = demo_kueue.demo_profiles(PROFILES) if settings.engine == "kueue" else [dict(p) for p in PROFILES]
     for profile in profiles:
         if profile["slug"] == "one-slot" and demand_timeout(settings) < settings.idle_timeout:
             profile["cull"] = {"idle_timeout_under_demand": demand_timeout(settings)}
@@ -266,9 +277,15 @@ def _groups_config(groups: dict[str, list[str]]) -> dict[str, dict[str, list[str
 
 
 def start_testbed(
-    directory: Path, runner_env: dict[str, str], progress: Progress, homes: Path, *, empty_homes: bool = False
+    directory: Path,
+    runner_env: dict[str, str],
+    progress: Progress,
+    homes: Path,
+    *,
+    empty_homes: bool = False,
+    cluster: str = "mixed",
 ) -> TestbedState:
-    """A new ``mixed`` cluster in ``directory`` whose hub users keep their homes in ``homes``.
+    """A new ``cluster`` in ``directory`` whose hub users keep their homes in ``homes``.
 
     A testbed that a killed demo left running there is stopped first; ``empty_homes`` then
     deletes every home (``--reset-homes``).
@@ -280,8 +297,8 @@ def start_testbed(
     if empty_homes and homes.exists():
         progress(f"removing the users' home directories in {homes} (--reset-homes)")
         shutil.rmtree(homes)
-    progress("starting the testbed cluster 'mixed'")
-    return up(load_cluster("mixed"), directory, runner_env=runner_env, homes_dir=homes, progress=progress)
+    progress(f"starting the testbed cluster {cluster!r}")
+    return up(load_cluster(cluster), directory, runner_env=runner_env, homes_dir=homes, progress=progress)
 
 
 def hub_environment(settings: DemoSettings) -> dict[str, str]:
@@ -336,7 +353,11 @@ def why_it_stopped(log_text: str, most: int = 8) -> str:
 
 
 def stop_hub(hub: subprocess.Popen, grace: float = 30) -> None:
-    """SIGTERM (the hub stops its servers, service and proxy), then SIGKILL the group."""
+    """SIGTERM (the hub stops its servers, service and proxy), then SIGKILL the group; then stop whatever the
+    hub started that outlived it (its managed services run in process groups of their own)."""
+    started = [
+        ProcessRecord("hub child", pid, ticks, "") for pid in descendants(hub.pid) if (ticks := start_ticks_of(pid))
+    ]
     if hub.poll() is None:
         with suppress(ProcessLookupError):
             os.killpg(hub.pid, signal.SIGTERM)
@@ -346,6 +367,8 @@ def stop_hub(hub: subprocess.Popen, grace: float = 30) -> None:
             with suppress(ProcessLookupError):
                 os.killpg(hub.pid, signal.SIGKILL)
             hub.wait()
+    for child in started:
+        stop(child)
 
 
 def stop_leftover_hub(state_dir: Path, progress: Progress, grace: float = 30) -> None:
@@ -410,6 +433,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8000, help="public port of the hub (default 8000)")
     parser.add_argument("--kubeconfig", type=Path, help="use this existing cluster instead of starting the testbed")
     parser.add_argument(
+        "--engine",
+        choices=demo_kueue.ENGINES,
+        default="builtin",
+        help="who admits waiting GPU servers (c.FracnbQueue.engine): fracnb's own queue, or Kueue on the "
+        "testbed's kueue cluster with a ClusterQueue per team (default builtin)",
+    )
+    parser.add_argument(
         "--namespace", help="namespace of the notebook pods (default fracnb-demo, created on the testbed)"
     )
     parser.add_argument(
@@ -455,9 +485,11 @@ def _interrupt_once(_signum: int, _frame: object) -> None:
 def announce(settings: DemoSettings, runner_env: dict[str, str], homes: Path | None) -> None:
     print(f"\nfracnb demo running at {settings.url}/", flush=True)
     print(f"  log in as {', '.join(settings.users)} with password {settings.password!r}")
-    groups = ", ".join(f"{g}: {q} GPU" for g, q in GROUP_QUOTAS.items())
+    groups = ", ".join(f"{g}: {q} GPU" for g, q in group_quotas(settings).items()) or "Kueue's (below)"
     users = ", ".join(f"{u}: {'no limit' if q is None else f'{q} GPU'}" for u, q in USER_QUOTAS.items())
     print(f"  GPU quotas: groups {groups}; users {users}; everyone else {DEFAULT_USER_QUOTA} GPU")
+    if settings.engine == "kueue":
+        print("\n".join(demo_kueue.announcement(settings.users)))
     print(f"  idle servers (GPU and CPU-only): {idle_policy_words(settings.idle_timeout, settings.warning_lead)}")
     print(f"  times on the hub's pages: {settings.time_zone} (JupyterLab shows your browser's zone)")
     if runner_env:
@@ -480,10 +512,15 @@ def run(args: argparse.Namespace, state_dir: Path) -> None:
     try:
         stop_leftover_hub(state_dir, say)
         if homes is not None:
-            started = start_testbed(testbed_state_dir, runner_env, say, homes, empty_homes=args.reset_homes)
+            cluster = demo_kueue.CLUSTER if args.engine == "kueue" else "mixed"
+            started = start_testbed(
+                testbed_state_dir, runner_env, say, homes, empty_homes=args.reset_homes, cluster=cluster
+            )
             handle = Testbed(started)
             namespace = handle.create_namespace(args.namespace or "fracnb-demo")
             kubeconfig = started.kubeconfig
+            if args.engine == "kueue":
+                demo_kueue.install_queues(handle, DEMO_USERS, namespace, say)
         else:
             if args.reset_homes:
                 say("--reset-homes does nothing with --kubeconfig: that cluster keeps the homes")
@@ -496,6 +533,8 @@ def run(args: argparse.Namespace, state_dir: Path) -> None:
             idle_timeout=args.idle_timeout,
             cull_every=args.cull_every,
             warning_lead=args.warning_lead,
+            engine=args.engine,
+            kueue_visibility_url=demo_kueue.visibility_url(started) if started and args.engine == "kueue" else "",
             **({"time_zone": args.time_zone} if args.time_zone else {}),
         )
         with running_demo(settings, progress=say) as demo:
@@ -521,10 +560,18 @@ def recovery_hint(state_dir: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    problem = option_problem(args.idle_timeout, args.warning_lead, args.cull_every) or zone_problem(args.time_zone)
+    problem = (
+        option_problem(args.idle_timeout, args.warning_lead, args.cull_every)
+        or zone_problem(args.time_zone)
+        or demo_kueue.option_problem(args.engine, args.kubeconfig)
+    )
     if problem:  # before anything starts
         say(f"error: {problem}")
         return 2
+    unbuilt = demo_kueue.build_problem() if args.engine == "kueue" else None
+    if unbuilt:
+        say(f"error: {unbuilt}")
+        return 1
     signal.signal(signal.SIGINT, _interrupt_once)
     signal.signal(signal.SIGTERM, _interrupt_once)
     # A closed terminal sends SIGHUP: stop everything then too, rather than leave it running.

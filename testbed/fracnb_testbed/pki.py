@@ -168,3 +168,19 @@ def generate_pki(directory: Path) -> Pki:
         )
     )
     return pki
+
+
+def issue_serving_cert(pki: Pki, directory: Path, dns_names: tuple[str, ...], ips: tuple[str, ...]) -> Path:
+    """Sign a serving pair with the testbed CA into ``directory`` as tls.crt/tls.key (the names
+    controller-runtime and Kubernetes' generic apiserver look for); returns ``directory``."""
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    ca_name = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes()).subject
+    san = x509.SubjectAlternativeName(
+        [x509.DNSName(name) for name in dns_names] + [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+    )
+    subject = _name(dns_names[0] if dns_names else ips[0])
+    key, cert = _leaf(ca_key, ca_name, subject, ExtendedKeyUsageOID.SERVER_AUTH, [san])
+    directory.mkdir(parents=True, exist_ok=True)
+    _write_key(directory / "tls.key", key)
+    _write_cert(directory / "tls.crt", cert)
+    return directory

@@ -37,13 +37,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     """The ``mixed`` cluster, started once per session and stopped at its end."""
-    yield from _running(TESTBED_CLUSTER, tmp_path_factory)
+    yield from running_cluster(TESTBED_CLUSTER, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def dra_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     """The ``dra`` cluster, started once per session by the first test that uses it."""
-    yield from _running(DRA_CLUSTER, tmp_path_factory)
+    yield from running_cluster(DRA_CLUSTER, tmp_path_factory)
 
 
 @pytest.fixture
@@ -56,12 +56,14 @@ def dra_namespace(dra_testbed: Testbed) -> Iterator[str]:
         dra_testbed.delete_namespace(name)
 
 
-def _running(cluster: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
+def running_cluster(cluster: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
+    """The body of a session fixture running the testbed cluster ``cluster`` (clusters/<cluster>.yaml): the test
+    fails, never skips, if it cannot start; its logs stay in pytest's temporary directory."""
     try:
         bin_dir = find_bin_dir()
         state = up(load_cluster(cluster), tmp_path_factory.mktemp(cluster), bin_dir=bin_dir, progress=_progress)
     except TestbedError as error:
-        pytest.fail(f"the testbed cluster could not start: {error}", pytrace=False)
+        pytest.fail(f"the testbed cluster could not start ({cluster}): {error}", pytrace=False)
     handle = Testbed(state)
     try:
         yield handle

@@ -7,6 +7,10 @@
 #
 #   FRACNB_TESTBED_CACHE   cache root (default: ${XDG_CACHE_HOME:-~/.cache}/fracnb-testbed)
 #
+# Builds started together (two `./dev test` runs on a fresh machine) take turns: each holds
+# an flock on the cache root's .build.lock while it builds, and the next one then finds the
+# binaries built; a build never writes another's half-written .partial file.
+#
 # A cold build takes 7 to 8 minutes on two cores without kube-controller-manager
 # (only the dra cluster runs it), about 10 with it (docs/testbed.md). Progress goes to stderr.
 set -euo pipefail
@@ -48,24 +52,34 @@ all_present() {
   for name in "${binaries[@]}"; do [ -x "$bin_dir/$name" ] || return 1; done
 }
 
-if all_present; then
+reuse() {
   say "reusing cached binaries in $bin_dir"
   if command -v go >/dev/null; then install_kwok_stages || true; fi
   echo "$bin_dir"
   exit 0
+}
+
+if all_present && [ -f "$bin_dir/kwok-stages.yaml" ]; then reuse; fi
+
+mkdir -p "$bin_dir"
+exec 9>"$cache_root/.build.lock"
+if ! flock --nonblock 9; then
+  say "another build of the testbed holds $cache_root/.build.lock: waiting for it to finish"
+  flock 9
 fi
+if all_present; then reuse; fi  # the build we waited for made them
 
 command -v go >/dev/null || { say "error: Go is not installed; the testbed needs Go >= 1.26 to build the control plane"; exit 1; }
-mkdir -p "$bin_dir"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -mod=readonly"
 parallel=$(nproc 2>/dev/null || echo 2)
 started=$(date +%s)
 
 # Go prints nothing while compiling; a heartbeat shows the build is alive.
 heartbeat() {
-  while sleep 30; do say "... still building ($(( $(date +%s) - started ))s elapsed)"; done
+  while sleep 30 >/dev/null 2>&1; do  # the sleep holds no output pipe open past the build
+    say "... still building ($(( $(date +%s) - started ))s elapsed)"; done
 }
-heartbeat &
+heartbeat 9>&- &  # not holding the lock: a killed build must not leave it taken
 heartbeat_pid=$!
 trap 'kill $heartbeat_pid 2>/dev/null || true' EXIT
 

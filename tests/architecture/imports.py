@@ -47,9 +47,14 @@ def imported(name: str, path: Path, known: set[str]) -> Iterator[str]:
 def graph(root: Path) -> dict[str, set[str]]:
     found = modules(root)
     known = set(found)
-    package = root.name
-    # A package's __init__ is imported by everything below it; only its own imports are edges.
-    return {name: set(imported(name, path, known)) - {package} for name, path in found.items()}
+    # A package's __init__ (the root's, or a folder's) runs before every module below it: an import of it
+    # from below (``from . import layout``) is no edge; only the __init__'s own imports are.
+    return {name: set(imported(name, path, known)) - set(_packages_above(name)) for name, path in found.items()}
+
+
+def _packages_above(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:end]) for end in range(1, len(parts))]
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -124,3 +129,17 @@ def room_arrows(edges: dict[str, set[str]]) -> dict[str, dict[str, list[str]]]:
             if source != destination:
                 arrows.setdefault(source, {}).setdefault(destination, []).append(f"{module} imports {target}")
     return arrows
+
+
+def outside_imports(root: Path) -> dict[str, set[str]]:
+    """Dotted name -> the top-level packages outside the package at ``root`` that the module imports."""
+    found = {}
+    for name, path in modules(root).items():
+        tops = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                tops |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                tops.add(node.module.split(".")[0])
+        found[name] = tops - {root.name}
+    return found

@@ -13,6 +13,7 @@ from tests.architecture.imports import circle_path, cycles, graph, room_arrows
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "spawner" / "fracnb_spawner"
+BENCH = REPO / "bench"
 MOST_ROOT_MODULES = 8
 MOST_SPAWNER_CLASS_LINES = 300
 
@@ -45,6 +46,13 @@ def test_no_import_circle_between_the_files_of_the_hub_package() -> None:
     assert "fracnb_spawner.gpu.plan" in edges["fracnb_spawner.gpu.resolve"], "the graph reads the imports"
     found = circles(edges)
     assert not found, "import circles between files:\n" + "\n".join(found)
+
+
+def test_no_import_circle_between_the_files_of_the_benchmarks() -> None:
+    edges = graph(BENCH)
+    assert "bench.replay_training" in edges["bench.replay_model"], "the graph reads the imports"
+    found = circles(edges)
+    assert not found, "import circles between files of bench/:\n" + "\n".join(found)
 
 
 def test_no_import_circle_between_the_rooms_of_the_hub_package() -> None:

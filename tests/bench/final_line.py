@@ -1,14 +1,14 @@
-"""The replay's last line (``bench.replay_report.final_line``) as a pattern with a group per figure: read by the
-tests of the measures and of the quick replay."""
+"""The replay's line per day and run (``bench.replay_report.run_line``) as a pattern with a group per figure:
+read by the tests of the measures and of the quick replay."""
 
 from __future__ import annotations
 
 import re
 
-LAST_LINE = re.compile(
-    r"^replay: packing (?P<packing>[\d.]+) \((?P<packing_run>time-slicing|DRA)\); "
-    r"dev cards freed (?P<freed>\d+)/(?P<dev_cards>\d+) \((?P<freed_run>time-slicing|DRA)\); "
-    r"idle per researcher-hour -(?P<idle_cut>-?[\d.]+)%; served (?P<served_before>\d+) -> (?P<served_after>\d+); "
-    r"busy-day wait p95 (?P<wait>[\d.]+) s; slowdown p95 (?P<slowdown>[\d.]+)x; busy culled (?P<busy_culled>\d+); "
-    r"state lost (?P<lost_before>\d+) -> (?P<lost_after>\d+)$"
+RUN_LINE = re.compile(
+    r"^replay\[(?P<day>[a-z]+)/(?P<run>[a-z-]+)\]: cluster h/card/day (?P<occupancy>[\d.]+); "
+    r"training jobs/week (?P<jobs>\d+); training GPU-h redone (?P<redone>[\d.]+); served (?P<served>\d+); "
+    r"wait p95 (?P<wait>[\d.]+) s; reclaim p95 (?P<reclaim>[\d.]+|-) s; "
+    r"idle per researcher-hour (?P<idle>[\d.]+); slowdown p95 (?P<slowdown>[\d.]+)x; "
+    r"busy culled (?P<busy_culled>\d+); state lost (?P<lost>\d+)$"
 )

@@ -19,7 +19,7 @@ from bench.replay_measures import (
     step_figures,
     summarize,
 )
-from bench.replay_report import final_line, table
+from bench.replay_report import run_line, run_lines, table
 from bench.replay_settle import (
     asked_share,
     fits_somewhere,
@@ -28,7 +28,7 @@ from bench.replay_settle import (
     undecided,
     waits_for_a_slot,
 )
-from tests.bench.final_line import LAST_LINE
+from tests.bench.final_line import RUN_LINE
 
 EIGHTH = Fraction(1, 8)
 CARDS = {DEV_POOL: ["dev-0/0", "dev-0/1", "dev-0/2"], TRAIN_POOL: ["train-0/0", "train-0/1"]}
@@ -140,24 +140,35 @@ def test_percentiles_are_nearest_rank_and_reduction_is_a_percentage() -> None:
     assert reduction(0, 0) == 0.0
 
 
-def test_the_last_line_takes_the_better_fracnb_run_for_packing_and_names_it() -> None:
-    baseline = summarize(day([Fraction(1)] * 3), Outcomes(served=3, state_lost=4, waits=(900.0,)))
+def test_each_run_of_each_day_gets_its_own_line_with_its_own_figures() -> None:
+    baseline = summarize(day([Fraction(1)] * 3), Outcomes(served=3, state_lost=4, waits=(900.0,), jobs_finished=2))
     sliced = summarize(day([EIGHTH] * 9), Outcomes(served=9, state_lost=1, busy_culled=0, slowdowns=(1.5,)))
-    dra = summarize(day([Fraction(1, 2)] * 2), Outcomes(served=2))  # both halves on one card
-    normal = {"baseline": baseline, "fracnb": sliced, "fracnb-dra": dra}
-    busy = {"baseline": baseline, "fracnb": summarize(day([EIGHTH]), Outcomes(waits=(10.0, 420.0)))}
-    line = final_line(normal, busy)
-    match = LAST_LINE.match(line)
-    assert match, line
-    assert (match["packing"], match["packing_run"]) == ("1.00", "time-slicing")  # a tie goes to time-slicing
-    assert (match["freed"], match["dev_cards"], match["freed_run"]) == ("2", "3", "DRA")  # 1 card against 2
-    assert (match["served_before"], match["served_after"]) == ("3", "9")
-    assert (match["wait"], match["slowdown"], match["busy_culled"]) == ("420", "1.50", "0")
-    assert (match["lost_before"], match["lost_after"]) == ("8", "1")  # both days
-    rendered = table(normal, {"baseline": "baseline (z2jh)", "fracnb": "fracnb (TS)", "fracnb-dra": "fracnb (DRA)"})
-    assert rendered.splitlines()[0].startswith("| measure | baseline (z2jh) | fracnb (TS) | fracnb (DRA) |")
+    lend = summarize(
+        day([Fraction(1, 2)] * 2),
+        Outcomes(served=2, redone_hours=0.3, reclaim_waits=(4.0, 12.0), waits=(1.0, 4.0, 12.0)),
+    )
+    normal = {"baseline": baseline, "fracnb": sliced, "fracnb-dra-lend-saturating": lend}
+    busy = {"baseline": baseline}
+    lines = run_lines({"normal": normal, "busy": busy})
+    assert [RUN_LINE.match(line)["day"] + "/" + RUN_LINE.match(line)["run"] for line in lines] == [
+        "normal/baseline",
+        "normal/fracnb",
+        "normal/fracnb-dra-lend-saturating",
+        "busy/baseline",
+    ]
+    base = RUN_LINE.match(lines[0])
+    assert (base["served"], base["wait"], base["reclaim"], base["lost"], base["jobs"]) == ("3", "900", "-", "4", "14")
+    sliced_line = RUN_LINE.match(lines[1])
+    assert (sliced_line["served"], sliced_line["slowdown"], sliced_line["lost"]) == ("9", "1.50", "1")
+    lent = RUN_LINE.match(run_line("normal", "fracnb-dra-lend-saturating", lend))
+    assert (lent["reclaim"], lent["redone"], lent["wait"]) == ("12", "0.3", "12")
+    rendered = table(
+        normal, {"baseline": "baseline (z2jh)", "fracnb": "fracnb (TS)", "fracnb-dra-lend-saturating": "lend"}
+    )
+    assert rendered.splitlines()[0].startswith("| measure | baseline (z2jh) | fracnb (TS) | lend |")
     assert "| packing efficiency ⌈shares⌉ / cards held, at the peak | 1.00 | 1.00 | 1.00 |" in rendered
-    assert "| training jobs finished (x 7: a week) | 0 (0) | 0 (0) | 0 (0) | 160 → 368 a week |" in rendered
+    assert "| training jobs finished (x 7: a week) | 2 (14) | 0 (0) | 0 (0) | 160 → 368 a week |" in rendered
+    assert "| reclaim p95 (s): queued start to running, lent cards reclaimed | - | - | 12 |" in rendered
 
 
 def test_the_clock_waits_for_pods_the_scheduler_can_still_place_and_not_for_queued_ones() -> None:
@@ -264,3 +275,14 @@ def test_the_culler_sees_queue_times_on_the_virtual_clock() -> None:
     assert moved[0]["metadata"]["annotations"] == {"fracnb.io/queued-at": "2026-03-02T07:00:00Z", "x": "y"}
     assert moved[1] == running
     assert queued["metadata"]["annotations"]["fracnb.io/queued-at"] == "2026-11-25T17:00:00Z"  # not changed in place
+
+
+def test_jobs_on_lent_development_cards_count_as_held_but_not_in_the_notebooks_peak_or_packing() -> None:
+    notebooks = [Holder("dev-0/0", DEV_POOL, EIGHTH, busy=False) for _ in range(3)]
+    lent = [Holder(f"dev-0/{i}", DEV_POOL, Fraction(1), busy=True, demand=0.65, notebook=False) for i in (1, 2)]
+    steps = [step_figures(0, [*notebooks, *lent], CARDS, [], 3600)]
+    summary = summarize(steps, Outcomes())
+    assert (summary.peak_dev_cards_held, summary.peak_dev_shares, summary.packing) == (1, 3 / 8, 1.0)
+    assert summary.dev_cards_freed == 2  # freed from notebooks, then lent
+    assert summary.pools[DEV_POOL].occupancy == pytest.approx(24)  # all three cards held for the hour
+    assert summary.cluster.job_hours == 2

@@ -65,3 +65,45 @@ def test_the_calibration_line_gives_the_error_against_the_reference() -> None:
     assert calibration.line() == (
         "calibration: 15.8 h per card per day against 14.4 (+10%); 140 jobs a week against 160 (-12%)"
     )
+
+
+def test_a_stopped_job_keeps_the_work_of_its_last_checkpoint_and_the_rest_is_redone() -> None:
+    stream = Stream("s", (TrainingJob("s-a", 3 * HOUR), TrainingJob("s-b", HOUR)), (0, 0), warm_left=0)
+    queue = BatchQueue((stream,), checkpoint=30 * 60)
+    assert queue.due(0) == ["s-a-1"]
+    queue.observe(0, running={"s-a-1"}, present={"s-a-1"})
+    assert queue.since_checkpoint("s-a-1", 50 * 60) == 20 * 60
+    queue.observe(50 * 60, running=set(), present=set())  # preempted after 50 min: 30 kept, 20 redone
+    assert (queue.preempted, queue.redone) == (1, 20 * 60)
+    assert queue.due(50 * 60) == ["s-a-2"]
+    queue.observe(HOUR, running={"s-a-2"}, present={"s-a-2"})
+    queue.reclaimed("s-a-2", HOUR + 10 * 60)  # taken back after 10 min: all of it redone
+    assert (queue.reclaimed_jobs, queue.redone) == (1, 30 * 60)
+    assert queue.due(HOUR + 10 * 60) == ["s-a-3"]
+    queue.observe(2 * HOUR, running={"s-a-3"}, present={"s-a-3"})
+    assert queue.finished(2 * HOUR + 150 * 60 - 1) == []
+    assert queue.finished(2 * HOUR + 150 * 60) == ["s-a-3"]  # 3 h less the 30 min kept
+
+
+def test_a_waiting_job_moves_to_a_lent_pool_under_a_new_pod_and_comes_back_to_training_when_stopped() -> None:
+    stream = Stream("s", (TrainingJob("s-a", HOUR),), (0,), warm_left=0)
+    queue = BatchQueue((stream,), checkpoint=30 * 60)
+    assert queue.due(0) == ["s-a-1"]
+    assert queue.pool_of("s-a-1") == "training"
+    moved = queue.move("s-a-1", "development")
+    assert (moved, queue.pool_of(moved), queue.pods()) == ("s-a-2", "development", ["s-a-2"])
+    queue.observe(60, running={moved}, present={moved})
+    queue.reclaimed(moved, 120)
+    assert queue.due(120) == ["s-a-3"]
+    assert queue.pool_of("s-a-3") == "training"
+
+
+def test_the_saturating_backlog_has_more_streams_than_cards_and_no_thinking() -> None:
+    from bench.replay_model import SATURATING_STREAMS, saturating_backlog
+
+    params = saturating_backlog(Parameters())
+    assert (params.training_streams, params.think_hours_mean) == (SATURATING_STREAMS, 0.0)
+    assert SATURATING_STREAMS > 32  # the reference cluster's cards
+    streams = training_streams(params, 1, 24 * HOUR)
+    assert all(set(s.thinks) == {0} for s in streams)
+    assert all(s.warm_left for s in streams)  # no thinking: every stream has a job at 07:00

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from fracnb_meter.schema import USAGE, problems
 from fracnb_meter.testing import fakenvml
+from fracnb_schemas import USAGE, problems
 from fracnb_testbed.procs import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -206,12 +206,19 @@ def wait_for_animations(page: object) -> None:
 
 @contextmanager
 def running_lab(
-    tmp: Path, environment: dict[str, str], log: Path, meter_config: dict[str, object] | None = None
+    tmp: Path,
+    environment: dict[str, str],
+    log: Path,
+    meter_config: dict[str, object] | None = None,
+    root: Path | None = None,
 ) -> Iterator[LabServer]:
     """``jupyter lab`` with the meter, the fake NVML and ``environment`` (the pod's variables);
-    ``meter_config``: more ``c.FracnbMeter`` settings."""
-    root, config = tmp / "root", tmp / "config"
-    root.mkdir()
+    ``meter_config``: more ``c.FracnbMeter`` settings; ``root``: an earlier server's folder of
+    notebooks, as a new server of the same user finds it (default: a new one in ``tmp``)."""
+    config = tmp / "config"
+    if root is None:
+        root = tmp / "root"
+        root.mkdir()
     config.mkdir()
     (config / "jupyter_server_config.json").write_text(
         json.dumps(

@@ -2,22 +2,24 @@
 
 The user computes in a notebook; the server is asked to hibernate (as the hub's service does
 before an idle stop) and is stopped. A new server starts on the same home folder; when the
-notebook opens in its new kernel, JupyterLab offers "Restore variables from 14:05 (...)", and
-a click brings the variables back into that kernel.
+notebook opens in its new kernel, JupyterLab offers "Restore variables from 14:05 EST (...)", in
+the browser's zone (here New York's), and a click brings the variables back into that kernel.
+Discarding asks first, everywhere; an offer goes as soon as its state is restored from anywhere.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from jupyter_client.blocking import BlockingKernelClient
 from playwright.sync_api import Browser, Page, expect
 
-from fracnb_meter.schema import HIBERNATION_REPORT, HIBERNATION_STATES, problems
+from fracnb_schemas import HIBERNATION_REPORT, HIBERNATION_STATES, problems
 from fracnb_testbed.procs import wait_until
 from tests.browser.meter_lab import BUDGET_ENV, FakeGpu, LabServer, gpu_environment, running_lab, wait_for_animations
 from tests.e2e.pages import run_cell
@@ -28,11 +30,12 @@ NOTEBOOK = "train.ipynb"
 CLASSIC = "classic.ipynb"  # opened in Notebook 7
 TOAST = ".Toastify__toast"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+BROWSER_ZONE = "America/New_York"  # the user's, not the server's (UTC)
 
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 850})
+    context = browser.new_context(viewport={"width": 1400, "height": 850}, timezone_id=BROWSER_ZONE)
     page = context.new_page()
     uncaught: list[str] = []
     page.on("pageerror", lambda error: uncaught.append(str(error)))
@@ -63,6 +66,13 @@ def run_in_new_kernel(server: LabServer, path: str, code: str) -> None:
     )
 
 
+def saved_at_in_browser_zone(server: LabServer, path: str) -> str:
+    """ "19:37 EST": when ``path``'s state was saved, as the user's browser reads the clock."""
+    (state,) = [s for s in server.api("GET", "fracnb/api/hibernation/states")["states"] if s["path"] == path]
+    local = datetime.fromisoformat(state["saved_at"]).astimezone(ZoneInfo(BROWSER_ZONE))
+    return f"{local:%H:%M} {local.tzname()}"
+
+
 def open_notebook(page: Page, server: LabServer) -> None:
     page.goto(f"{server.url}lab/tree/{NOTEBOOK}?reset&token={server.token}")
     page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for(timeout=60_000)
@@ -76,6 +86,7 @@ def test_restore_offer_brings_the_variables_back_after_a_stop(
     notebook = {"cells": [], "metadata": {"kernelspec": KERNELSPEC}, "nbformat": 4, "nbformat_minor": 5}
 
     with running_lab(tmp_path_factory.mktemp("before"), environment, artifacts / "lab-hibernate.log") as server:
+        notebooks = server.root
         server.api("PUT", f"api/contents/{NOTEBOOK}", {"type": "notebook", "content": notebook})
         open_notebook(page, server)
         run_cell(page, "import numpy as np\nweights = np.arange(1_000_000.0)\nsame = weights\nnotes = {'epoch': 7}")
@@ -89,15 +100,22 @@ def test_restore_offer_brings_the_variables_back_after_a_stop(
         page.close()  # the tab of the stopped server
     page = page.context.new_page()
 
-    with running_lab(tmp_path_factory.mktemp("after"), environment, artifacts / "lab-restore.log") as server:
-        for path in (NOTEBOOK, CLASSIC):
-            (server.root / path).write_text(json.dumps(notebook))  # the notebooks, as the home keeps them
+    # The new server finds the notebooks where the home keeps them.
+    after = tmp_path_factory.mktemp("after")
+    with running_lab(after, environment, artifacts / "lab-restore.log", root=notebooks) as server:
         states = server.api("GET", "fracnb/api/hibernation/states")
         assert problems(HIBERNATION_STATES, states) == []
         assert sorted(state["path"] for state in states["states"]) == [CLASSIC, NOTEBOOK]
         open_notebook(page, server)
+        # The page told the server its browser's zone, for the kernel's own times.
+        wait_until(
+            lambda: server.api("GET", "fracnb/api/display-zone")["time_zone"] == BROWSER_ZONE,
+            what="the page to tell the server its time zone",
+            timeout=30,
+        )
 
-        offer = page.locator(TOAST, has_text=re.compile(r"train\.ipynb: Restore variables from \d\d:\d\d \(7\.6 MiB\)"))
+        saved_at = saved_at_in_browser_zone(server, NOTEBOOK)
+        offer = page.locator(TOAST, has_text=f"train.ipynb: Restore variables from {saved_at} (7.6 MiB)")
         expect(offer).to_be_visible(timeout=30_000)
         wait_for_animations(page)
         page.screenshot(path=artifacts / "lab-restore-offer.png")
@@ -115,17 +133,131 @@ def test_restore_offer_brings_the_variables_back_after_a_stop(
         page.locator(".fracnb-meter-status").click()
         saved = page.locator(".fracnb-meter-saved .fracnb-meter-state", has_text=NOTEBOOK)
         expect(saved).to_contain_text("restored once")
+        expect(saved).to_contain_text(f"Restore variables from {saved_at} (7.6 MiB)")
+        # One unit style: an idle server's total reads as its kernels do ("0 B"), not "0 GiB" beside "0 B".
+        panel = page.locator("#fracnb-meter-panel")
+        expect(panel.locator(".fracnb-meter-total-text")).to_contain_text("0 B of 20 GiB budget")
+        expect(panel.locator(".fracnb-meter-kernel-memory").first).to_have_text("0 B")
+        expect(panel).not_to_contain_text(re.compile(r"\b0 GiB"))
+        expect(page.locator(".fracnb-meter-sampled")).to_have_text(re.compile(r"^Sampled \d\d:\d\d:\d\d E[SD]T$"))
+        saved.scroll_into_view_if_needed()
         wait_for_animations(page)
         page.screenshot(path=artifacts / "lab-restore-panel.png")
+        assert_not_squeezed(page, saved)
+
+        # Discarding asks first; "Keep them" keeps them.
         saved.get_by_role("button", name="Discard").click()
+        dialog = page.locator(".jp-Dialog")
+        expect(dialog).to_contain_text(
+            f"Delete the 4 variables of {NOTEBOOK} saved at {saved_at} (7.6 MiB)? They cannot be restored afterwards."
+        )
+        wait_for_animations(page)
+        page.screenshot(path=artifacts / "lab-discard-question.png")
+        dialog.get_by_role("button", name="Keep them").click()
+        expect(dialog).to_have_count(0)
+        assert NOTEBOOK in [s["path"] for s in server.api("GET", "fracnb/api/hibernation/states")["states"]]
+        saved.get_by_role("button", name="Discard").click()
+        dialog.get_by_role("button", name="Discard").click()
         expect(saved).to_have_count(0, timeout=30_000)
         assert [s["path"] for s in server.api("GET", "fracnb/api/hibernation/states")["states"]] == [CLASSIC]
 
-        # Notebook 7 makes the same offer.
+        # Notebook 7 makes the same offer; its Discard asks first too, and keeps the offer when kept.
         page.goto(f"{server.url}notebooks/{CLASSIC}?token={server.token}")
-        offer = page.locator(TOAST, has_text=re.compile(r"classic\.ipynb: Restore variables from \d\d:\d\d"))
+        classic_at = saved_at_in_browser_zone(server, CLASSIC)
+        offer = page.locator(TOAST, has_text=f"classic.ipynb: Restore variables from {classic_at} (")
         expect(offer).to_be_visible(timeout=60_000)
-        offer.get_by_role("button", name="Restore", exact=True).click()
-        expect(page.locator(TOAST, has_text="Restored 1 variable")).to_be_visible(timeout=60_000)
+        offer.get_by_role("button", name="Discard", exact=True).click()
+        dialog.get_by_role("button", name="Keep them").click()
+        expect(dialog).to_have_count(0)
+        expect(offer).to_be_visible()
+        # Restored from the notebook itself, by the magic: the offer goes without a click on it.
+        run_cell(page, "%load_ext fracnb_meter.hibernation\n%fracnb_restore")
+        expect(page.locator(".jp-Notebook .jp-Cell").last.locator(".jp-OutputArea-output")).to_contain_text(
+            "Restored 1 variable", timeout=60_000
+        )
+        expect(offer).to_have_count(0, timeout=30_000)
+        run_cell(page, "print(steps)")
+        expect(page.locator(".jp-Notebook .jp-Cell").last.locator(".jp-OutputArea-output")).to_have_text(
+            "[1, 2, 3]", timeout=30_000
+        )
         wait_for_animations(page)
         page.screenshot(path=artifacts / "notebook7-restored.png")
+
+
+def close_sessions(server: LabServer, path: str) -> None:
+    for session in server.api("GET", "api/sessions"):
+        if session["path"] == path:
+            server.api("DELETE", f"api/sessions/{session['id']}")
+
+
+def test_a_restore_asks_before_replacing_newer_values_and_withdraws_replaced_offers(
+    page: Page, fake_gpu: FakeGpu, tmp_path_factory: pytest.TempPathFactory, artifacts: Path
+) -> None:
+    """After a restart the user sets ``lr`` again before clicking Restore: the saved ``lr`` does not
+    silently replace it. An offer whose state was saved again since restores nothing and gives way
+    to the newer one."""
+    home = tmp_path_factory.mktemp("home")
+    environment = {**BUDGET_ENV, **gpu_environment(fake_gpu), "HOME": str(home), "JUPYTERHUB_SERVER_NAME": ""}
+    notebook = {"cells": [], "metadata": {"kernelspec": KERNELSPEC}, "nbformat": 4, "nbformat_minor": 5}
+    offers = page.locator(TOAST, has_text=re.compile(r"train\.ipynb: Restore variables from"))
+    last_output = page.locator(".jp-Notebook .jp-Cell").last.locator(".jp-OutputArea-output")
+
+    with running_lab(tmp_path_factory.mktemp("lab"), environment, artifacts / "lab-conflict.log") as server:
+        server.api("PUT", f"api/contents/{NOTEBOOK}", {"type": "notebook", "content": notebook})
+        run_in_new_kernel(server, NOTEBOOK, "lr = 0.1\nseed = 7")
+        assert outcome_of(server.api("POST", "fracnb/api/hibernate", {"timeout_seconds": 60})) == "saved"
+        close_sessions(server, NOTEBOOK)  # the stop: the next kernel of the notebook is a new one
+        open_notebook(page, server)
+        expect(offers).to_have_count(1, timeout=30_000)
+        run_cell(page, "lr = 0.5")
+        expect(last_output).to_have_count(0)
+        offers.get_by_role("button", name="Restore", exact=True).click()
+
+        question = page.locator(
+            TOAST, has_text="Nothing was restored yet: lr differs between this kernel and the saved state."
+        )
+        expect(question).to_be_visible(timeout=60_000)
+        wait_for_animations(page)
+        page.screenshot(path=artifacts / "lab-restore-conflict.png")
+        question.get_by_role("button", name="Keep mine").click()
+        expect(page.locator(TOAST, has_text="Kept your own values of lr.")).to_be_visible(timeout=60_000)
+        run_cell(page, "print(lr, seed)")
+        expect(last_output).to_have_text("0.5 7", timeout=30_000)
+
+        # A newer save: offered once the page hears of it (here, a session change) ...
+        run_cell(page, "lr = 0.9")
+        page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for(timeout=60_000)
+        assert outcome_of(server.api("POST", "fracnb/api/hibernate", {"timeout_seconds": 60})) == "saved"
+        run_in_new_kernel(server, "other.ipynb", "x = 1")
+        expect(offers).to_have_count(1, timeout=30_000)
+        # ... and saved again before the click: the offer restores nothing and gives way to the newest.
+        assert outcome_of(server.api("POST", "fracnb/api/hibernate", {"timeout_seconds": 60})) == "saved"
+        offers.get_by_role("button", name="Restore", exact=True).click()
+        expect(page.locator(TOAST, has_text="train.ipynb was saved again since this offer")).to_be_visible(
+            timeout=60_000
+        )
+        expect(offers).to_have_count(1, timeout=30_000)
+        state = [s for s in server.api("GET", "fracnb/api/hibernation/states")["states"] if s["path"] == NOTEBOOK]
+        assert state[0]["restored_at"] is None
+        wait_for_animations(page)
+        page.screenshot(path=artifacts / "lab-restore-newer-offer.png")
+
+
+def outcome_of(report: dict) -> str:
+    assert problems(HIBERNATION_REPORT, report) == []
+    (entry,) = [kernel for kernel in report["kernels"] if kernel["path"] == NOTEBOOK]
+    return entry["status"]
+
+
+def assert_not_squeezed(page: Page, row: object) -> None:
+    """The saved state's row uses the panel's width: the file name on one line, the buttons inside it."""
+    panel = page.locator("#fracnb-meter-panel").bounding_box()
+    name = row.locator(".fracnb-meter-state-path").bounding_box()
+    line_height = float(
+        row.locator(".fracnb-meter-state-path").evaluate("e => parseFloat(getComputedStyle(e).lineHeight) || 16")
+    )
+    assert name["width"] >= 0.75 * panel["width"], (name, panel)
+    assert name["height"] < 1.5 * line_height, f"the file name wraps: {name}"
+    for label in ("Restore", "Discard"):
+        button = row.get_by_role("button", name=label).bounding_box()
+        assert button["x"] + button["width"] <= panel["x"] + panel["width"] - 8, (label, button, panel)

@@ -52,7 +52,9 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1300, "height": 850})
+    """A page of its own; in the time zone a test module names in ``BROWSER_ZONE``, if it names one."""
+    zone = getattr(request.module, "BROWSER_ZONE", None)
+    context = browser.new_context(viewport={"width": 1300, "height": 850}, timezone_id=zone)
     opened = context.new_page()
     try:
         yield opened

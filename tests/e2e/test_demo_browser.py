@@ -7,7 +7,7 @@ import re
 
 from playwright.sync_api import Browser, Page, expect
 
-from fracnb_meter.schema import USAGE, problems
+from fracnb_schemas import USAGE, problems
 from fracnb_testbed.demo import RunningDemo
 
 from .pages import log_in, profile_row, run_cell, shot, start_profile

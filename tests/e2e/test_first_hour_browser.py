@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
 
-from fracnb_testbed.clusters import RUNNER_LABEL
 from fracnb_testbed.demo import RunningDemo
 from fracnb_testbed.errors import TestbedError
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.procs import wait_until
+from tests.gpu_jobs import SHARED, gpu_job
 
 from .pages import SPAWN_TIMEOUT_MS, log_in, profile_row, shot
 from .stack import answer_of, demo_with_fake_gpu
@@ -32,7 +32,7 @@ from .stack import answer_of, demo_with_fake_gpu
 TOKEN = secrets.token_hex(16)
 HUB_ZONE, BROWSER_ZONE = "Europe/Berlin", "America/New_York"
 IDLE_TIMEOUT, WARNING_LEAD, CULL_EVERY, REPORT_LAG = 60, 30, 5, 10
-GPU_NODE, SHARED = "local-a100-ts4-0", "nvidia.com/gpu.shared"
+GPU_NODE = "local-a100-ts4-0"
 RAW_EVENT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \[(Normal|Warning)\]")
 # Every headline the progress page shows, as the user sees it (innerText), and its event log, kept
 # in the tab's session storage across page loads.
@@ -193,12 +193,7 @@ def fill_every_slot(demo: RunningDemo, testbed: Testbed) -> None:
     except TestbedError as error:
         raise TestbedError(f"{error}; still holding slots: {holders()}") from None
     for index in range(4):
-        testbed.create_pod(demo.settings.namespace, {
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"batch-{index}"},
-            "spec": {"nodeSelector": {RUNNER_LABEL: "local"}, "terminationGracePeriodSeconds": 1, "containers": [
-                {"name": "job", "image": "example.invalid/job", "command": ["sleep", "3600"],
-                 "resources": {"limits": {SHARED: "1"}}}]},
-        })  # fmt: skip
+        testbed.create_pod(demo.settings.namespace, gpu_job(f"batch-{index}"))
     wait_until(lambda: in_use() == 4, what="every slot of the local A100 taken", timeout=60, interval=0.5)
 
 
@@ -241,7 +236,8 @@ def test_a_queued_server_waits_visibly_and_leaving_the_queue_is_confirmed(
         expect(queue_row).to_contain_text("0.25 GPU (time-slicing)")  # the slot kind in words
         expect(admin.locator("section#queue")).not_to_contain_text("nvidia.com-gpu")
         expect(admin.locator("body")).not_to_contain_text("(default)")
-        expect(admin.locator("main")).to_contain_text(re.compile(r"As of \d{4}-\d\d-\d\d \d\d:\d\d CES?T\."))
+        # Times in the browser's zone (New York), not the hub's (Berlin).
+        expect(admin.locator("main")).to_contain_text(re.compile(r"As of \d{4}-\d\d-\d\d \d\d:\d\d E[SD]T\."))
         shot(admin, "admin-page-with-a-waiting-server")
         # The report is linked, and its downloads work with the browser's own login.
         admin.click("text=Right-sizing report")
@@ -264,6 +260,14 @@ def test_a_queued_server_waits_visibly_and_leaving_the_queue_is_confirmed(
         expect(ann.locator("[data-fracnb-quota]")).to_contain_text("team-a (your team, together): 0.25 GPU (waiting)")
     finally:
         ann_context.close()
+
+    # His hub home says that he waits, and where.
+    home = bob.context.new_page()
+    home.goto(f"{demo.settings.url}/hub/home")
+    expect(home.locator(".announcement .fracnb-queued")).to_contain_text(
+        "Your server is waiting in the GPU queue. Queued for a 0.25 GPU (time-slicing): "
+    )
+    home.close()
 
     # Bob leaves the queue from the progress page, and is told so where he lands.
     bob.click("#stop-server-btn")
@@ -289,7 +293,7 @@ def test_a_stopped_server_is_explained_wherever_its_user_lands(
     page = context.new_page()
     log_in(page, demo, "carol")
     said = re.compile(
-        rf"Your server was stopped for being idle for {IDLE_TIMEOUT // 60} min \(at \d\d:\d\d CES?T\)\. "
+        rf"Your server was stopped for being idle for {IDLE_TIMEOUT // 60} min \(at \d\d:\d\d E[SD]T\)\. "
         r"Your saved files are kept\. Running kernels were shut down: their variables and anything not saved are lost\."
     )
     for where in ("hub/home", "user/carol/lab"):
@@ -307,7 +311,16 @@ def test_a_stopped_server_is_explained_wherever_its_user_lands(
     expect(page.locator(".fracnb-stopped")).to_have_count(0)
     page.goto(f"{demo.settings.url}/services/fracnb/")
     expect(page.locator("section#stopped")).to_have_count(0)
-    call(demo, "hub/api/users/carol/server", method="DELETE")
+    # She stops it herself: her pages tell this stop (nothing saved: a CPU server), not the older cull's.
+    page.goto(f"{demo.settings.url}/hub/home")
+    page.locator("#stop").click()
+    wait_until(lambda: server(demo, "carol") is None, what="carol's own stop", timeout=120)
+    page.goto(f"{demo.settings.url}/hub/home")
+    own = page.locator(".announcement .fracnb-stopped")
+    expect(own).to_contain_text(re.compile(r"Your server was stopped on request \(at \d\d:\d\d E[SD]T\)\. "))
+    expect(own).to_contain_text("Running kernels were shut down: their variables and anything not saved are lost.")
+    expect(own).not_to_contain_text("for being idle")
+    shot(page, "own-stop-notice")
 
 
 def test_non_admins_get_a_styled_refusal_of_the_report(first_hour: RunningDemo, context: BrowserContext) -> None:
@@ -332,7 +345,9 @@ def test_the_one_slot_choice_makes_a_second_user_wait(first_hour: RunningDemo, c
     page.check('input[name=profile][value="one-slot"]')
     page.click("form [type=submit]")
     expect(page.locator("#progress-message")).to_contain_text(
-        re.compile(r"Queued for a 0\.25 GPU \(mps\): 1st in line\. Estimated start about \d\d:\d\d CES?T"),
+        re.compile(
+            r"Queued for a 0\.25 GPU \(mps\): 1st in line\. Estimated start about \d\d:\d\d E[SD]T"
+        ),  # the browser's zone
         timeout=60_000,
     )
     call(demo, "hub/api/users/carol/server", method="DELETE")

@@ -5,8 +5,9 @@ counts as use, so her idle 0.25 GPU server is warned and, at its idle deadline, 
 it to save her variables and stops it. The open tab then says what was saved; her fracnb page says it
 too. On her next start, opening the notebook offers "Restore variables from ...", and Restore brings
 them back. Bob's kernel, busy in a long silent cell on his own server, is untouched throughout. The
-hub also hibernates at the stops users ask for (``hibernate_on_stop``): her "Stop My Server" saves
-her variables again, and a cull is not saved twice.
+hub also hibernates at the stops users ask for (``hibernate_on_stop``): her stop on request (the hub's
+REST API, which "Stop My Server" calls) saves her variables again, her open notebook's tab says so
+(from the server's event: no poll reaches a server the hub is stopping), and a cull is not saved twice.
 """
 
 from __future__ import annotations
@@ -147,6 +148,11 @@ def test_an_idle_servers_variables_survive_its_cull_with_its_tab_open(short_demo
         polled_for = (seen["hub activity"] - last_use).total_seconds()
         assert polled_for > IDLE_TIMEOUT / 2, f"the hub heard of the open tab for only {polled_for:.0f} s"
 
+        # The hub log says so: the service's cull and the hibernation before it.
+        hub_log = demo.log_file.read_text(errors="replace")
+        assert "Culled server '' of 'carol' (idle, HTTP " in hub_log
+        assert re.search(r"Hibernation of server '' of 'carol' before its stop \(idle\): partly-saved in ", hub_log)
+
         # The open tab says why it stopped and what was saved.
         status = page.locator(".fracnb-meter-status")
         expect(status).to_have_text("Server stopped", timeout=60_000)
@@ -157,7 +163,8 @@ def test_an_idle_servers_variables_survive_its_cull_with_its_tab_open(short_demo
         saved = page.locator("#fracnb-meter-panel .fracnb-meter-stopped-saved")
         expect(saved).to_have_count(1)
         expect(saved).to_have_text(re.compile(
-            r"^Variables of train\.ipynb saved at \d\d:\d\d: [\d.]+ [KM]iB, 2 variables; 1 skipped: `log` \(an open file\)\.$"
+            # The variable's name is set as code: no backtick is shown.
+            r"^Variables of train\.ipynb saved at \d\d:\d\d \w+: [\d.]+ [KM]iB, 2 variables; 1 skipped: log \(an open file\)\.$"
         ))  # fmt: skip
         wait_for_animations(page)
         shot(page, "hibernation-stopped-notice")
@@ -176,6 +183,8 @@ def test_an_idle_servers_variables_survive_its_cull_with_its_tab_open(short_demo
         )  # fmt: skip
         expect(notice).to_contain_text("Your saved files are kept, and the variables listed here")
         expect(notice).to_contain_text("Variables of train.ipynb saved at ")
+        expect(notice.locator("code", has_text="log")).to_have_count(1)  # a skipped variable's name, not `log`
+        expect(notice).not_to_contain_text("`")
 
         # The service's hibernation is the one on disk: the spawner's stop that followed did not save again.
         stopped = answer_of(demo, "services/fracnb/api/me", user_token(demo, "carol"))["stopped"][""]
@@ -190,7 +199,7 @@ def test_an_idle_servers_variables_survive_its_cull_with_its_tab_open(short_demo
         # Her next start: the notebook offers her variables back.
         start_profile(page, demo, "carol", "quarter")
         open_notebook(page, demo, "carol")
-        offer = page.locator(TOAST, has_text=re.compile(r"train\.ipynb: Restore variables from \d\d:\d\d \("))
+        offer = page.locator(TOAST, has_text=re.compile(r"train\.ipynb: Restore variables from \d\d:\d\d \S+ \("))
         expect(offer).to_be_visible(timeout=60_000)
         wait_for_animations(page)
         shot(page, "hibernation-restore-offer")
@@ -202,13 +211,33 @@ def test_an_idle_servers_variables_survive_its_cull_with_its_tab_open(short_demo
         )
         assert kernel_states(demo, "bob") == ["busy"]
 
-        # She stops her server herself: with hibernate_on_stop, her variables are saved again first.
-        page.goto(f"{demo.settings.url}/hub/home")
-        page.locator("#stop").click()
+        # Her server is stopped on request (the hub's REST API, as "Stop My Server" asks it) while her
+        # notebook is open here: with hibernate_on_stop, her variables are saved again first. JupyterHub
+        # takes the server off its proxy before that, so no poll reaches it; the tab learns what was saved
+        # from the server's event, on the socket it opened before, with why the hub stopped it.
+        call(demo, "hub/api/users/carol/server", method="DELETE")
         wait_until(lambda: default_server(demo, "carol") is None, what="carol's server to stop", timeout=120)
+        own_stop = page.locator(TOAST, has_text="This server was stopped on request.")
+        expect(own_stop).to_contain_text("Your variables were saved: open the notebook again to restore them.",
+                                         timeout=60_000)  # fmt: skip
+        page.locator(".fracnb-meter-status").click()
+        expect(page.locator("#fracnb-meter-panel .fracnb-meter-stopped-saved")).to_have_text(
+            re.compile(r"^Variables of train\.ipynb saved at \d\d:\d\d \w+: [\d.]+ [KM]iB, \d+ variables[;.]")
+        )
+        wait_for_animations(page)
+        shot(page, "hibernation-own-stop-tab")
         stopped_state = saved_state(demo, "carol")
         assert stopped_state["saved_at"] > culled_state["saved_at"]
         assert {"weights", "notes"} <= {variable["name"] for variable in stopped_state["variables"]}
+        hub_log = demo.log_file.read_text(errors="replace")
+        assert re.search(r"fracnb: hibernation of carol\S* before its stop: (partly-)?saved in ", hub_log)
+        # Her hub home tells this stop, not the cull before it: what it saved, and when.
+        page.goto(f"{demo.settings.url}/hub/home")
+        notice = page.locator(".announcement .fracnb-stopped")
+        expect(notice).to_contain_text(re.compile(r"Your server was stopped on request \(at \d\d:\d\d \w+\)\."))
+        expect(notice).not_to_contain_text("for being idle")
+        expect(notice).to_contain_text("Your saved files are kept, and the variables listed here")
+        shot(page, "hibernation-own-stop-notice")
     finally:
         bobs.close()
         for user in ("bob", "carol"):

@@ -1,6 +1,7 @@
 """The GPU queue through a real hub and browser: with every 0.25 slot of the local A100 taken
 (filler pods and carol's server), ann's spawn form says there is a queue; she starts anyway, the
-progress page shows her place and an estimate in the hub's time zone with no "taking longer"
+progress page shows her place and an estimate in her browser's time zone (New York's, the hub's is
+Berlin's) with no "taking longer"
 headline and no scheduler jargon; when carol's server stops, ann's starts and the page goes on
 to JupyterLab. Bob, queued the same way, leaves the queue with "Stop My Server" and leaves no pod."""
 
@@ -18,7 +19,6 @@ from playwright.sync_api import Page, expect
 
 from fracnb_spawner.common.podkeys import QUEUED_AT_ANNOTATION
 from fracnb_spawner.queue.order import pod_is_gated
-from fracnb_testbed.clusters import RUNNER_LABEL
 from fracnb_testbed.demo import (
     RunningDemo,
     start_hub,
@@ -27,13 +27,14 @@ from fracnb_testbed.demo import (
 )
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.procs import wait_until
+from tests.gpu_jobs import SHARED, gpu_job
 
 from .pages import SPAWN_TIMEOUT_MS, log_in, profile_row, shot
 from .stack import answer_of, demo_with_fake_gpu
 
 GPU_NODE = "local-a100-ts4-0"  # the testbed's local A100, time-sliced 4 ways
-SHARED = "nvidia.com/gpu.shared"
 ZONE = "Europe/Berlin"
+BROWSER_ZONE = "America/New_York"  # of the conftest's page: the hub's times are shown in it
 TEST_TOKEN = secrets.token_hex(16)
 JARGON = re.compile(r"taking longer than expected|Preemption|nodes are available|Insufficient", re.IGNORECASE)
 # Every headline the progress page shows, kept in the tab's session storage across page loads.
@@ -93,31 +94,11 @@ def slots_in_use(testbed: Testbed) -> int:
     )
 
 
-def filler(index: int) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": f"gpu-job-{index}"},
-        "spec": {
-            "nodeSelector": {RUNNER_LABEL: "local"},
-            "terminationGracePeriodSeconds": 1,
-            "containers": [
-                {
-                    "name": "job",
-                    "image": "example.invalid/job",
-                    "command": ["sleep", "3600"],
-                    "resources": {"limits": {SHARED: "1"}},
-                }
-            ],
-        },
-    }
-
-
 def take_all_but_one_slot(testbed: Testbed, namespace: str) -> None:
     free = 4 - slots_in_use(testbed)
     assert free >= 1, "another test left every slot of the local A100 taken"
     for index in range(free - 1):
-        testbed.create_pod(namespace, filler(index))
+        testbed.create_pod(namespace, gpu_job(f"gpu-job-{index}"))
     wait_until(lambda: slots_in_use(testbed) == 3, what="the filler jobs to be placed", timeout=60, interval=0.5)
 
 
@@ -165,7 +146,7 @@ def test_queued_user_sees_place_and_estimate_then_gets_the_freed_slot(
     page.add_init_script(RECORD_HEADLINES)
     queue_from_the_form(page, queue_demo, "ann")
     assert pod_is_gated(pod_of(testbed, namespace, "ann"))
-    zone = datetime.now(ZoneInfo(ZONE)).tzname()
+    zone = datetime.now(ZoneInfo(BROWSER_ZONE)).tzname()
     headline = page.locator("#progress-message")
     expect(headline).to_have_text(
         re.compile(
@@ -226,7 +207,7 @@ def test_restarted_hub_keeps_the_place_and_the_form_offers_it_back(
     # The form tells her, and starting the same choice again takes the place back.
     log_in(page, queue_demo, "ann")
     page.goto(f"{queue_demo.settings.url}/hub/spawn")
-    zone = datetime.now(ZoneInfo(ZONE)).tzname()
+    zone = datetime.now(ZoneInfo(BROWSER_ZONE)).tzname()
     expect(page.locator("[data-fracnb-queue-place]")).to_have_text(
         re.compile(
             rf"Your place in the GPU queue is kept until \d\d:\d\d {zone}, in (59 min|1 h): "

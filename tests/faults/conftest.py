@@ -7,17 +7,13 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from fracnb_testbed.binaries import find_bin_dir
-from fracnb_testbed.clusters import load_cluster
-from fracnb_testbed.controlplane import down, up
-from fracnb_testbed.errors import TestbedError
 from fracnb_testbed.handle import Testbed
+from fracnb_testbed.pytest_plugin import running_cluster
 from tests.e2e.conftest import browser  # noqa: F401 - the same session fixture
 
 
@@ -30,16 +26,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def faults_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
-    try:
-        state = up(
-            load_cluster("faults"),
-            tmp_path_factory.mktemp("faults"),
-            bin_dir=find_bin_dir(),
-            progress=lambda m: sys.stderr.write(f"[testbed] {m}\n"),
-        )
-    except TestbedError as error:
-        pytest.fail(f"the testbed cluster could not start: {error}", pytrace=False)
-    try:
-        yield Testbed(state)
-    finally:
-        down(state.directory, keep_files=True)
+    yield from running_cluster("faults", tmp_path_factory)

@@ -26,15 +26,14 @@ from typing import Any
 
 from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
 from fracnb_spawner.queue.order import pod_is_gated
-from fracnb_testbed.clusters import RUNNER_LABEL
 from fracnb_testbed.demo import RunningDemo, start_hub, stop_hub, wait_for_hub
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.procs import descendants, wait_until
 from tests.e2e.stack import demo_with_fake_gpu, request
+from tests.gpu_jobs import SHARED, gpu_job
 
 TOKEN = secrets.token_hex(16)
 GPU_NODE = "local-a100-ts4-0"  # the faults cluster's local A100, time-sliced 4 ways
-SHARED = "nvidia.com/gpu.shared"
 SINGLEUSER = "component=singleuser-server"
 # Users and groups: team-a shares half a GPU (the demo's quota), the others have half a GPU each.
 USERS = {
@@ -82,6 +81,9 @@ def stack_config(hold_dir: Path, extra: str = "") -> str:
         # A start request answers after 1 s rather than 10 (the spawn goes on): quicker tests, same spawns.
         "c.JupyterHub.tornado_settings = {'slow_spawn_timeout': 1, 'slow_stop_timeout': 1}",
         "c.FracnbService.resume_every = 2",
+        # The faults' stops are timed as plain stops: saving at a user's stop (on by default) is tested in
+        # tests/e2e and tests/history, and here it would wait for servers a fault left unable to answer.
+        "c.FractionalSpawner.hibernate_on_stop = False",
         # The hub notices a dead managed service within a few seconds and starts it again.
         "c.Spawner.poll_interval = 5",
         HOLD_HOOK.format(hold=str(hold_dir)),
@@ -225,7 +227,7 @@ class FaultStack:
         names = [f"gpu-job-{secrets.token_hex(3)}" for _ in range(slots)]
         before = self.slots_in_use()
         for name in names:
-            self.testbed.create_pod(self.namespace, filler(name))
+            self.testbed.create_pod(self.namespace, gpu_job(name))
         wait_until(lambda: self.slots_in_use() == before + slots, what="the fillers placed", timeout=60, interval=0.5)
         return names
 
@@ -331,26 +333,6 @@ def pairing_problems(servers: dict[tuple, Any], pods: dict[tuple, Any]) -> list[
         if model.get("ready") and key not in pods:
             found.append(f"server {key} is ready without a pod")
     return found
-
-
-def filler(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {RUNNER_LABEL: "local"},
-            "terminationGracePeriodSeconds": 1,
-            "containers": [
-                {
-                    "name": "job",
-                    "image": "example.invalid/job",
-                    "command": ["sleep", "3600"],
-                    "resources": {"limits": {SHARED: "1"}},
-                }
-            ],
-        },
-    }
 
 
 def alive(pid: int) -> bool:

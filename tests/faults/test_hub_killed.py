@@ -31,8 +31,19 @@ def stack(faults_testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> 
         yield running
 
 
-def queued_at(stack: FaultStack, user: str) -> str:
-    return stack.pod_of(user)["metadata"]["annotations"][QUEUED_AT_ANNOTATION]
+def queued_at(stack: FaultStack, user: str) -> str | None:
+    """The enqueue time on ``user``'s pod; None while it has none (a resumed spawn replaces the pod)."""
+    pod = stack.pod_of(user) or {}
+    return ((pod.get("metadata") or {}).get("annotations") or {}).get(QUEUED_AT_ANNOTATION)
+
+
+def pod_uid(stack: FaultStack, user: str) -> str | None:
+    return ((stack.pod_of(user) or {}).get("metadata") or {}).get("uid")
+
+
+def replaced_and_gated(stack: FaultStack, user: str, old_uid: str | None) -> bool:
+    """``user``'s pod is a new one (not the pod from before the restart, which a resumed spawn deletes) and gated."""
+    return pod_uid(stack, user) not in (None, old_uid) and stack.gated(user)
 
 
 def pending_spawn(stack: FaultStack, user: str) -> bool:
@@ -56,11 +67,17 @@ def test_queued_spawns_resume_by_themselves_in_order(stack: FaultStack, browser:
         headline = page.locator("#progress-message")
         expect(headline).to_contain_text("Queued for a 0.25 GPU (time-slicing): 2nd in line", timeout=60_000)
 
+        uids = {user: pod_uid(stack, user) for user in places}
         stack.kill_hub()
         page.evaluate("document.getElementById('progress-message').textContent = ''")
         stack.start_hub()
         # No click: the service starts each forgotten spawn again, and it takes over its pod's place.
-        wait_until(lambda: all(pending_spawn(stack, u) for u in places), what="the queued spawns resumed", timeout=60)
+        # A resumed spawn replaces its gated pod: wait for the new pods before reading their places.
+        wait_until(
+            lambda: all(pending_spawn(stack, u) and replaced_and_gated(stack, u, uids[u]) for u in places),
+            what="the queued spawns resumed, each with a new gated pod",
+            timeout=60,
+        )
         assert {user: queued_at(stack, user) for user in places} == places
         # ann's progress page came back by itself, with her place.
         expect(headline).to_contain_text("Queued for a 0.25 GPU (time-slicing): 2nd in line", timeout=60_000)

@@ -148,6 +148,10 @@ def seed_history(url: str, user: str) -> None:
         close(factory)
 
 
+def sessions_of(stack: FaultStack, token: str, user: str) -> list[dict]:
+    return stack.call(f"services/fracnb/api/users/{user}/sessions", token=token)["sessions"]
+
+
 def allocated_and_observed(stack: FaultStack, token: str, user: str) -> tuple[float, float]:
     """The service's quarter GPU-hours counter and the user's stored observed seconds, read with no store
     between them (read again until two readings agree)."""
@@ -155,8 +159,9 @@ def allocated_and_observed(stack: FaultStack, token: str, user: str) -> tuple[fl
     def read() -> tuple[float, float]:
         text = stack.text("services/fracnb/metrics", token)
         found = re.search(r'^fracnb_gpu_hours_allocated_total\{profile="quarter"\} (\S+)$', text, re.MULTILINE)
-        sessions = stack.call(f"services/fracnb/api/users/{user}/sessions", token=token)["sessions"]
-        return (float(found.group(1)) if found else 0.0), sum(r["observed_seconds"] for r in sessions)
+        return (float(found.group(1)) if found else 0.0), sum(
+            r["observed_seconds"] for r in sessions_of(stack, token, user)
+        )
 
     last = read()
     while (now := read()) != last:
@@ -168,13 +173,17 @@ def test_session_database_away_for_a_minute(stack: FaultStack, postgres: Postgre
     seed_history(postgres.url, "bob")
     assert ADVICE in stack.page("hub/spawn/bob")
     admin = stack.user_token("admin")
+    earlier = {r["session_id"] for r in sessions_of(stack, admin, "ann")}  # ann's servers of earlier tests
+
+    def this_session() -> dict | None:
+        return next((r for r in sessions_of(stack, admin, "ann") if r["session_id"] not in earlier), None)
+
     stack.start("ann")
     stack.wait_ready("ann")
     done = threading.Event()
     keep_active(stack, "ann", done)
     try:
-        wait_until(lambda: stack.call("services/fracnb/api/users/ann/sessions", token=admin)["sessions"],
-                   what="ann's session reported", timeout=60, interval=1)  # fmt: skip
+        wait_until(lambda: this_session() is not None, what="ann's session reported", timeout=60, interval=1)
         counted_before, observed_before = allocated_and_observed(stack, admin, "ann")
         postgres.stop()
         away_since = time.monotonic()
@@ -196,11 +205,8 @@ def test_session_database_away_for_a_minute(stack: FaultStack, postgres: Postgre
         if not postgres_running(postgres):
             postgres.start()
 
-    def ended() -> bool:
-        sessions = stack.call("services/fracnb/api/users/ann/sessions", token=admin)["sessions"]
-        return bool(sessions) and sessions[0]["ended_at"] is not None
-
-    wait_until(ended, what="ann's last report stored", timeout=60, interval=1)
+    wait_until(lambda: (this_session() or {}).get("ended_at") is not None, what="ann's last report stored",
+               timeout=60, interval=1)  # fmt: skip
     counted_after, observed_after = allocated_and_observed(stack, admin, "ann")
     assert observed_after > observed_before + 20  # the reports made while the database was away
     assert counted_after - counted_before == pytest.approx(0.25 * (observed_after - observed_before) / 3600)

@@ -85,3 +85,5 @@ def hold_gpu_memory() -> Iterator[Callable[[int], subprocess.Popen[str]]]:
         if process.stdin:
             process.stdin.close()
         process.wait(30)
+        if process.stdout:
+            process.stdout.close()

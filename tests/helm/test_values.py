@@ -13,7 +13,7 @@ import yaml
 
 from fracnb_spawner import dryrun
 from fracnb_spawner.configure import SERVICE_SCOPES
-from fracnb_spawner.gpu.companions import TEMPLATE_VERBS
+from fracnb_spawner.gpu.companions import CLAIM_VERBS
 from tests.helm.conftest import VALUES_DIR, merged, values_of
 from tests.helm.scenarios import EXPECTED, SCENARIOS
 
@@ -43,8 +43,8 @@ def test_rbac_lets_the_hub_read_nodes_and_pods() -> None:
     assert binding["subjects"][0] == {"kind": "ServiceAccount", "name": "hub", "namespace": "jhub"}
 
 
-def test_rbac_lets_the_hub_manage_claim_templates_and_read_slices_for_dra() -> None:
-    _role, _binding, role, binding = yaml.safe_load_all((VALUES_DIR / "rbac.yaml").read_text())
+def test_rbac_lets_the_hub_manage_claims_and_read_slices_for_dra_and_no_more() -> None:
+    _role, _binding, role, binding, *_reclaim = yaml.safe_load_all((VALUES_DIR / "rbac.yaml").read_text())
     granted = {
         (group, resource, verb)
         for rule in role["rules"]
@@ -52,11 +52,11 @@ def test_rbac_lets_the_hub_manage_claim_templates_and_read_slices_for_dra() -> N
         for resource in rule["resources"]
         for verb in rule["verbs"]
     }
-    needed = {("resource.k8s.io", "resourceclaimtemplates", verb) for verb in TEMPLATE_VERBS}
+    needed = {("resource.k8s.io", "resourceclaims", verb) for verb in CLAIM_VERBS}
     needed |= {
         ("resource.k8s.io", kind, verb) for kind in ("resourceclaims", "resourceslices") for verb in ("list", "watch")
     }
-    assert needed <= granted
+    assert needed == granted
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"][0] == {"kind": "ServiceAccount", "name": "hub", "namespace": "jhub"}
 
@@ -107,9 +107,7 @@ def test_dra_values_claim_slices_mig_devices_and_whole_gpus(chart: tuple[dict, d
     assert dryrun.main([str(path), "--json"]) == 0
     requests = {
         ",".join(filter(None, [row["profile"], row["choice"]])): [
-            request["exactly"]
-            for template in row["companions"]
-            for request in template["spec"]["spec"]["devices"]["requests"]
+            request["exactly"] for claim in row["companions"] for request in claim["spec"]["devices"]["requests"]
         ]
         for row in json.loads(capsys.readouterr().out)
     }
@@ -169,3 +167,35 @@ def test_example_images_name_the_packages_one_version() -> None:
     pins = re.findall(r"fracnb\[\w+\]==([\w.+-]+)", readme)
     assert pins, "the README pins the package in its image recipes"
     assert set(pins) == {version}
+
+
+def test_rbac_lets_the_service_evict_and_explain_for_reclaim() -> None:
+    documents = list(yaml.safe_load_all((VALUES_DIR / "rbac.yaml").read_text()))
+    [role] = [d for d in documents if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "fracnb-service-reclaim"]
+    [binding] = [
+        d for d in documents if d["kind"] == "ClusterRoleBinding" and d["roleRef"]["name"] == "fracnb-service-reclaim"
+    ]
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert {
+        ("", "pods/eviction", "create"),
+        ("", "events", "create"),
+        ("policy", "poddisruptionbudgets", "list"),
+    } <= granted
+    assert {("resource.k8s.io", kind, "list") for kind in ("resourceclaims", "resourceslices")} <= granted
+    assert binding["roleRef"]["kind"] == "ClusterRole"
+
+
+def test_lending_batch_runs_below_the_notebooks_and_never_preempts() -> None:
+    priority_class, *objects = yaml.safe_load_all((VALUES_DIR / "lending.yaml").read_text())
+    assert priority_class["value"] < 0
+    assert priority_class["preemptionPolicy"] == "Never"
+    jobs = [o for o in objects if o["kind"] == "Job"]
+    assert {job["spec"]["template"]["spec"]["priorityClassName"] for job in jobs} == {
+        priority_class["metadata"]["name"]
+    }

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from fracnb_meter.schema import HISTORY_REPORT, problems
+from fracnb_schemas import HISTORY_REPORT, problems
 from fracnb_spawner.history import store
 from fracnb_spawner.history.report import (
     ChoiceTotals,

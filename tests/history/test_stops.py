@@ -10,11 +10,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from fracnb_meter.schema import SERVICE_REPORT, problems
+from fracnb_schemas import SERVICE_REPORT, problems
 from fracnb_spawner.hibernation.client import Hibernation, checked_report
+from fracnb_spawner.hibernation.culled import hibernation_json
 from fracnb_spawner.history import db
 from fracnb_spawner.history.stops import (
     CONSEQUENCES,
+    NOTHING_HELD_CONSEQUENCES,
     SAVED_CONSEQUENCES,
     StopNotice,
     latest_stops,
@@ -24,7 +26,7 @@ from fracnb_spawner.history.stops import (
     record_stop,
     stop_phrase,
 )
-from fracnb_spawner.service.stops import hibernation_json, stopped_servers
+from fracnb_spawner.service.stops import stopped_servers
 from tests.shared_cases import shared_cases
 
 NOTICES = shared_cases("stop-notices.json")
@@ -38,7 +40,11 @@ def test_why_reads_as_in_the_notebook(case):
 
 
 def test_what_is_kept_reads_as_in_the_notebook():
-    assert (NOTICES["consequences"], NOTICES["saved_consequences"]) == (CONSEQUENCES, SAVED_CONSEQUENCES)
+    assert (NOTICES["consequences"], NOTICES["saved_consequences"], NOTICES["nothing_held_consequences"]) == (
+        CONSEQUENCES,
+        SAVED_CONSEQUENCES,
+        NOTHING_HELD_CONSEQUENCES,
+    )
 
 
 def at(minute: int) -> datetime:

@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 from sqlalchemy import inspect, text
 
-from fracnb_meter.schema import SESSION_REPORT, problems
+from fracnb_schemas import SESSION_REPORT, problems
 from fracnb_spawner.history import db, store
 from tests.history.records import GIB, gpu_unused, report
 

@@ -14,7 +14,8 @@ import pytest
 
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeState, build, preload
 from fracnb_meter.testing.server import MeterServer, StateFile, start_server
-from tests.meter.meter_helpers import GIB, Kernel, evaluate
+from tests.meter.meter_helpers import GIB, QUARTER_CONTRACT, Kernel, evaluate
+from tests.service_reports import ReportServer
 
 
 @pytest.fixture(scope="session")
@@ -39,6 +40,14 @@ def nvml_state(fake_nvml_loaded: Path, tmp_path: Path, monkeypatch: pytest.Monke
     return state
 
 
+@pytest.fixture(scope="module")
+def service() -> Iterator[ReportServer]:
+    """The hub's fracnb service as the meter meets it (the stand-in of tests/service_reports.py), one per module."""
+    service = ReportServer.start()
+    yield service
+    service.stop()
+
+
 @pytest.fixture(scope="session")
 def meter_server(fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MeterServer]:
     """A server in 'container' mode with the fake NVML and a budget from the contract."""
@@ -46,11 +55,7 @@ def meter_server(fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFacto
     state = StateFile(tmp_path / "nvml-state")
     state.write(FakeState(devices=[FakeDevice.a100(0)]))
     contract = {
-        "FRACNB_GPU_FRACTION": "0.25",
-        "FRACNB_GPU_MEMORY_LIMIT": str(20 * GIB),
-        "FRACNB_ISOLATION": "none",
-        "FRACNB_GPU_BACKEND": "time-slicing",
-        "FRACNB_PROFILE": "quarter",
+        **QUARTER_CONTRACT,
         "FRACNB_PROFILE_DISPLAY_NAME": "Quarter of an A100",
         "FRACNB_SOFT_CAP_BYTES": str(19 * GIB),
     }

@@ -10,6 +10,14 @@ from fracnb_meter.testing.server import MeterServer
 from fracnb_testbed.procs import wait_until
 
 GIB = 1 << 30
+# The FRACNB_* contract of a quarter of an A100 by time-slicing with a 20 GiB budget, as the spawner sets it.
+QUARTER_CONTRACT = {
+    "FRACNB_GPU_FRACTION": "0.25",
+    "FRACNB_GPU_MEMORY_LIMIT": str(20 * GIB),
+    "FRACNB_ISOLATION": "none",
+    "FRACNB_GPU_BACKEND": "time-slicing",
+    "FRACNB_PROFILE": "quarter",
+}
 
 
 @dataclass

@@ -1,8 +1,13 @@
-"""Pure attribution rules: ancestry, driver support, and what may honestly be reported."""
+"""Attribution rules: ancestry, driver support, and what may honestly be reported; and the process table
+look-ups they walk."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -16,8 +21,9 @@ from fracnb_meter.attribution import (
 )
 from fracnb_meter.contract import Budget
 from fracnb_meter.nvml import Gpu, GpuProcess, GpuReading
-from fracnb_meter.processes import looks_like_container
+from fracnb_meter.processes import looks_like_container, parent_pid, parents_for_one_reading
 from fracnb_meter.usage import KernelInfo, build_usage
+from fracnb_testbed.procs import wait_until
 
 SERVER, KERNEL_A, KERNEL_B = 10, 20, 30
 # pid -> parent: 21 and 22 under kernel A (22 a grandchild), 40 a server child, 99 elsewhere
@@ -140,3 +146,28 @@ def test_container_detection() -> None:
     assert looks_like_container({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, lambda _p: False)
     assert looks_like_container({}, lambda path: path == "/.dockerenv")
     assert not looks_like_container({}, lambda _p: False)
+
+
+def test_parent_pid_reads_the_process_table_and_says_none_for_a_gone_process() -> None:
+    # A command name with spaces and parentheses, as /proc/<pid>/stat writes it between parentheses.
+    child = subprocess.Popen(
+        [sys.executable, "-c", "open('/proc/self/comm', 'w').write('a) b (c'); import time; time.sleep(60)"]
+    )
+    try:
+        wait_until(
+            lambda: Path(f"/proc/{child.pid}/comm").read_text().strip() == "a) b (c", what="the new name", timeout=30
+        )
+        assert parent_pid(child.pid) == os.getpid()
+    finally:
+        child.kill()
+        child.wait()
+    assert parent_pid(child.pid) is None
+    assert parent_pid(os.getpid()) == os.getppid()
+
+
+def test_one_readings_parents_are_read_once_each() -> None:
+    parent_of = parents_for_one_reading()
+    assert parent_of(os.getpid()) == os.getppid()
+    assert parent_of(os.getpid()) == os.getppid()
+    assert parent_of.cache_info().hits == 1
+    assert parents_for_one_reading().cache_info().currsize == 0  # the next reading asks again

@@ -21,18 +21,11 @@ from fracnb_meter.server import FracnbMeter
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeMig, FakeProcess, FakeState, FakeUtilization, epoch_us
 from fracnb_meter.testing.server import MeterServer, StateFile, start_server
 from fracnb_testbed.procs import wait_until
-from tests.meter.meter_helpers import GIB, evaluate
+from tests.meter.meter_helpers import GIB, QUARTER_CONTRACT, evaluate
 from tests.service_reports import ReportServer
 
 WINDOW = 1
 DRIVER = "570.86.15"  # the first driver that gives a container's own pids in utilisation samples
-
-
-@pytest.fixture(scope="module")
-def service() -> Iterator[ReportServer]:
-    service = ReportServer.start()
-    yield service
-    service.stop()
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +34,6 @@ def server(fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFactory, se
     tmp_path = tmp_path_factory.mktemp("gpu-unused")
     state = StateFile(tmp_path / "nvml-state")
     state.write(FakeState(driver_version=DRIVER, devices=[FakeDevice.a100(0)]))
-    contract = {
-        "FRACNB_GPU_FRACTION": "0.25",
-        "FRACNB_GPU_MEMORY_LIMIT": str(20 * GIB),
-        "FRACNB_ISOLATION": "none",
-        "FRACNB_GPU_BACKEND": "time-slicing",
-        "FRACNB_PROFILE": "quarter",
-    }
     config = {
         "sample_interval_floor": 0.0,
         "activity_interval": 0,
@@ -58,7 +44,7 @@ def server(fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFactory, se
         "session_report_interval": 0.5,
     }
     server = start_server(tmp_path, fake_nvml_library, state, meter_config=config,
-                          extra_env={**contract, **service.environment()})  # fmt: skip
+                          extra_env={**QUARTER_CONTRACT, **service.environment()})  # fmt: skip
     yield server
     server.stop()
 

@@ -16,7 +16,7 @@ from fracnb_meter.gpuunused import (
     work_of,
 )
 from fracnb_meter.nvml import NO_SAMPLES, GpuReading, unavailable
-from fracnb_meter.schema import GPU_UNUSED, check
+from fracnb_schemas import GPU_UNUSED, check
 
 IDLE, BUSY = Work(False), Work(True)
 SERVER, KERNEL_A, KERNEL_B = 10, 20, 30

@@ -12,14 +12,16 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from jupyter_client.blocking import BlockingKernelClient
 
 from fracnb_meter.hibernation import layout
-from fracnb_meter.schema import HIBERNATION_MANIFEST, HIBERNATION_REPORT, HIBERNATION_STATES, RESTORE_REPORT, check
 from fracnb_meter.testing.server import MeterServer, start_server
+from fracnb_schemas import HIBERNATION_MANIFEST, HIBERNATION_REPORT, HIBERNATION_STATES, RESTORE_REPORT, check
 from fracnb_testbed.procs import wait_until
 from tests.meter.meter_helpers import evaluate
 
@@ -458,3 +460,39 @@ def test_requests_that_do_not_fit_are_refused_with_the_reason(server: MeterServe
     )
     assert status == 404
     assert "not-a-kernel" in answer["message"]
+
+
+def test_the_magic_writes_the_browsers_zone_and_discards_only_when_confirmed(server: MeterServer) -> None:
+    # A page tells the server its browser's zone; a forged one is refused with the reason, and kept nothing.
+    for forged in ({"time_zone": "Mars/Olympus"}, {"zone": "UTC"}, {"time_zone": None}, ["UTC"]):
+        status, answer = server.request("fracnb/api/display-zone", "PUT", forged)
+        assert status == 400, answer
+        assert "time_zone" in answer["message"] or "IANA" in answer["message"], answer
+    assert server.request("fracnb/api/display-zone", "PUT", {"time_zone": "UTC"}, token=None)[0] == 403
+    assert server.request("fracnb/api/display-zone") == (200, {"time_zone": None})
+    assert server.request("fracnb/api/display-zone", "PUT", {"time_zone": "America/New_York"})[0] == 204
+    assert server.request("fracnb/api/display-zone") == (200, {"time_zone": "America/New_York"})
+
+    run(open_notebook(server, "zone.ipynb")[1], "kept = list(range(5))")
+    saved_at = datetime.fromisoformat(outcome(hibernate(server), "zone.ipynb")["saved_at"])
+    _kernel, client = open_notebook(server, "zone.ipynb")
+    new_york = saved_at.astimezone(ZoneInfo("America/New_York"))
+    abbreviation = new_york.tzname()
+
+    def magic(line: str) -> str:
+        printed: list[str] = []
+        keep = lambda m: printed.append(m["content"]["text"]) if m["msg_type"] == "stream" else None  # noqa: E731
+        reply = client.execute_interactive(line, timeout=60, output_hook=keep)
+        assert reply["content"]["status"] == "ok"
+        return "".join(printed)
+
+    magic("%load_ext fracnb_meter.hibernation")
+    assert f"Restore variables from {new_york:%H:%M} {abbreviation} (" in magic("%fracnb_restore --list")
+    asked = magic("%fracnb_restore --discard")
+    assert f"This deletes the 1 variable saved at {new_york:%H:%M} {abbreviation} (" in asked
+    assert "they cannot be restored afterwards" in asked
+    assert "%fracnb_restore --discard --yes" in asked
+    assert "zone.ipynb" in states(server)  # nothing deleted yet
+    assert "usage:" in magic("%fracnb_restore --yes")
+    assert magic("%fracnb_restore --discard --yes").strip() == "The saved variables were discarded."
+    assert "zone.ipynb" not in states(server)

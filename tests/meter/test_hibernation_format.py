@@ -22,7 +22,7 @@ from fracnb_meter.hibernation.namespace import user_variables, version_differenc
 from fracnb_meter.hibernation.placement import Placement, choose_placement
 from fracnb_meter.hibernation.restorer import find_entry, restore_namespace
 from fracnb_meter.hibernation.saver import SaveRequest, save_namespace
-from fracnb_meter.schema import HIBERNATION_MANIFEST, HIBERNATION_REPORT, RESTORE_REPORT, check
+from fracnb_schemas import HIBERNATION_MANIFEST, HIBERNATION_REPORT, RESTORE_REPORT, check
 
 GIB = 1 << 30
 ON_HOST = Placement(on_gpu=False, notice=None)

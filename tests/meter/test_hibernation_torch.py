@@ -17,7 +17,7 @@ from fracnb_meter.hibernation.kernelside import current_versions, package_versio
 from fracnb_meter.hibernation.placement import Placement
 from fracnb_meter.hibernation.restorer import find_entry, restore_namespace
 from fracnb_meter.hibernation.saver import SaveRequest, save_namespace
-from fracnb_meter.schema import RESTORE_REPORT, check
+from fracnb_schemas import RESTORE_REPORT, check
 
 torch = pytest.importorskip("torch")
 NOTEBOOK = "/home/jovyan/torch.ipynb"

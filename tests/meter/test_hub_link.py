@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from fracnb_meter.hubservice import NO_REPORT, ServiceReports, fetch_report_blocking, report_from_me
-from fracnb_meter.schema import SERVICE_REPORT, USAGE, SchemaMismatchError, problems
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
 from fracnb_meter.testing.server import StateFile, start_server
+from fracnb_schemas import SERVICE_REPORT, USAGE, SchemaMismatchError, problems
 from fracnb_testbed.procs import wait_until
 from tests.service_reports import IDLE_WARNING, SCENARIOS, ReportServer, report
 

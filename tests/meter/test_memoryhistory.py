@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from fracnb_meter.memoryhistory import KernelSample, MemoryHistory, Point, Series, compact, record_usage
-from fracnb_meter.schema import MEMORY_HISTORY, problems
+from fracnb_schemas import MEMORY_HISTORY, problems
 
 STARTED = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 GIB = 1 << 30

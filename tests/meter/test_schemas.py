@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from fracnb_meter import schema
+import fracnb_schemas as schema
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "contract.md"
 

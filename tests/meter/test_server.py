@@ -41,10 +41,10 @@ def test_every_meter_endpoint_refuses_unauthenticated_requests(meter_server: Met
     checked = 0
     for pattern, handler in app.handlers:
         path = re.sub(r"\(\?P<\w+>[^)]*\)", "0" * 32, pattern.lstrip("/"))
-        for method in ("GET", "POST", "DELETE"):
+        for method in ("GET", "POST", "PUT", "DELETE"):
             if getattr(handler, method.lower()) is getattr(APIHandler, method.lower()):
                 continue  # a verb the endpoint does not have
-            body = {} if method == "POST" else None
+            body = {} if method in ("POST", "PUT") else None
             for token in (None, "not-the-token"):
                 status, answer = meter_server.request(path, method, body, token=token)
                 assert status == 403, (method, path, status)
@@ -54,7 +54,7 @@ def test_every_meter_endpoint_refuses_unauthenticated_requests(meter_server: Met
             if method == "GET":
                 assert status == 200, path
             checked += 1
-    assert checked >= 6
+    assert checked >= 8
 
 
 def test_per_kernel_memory_counts_kernel_and_descendants(

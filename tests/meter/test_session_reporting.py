@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from fracnb_meter.schema import SESSION_STATS, check
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState, FakeUtilization
 from fracnb_meter.testing.server import MeterServer, StateFile, start_server
+from fracnb_schemas import SESSION_STATS, check
 from fracnb_testbed.procs import wait_until
 from tests.meter.meter_helpers import GIB, evaluate
 from tests.service_reports import ReportServer

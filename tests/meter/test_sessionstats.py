@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 import pytest
 
 from fracnb_meter.contract import Budget
-from fracnb_meter.schema import SESSION_REPORT, problems
 from fracnb_meter.sessionreport import SessionIdentity, report_document, sessions_url
 from fracnb_meter.sessionstats import KernelReading, Reading, SessionStats, reading_from_usage
+from fracnb_schemas import SESSION_REPORT, problems
 
 GIB = 1 << 30
 BUDGET = 10 * GIB

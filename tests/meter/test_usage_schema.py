@@ -15,28 +15,15 @@ from pathlib import Path
 import pytest
 
 from fracnb_meter.hubservice import report_from_me
-from fracnb_meter.schema import USAGE, problems
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeState
 from fracnb_meter.testing.server import MeterServer, StateFile, start_server
 from fracnb_meter.widget import LocalUsage
+from fracnb_schemas import USAGE, problems
+from tests.meter.meter_helpers import QUARTER_CONTRACT
 from tests.service_reports import SCENARIOS, ReportServer, report
 
 GIB = 1 << 30
-BUDGET = {
-    "FRACNB_PROFILE": "quarter",
-    "FRACNB_CHOICE": "",
-    "FRACNB_GPU_FRACTION": "0.25",
-    "FRACNB_GPU_MEMORY_LIMIT": str(20 * GIB),
-    "FRACNB_GPU_BACKEND": "time-slicing",
-    "FRACNB_ISOLATION": "none",
-}
-
-
-@pytest.fixture(scope="module")
-def service() -> Iterator[ReportServer]:
-    service = ReportServer.start()
-    yield service
-    service.stop()
+BUDGET = {**QUARTER_CONTRACT, "FRACNB_CHOICE": ""}
 
 
 @pytest.fixture(scope="module")

@@ -24,20 +24,14 @@ import pytest
 from jupyter_client.blocking import BlockingKernelClient
 
 from fracnb_meter.hibernation.notice import KEPT_S, LastHibernation
-from fracnb_meter.schema import HIBERNATION_REPORT, check
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeState
 from fracnb_meter.testing.server import MeterServer, StateFile, start_server
+from fracnb_schemas import HIBERNATION_REPORT, check
 from fracnb_testbed.procs import wait_until
+from tests.meter.meter_helpers import QUARTER_CONTRACT
 from tests.service_reports import ReportServer
 
 INTERVAL = 0.5  # the meter's activity_interval here (30 s by default)
-
-
-@pytest.fixture(scope="module")
-def service() -> Iterator[ReportServer]:
-    service = ReportServer.start()
-    yield service
-    service.stop()
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +42,12 @@ def server(fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFactory, se
     home.mkdir(mode=0o700)
     state = StateFile(tmp / "nvml-state")
     state.write(FakeState(devices=[FakeDevice.a100(0)]))
-    contract = {"FRACNB_GPU_FRACTION": "0.25", "FRACNB_GPU_MEMORY_LIMIT": str(20 << 30),
-                "FRACNB_ISOLATION": "none", "FRACNB_GPU_BACKEND": "time-slicing", "FRACNB_PROFILE": "quarter"}  # fmt: skip
     server = start_server(
         tmp,
         fake_nvml_library,
         state,
         meter_config={"sample_interval_floor": 0.0, "activity_interval": INTERVAL, "record_sessions": False},
-        extra_env={**contract, **service.hub_environment(), "HOME": str(home)},
+        extra_env={**QUARTER_CONTRACT, **service.hub_environment(), "HOME": str(home)},
     )
     yield server
     server.stop()
@@ -147,8 +139,9 @@ def test_the_usage_document_keeps_the_hibernation_for_the_page_that_polls_it(ser
 
     def page() -> None:  # a JupyterLab page polling the usage document, as the meter's front end does
         while not polling.is_set():
+            asked = time.monotonic()  # when the GET left: the server answers the POST after serving it
             document = server.usage()
-            seen.append((time.monotonic(), document["hibernation"] is not None))
+            seen.append((asked, document["hibernation"] is not None))
             time.sleep(0.3)
 
     poller = threading.Thread(target=page, daemon=True)
@@ -166,7 +159,7 @@ def test_the_usage_document_keeps_the_hibernation_for_the_page_that_polls_it(ser
     assert saved["status"] == "saved"
     read = [moment for moment, carries in seen if carries]
     assert read, "the polling page never read the outcome"
-    assert read[0] <= answered, "the answer came before the polling page had read the outcome"
+    assert read[0] <= answered, "the answer came before the polling page had asked for the outcome"
     kept = server.usage()["hibernation"]
     assert [k["status"] for k in kept["kernels"]] == [k["status"] for k in report["kernels"]]
 

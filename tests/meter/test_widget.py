@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from pathlib import Path
@@ -10,8 +11,8 @@ from typing import Any
 import pytest
 from jupyter_core.paths import jupyter_path
 
+from fracnb_meter.displayzone import save_zone
 from fracnb_meter.hibernation.offerwidget import RestoreOffer
-from fracnb_meter.schema import USAGE, check, problems
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
 from fracnb_meter.testing.server import MeterServer
 from fracnb_meter.widget import (
@@ -27,6 +28,7 @@ from fracnb_meter.widget import (
     view_of,
 )
 from fracnb_meter.wording import cull_warning
+from fracnb_schemas import USAGE, check, problems
 from fracnb_testbed.procs import wait_until
 from tests.meter.meter_helpers import GIB, Kernel, wait_for_execution_state
 from tests.service_reports import ReportServer, past_session
@@ -289,7 +291,8 @@ def test_the_widget_offers_the_saved_variables_and_restores_them_on_a_click() ->
     ]  # fmt: skip
     forced: list[bool] = []
 
-    def restore(force: bool) -> dict:
+    def restore(force: bool, on_conflict: str | None) -> dict:
+        assert on_conflict is None
         forced.append(force)
         return {"restored": [], "failed": [], "skipped_at_save": [], "notices": [], **reports[len(forced) - 1]}
 
@@ -312,3 +315,67 @@ def test_the_widget_offers_the_saved_variables_and_restores_them_on_a_click() ->
         meter.close()
     nothing = RestoreOffer(offer=lambda: None, restore=restore)
     assert nothing.widget.layout.display == "none"
+
+
+def test_the_widget_asks_before_it_replaces_names_the_kernel_already_holds() -> None:
+    manifest = {"saved_at": "2026-11-25T14:05:00+00:00", "bytes": {"total": 900}, "variables": [{"name": "lr"}]}
+    base = {"reason": None, "failed": [], "skipped_at_save": [], "warnings": [], "notices": [], "bytes": 900}
+    asked: list[str | None] = []
+
+    def restore(force: bool, on_conflict: str | None) -> dict:
+        asked.append(on_conflict)
+        if on_conflict is None:
+            return {**base, "status": "conflict", "restored": [], "conflicts": ["lr", "steps"]}
+        kept = on_conflict == "keep"
+        return {**base, "status": "restored", "restored": ["seed"] if kept else ["lr", "steps", "seed"],
+                "conflicts": ["lr", "steps"]}  # fmt: skip
+
+    for click, expected in [("button", "Kept your own values of lr, steps."), ("take", "Restored 3 variables")]:
+        offer = RestoreOffer(offer=lambda: manifest, restore=restore)
+        offer.button.click()
+        assert (
+            offer.result.value == "Nothing was restored yet: lr, steps differ between this kernel and the saved state."
+        )
+        assert offer.button.description == "Keep mine"
+        assert offer.take.layout.display == ""
+        getattr(offer, click).click()
+        assert expected in offer.result.value
+        assert offer.button.layout.display == offer.take.layout.display == "none"
+    assert asked == [None, "keep", None, "take"]
+
+
+def test_the_widget_writes_times_in_the_zone_the_browser_told_and_asks_before_discarding(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.setenv("FRACNB_DISPLAY_TIMEZONE", "Europe/Berlin")
+    manifest = {
+        "saved_at": "2026-11-28T00:37:00+00:00",
+        "bytes": {"total": 7969177},
+        "variables": [{"name": "weights"}, {"name": "notes"}],
+    }
+    discarded: list[bool] = []
+    offer = RestoreOffer(
+        offer=lambda: manifest, restore=lambda force, on_conflict: {}, discard=lambda: discarded.append(True) or True
+    )
+    # Before a page told its zone: the spawner's.
+    assert re.fullmatch(r"Restore variables from (\d+ \w+ )?01:37 CET \(7\.6 MiB\)", offer.button.description)
+    save_zone(os.environ, "America/New_York")
+    offer.refresh()
+    assert re.fullmatch(r"Restore variables from (\d+ \w+ )?19:37 EST \(7\.6 MiB\)", offer.button.description)
+
+    # Discard only asks; "Keep them" keeps them.
+    offer.discard_button.click()
+    assert offer.confirmation.layout.display == ""
+    assert "Delete the 2 variables saved at" in offer.question.value
+    assert "19:37 EST (7.6 MiB)? They cannot be restored afterwards." in offer.question.value
+    offer.keep_button.click()
+    assert offer.confirmation.layout.display == "none"
+    assert discarded == []
+    # The explicit second click deletes them.
+    offer.discard_button.click()
+    offer.confirm_button.click()
+    assert discarded == [True]
+    assert offer.result.value == "The saved variables were discarded."
+    assert offer.button.layout.display == "none"
+    assert offer.discard_button.layout.display == "none"

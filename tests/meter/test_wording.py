@@ -8,7 +8,6 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from fracnb_meter.schema import SERVICE_REPORT, load, problems
 from fracnb_meter.wording import (
     clock_time,
     cull_warning,
@@ -21,6 +20,7 @@ from fracnb_meter.wording import (
     restore_summary,
     session_peak,
 )
+from fracnb_schemas import SERVICE_REPORT, load, problems
 from tests.shared_cases import exact, shared_cases
 
 CASES = shared_cases("cull-warnings.json")["cases"]
@@ -120,3 +120,10 @@ def test_restore_summary_lists_what_came_back_and_what_did_not() -> None:
         "the saved state was made with other versions",
         "  numpy 2.4.6 \N{RIGHTWARDS ARROW} 2.5.0",
     ]
+
+
+def test_a_zone_with_only_an_offset_is_written_as_the_browser_writes_it() -> None:
+    moment = datetime(2026, 11, 25, 9, 0, tzinfo=timezone.utc)
+    assert clock_time(moment, ZoneInfo("Asia/Dubai")) == "13:00 GMT+4"
+    assert clock_time(moment, ZoneInfo("America/Sao_Paulo")) == "06:00 GMT-3"
+    assert clock_time(moment, ZoneInfo("America/New_York")) == "04:00 EST"

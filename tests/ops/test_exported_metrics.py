@@ -37,6 +37,8 @@ EXTRA_CONFIG = "\n".join([
     "c.JupyterHub.load_roles = ["
     "{'name': 'prometheus', 'scopes': ['read:metrics', 'access:services!service=fracnb'], 'services': ['prometheus']},"
     " {'name': 'ops-test', 'scopes': ['admin:users', 'admin:servers'], 'services': ['ops-test']}]",
+    # The service runs its reclaim loop (nothing to evict here) and exports its metrics.
+    "c.FracnbReclaim.enabled = True",
 ])  # fmt: skip
 
 

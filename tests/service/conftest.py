@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from fracnb_testbed.demo import stop_hub
 from fracnb_testbed.procs import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -280,6 +281,7 @@ def running_hub(workdir: Path, service_env: dict[str, str], extra: str = "") -> 
         stdout=log,
         stderr=subprocess.STDOUT,
         env=hub_environment({}),
+        start_new_session=True,  # stop_hub signals its group, then what it started in sessions of their own
     )
     try:
         url = f"http://127.0.0.1:{ports['proxy_port']}"
@@ -289,12 +291,8 @@ def running_hub(workdir: Path, service_env: dict[str, str], extra: str = "") -> 
         wait_until(lambda: answers(service_url + "api/me", 403), what="the fracnb service", timeout=60)
         yield RunningHub(url, admin_token, service_token, service_url, config_file, log_file)
     finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        # Its servers run in sessions of their own and outlive a hub that is killed: stop_hub stops them too.
+        stop_hub(process)
         log.close()
 
 

@@ -7,8 +7,8 @@ import secrets
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
-from fracnb_meter.schema import SERVICE_REPORT, problems
 from fracnb_meter.wording import cull_warning
+from fracnb_schemas import SERVICE_REPORT, problems
 from fracnb_spawner.culling import CullPolicy, isoformat, parse_timestamp
 from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.service.core import CullSettings, cull_pass, user_report, utcnow

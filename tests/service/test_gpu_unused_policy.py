@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fracnb_meter.schema import SERVICE_REPORT, problems
+from fracnb_schemas import SERVICE_REPORT, problems
 from fracnb_spawner.common.podkeys import GPU_UNUSED_BUSY_TIMEOUT_ANNOTATION, GPU_UNUSED_TIMEOUT_ANNOTATION
 from fracnb_spawner.config.profiles import ProfileConfigError, cull_policy
 from fracnb_spawner.culling import (

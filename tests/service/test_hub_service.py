@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from fracnb_meter.schema import SERVICE_REPORT, problems
+from fracnb_schemas import SERVICE_REPORT, problems
 from fracnb_spawner.culling import CullPolicy, parse_timestamp
 from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.service.core import CullSettings, cull_pass, user_report, utcnow

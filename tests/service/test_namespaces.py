@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fracnb_spawner.service.app import FracnbService, spawner_setting
+from fracnb_spawner.service.app import FracnbService
+from fracnb_spawner.service.traits import spawner_setting
 from tests.service.calls import ACCESS
 
 

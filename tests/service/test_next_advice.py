@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from traitlets.config import Config
 
-from fracnb_meter.schema import SERVICE_ADVICE, problems
+from fracnb_schemas import SERVICE_ADVICE, problems
 from fracnb_spawner.service.nextadvice import advice_document, menu_from_config
 from fracnb_testbed.procs import wait_until
 from tests.history.records import GIB

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fracnb_meter.schema import HISTORY_REPORT, SESSION_RECORDS, problems
+from fracnb_schemas import HISTORY_REPORT, SESSION_RECORDS, problems
 from fracnb_testbed.procs import wait_until
 from tests.history.records import GIB, gpu_unused, report
 from tests.service.calls import ACCESS, get, new_report, post, server_token, user_token

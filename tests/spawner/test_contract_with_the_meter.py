@@ -11,8 +11,10 @@ import pytest
 from traitlets.config import Config
 
 from fracnb_meter.contract import read_budget
-from fracnb_meter.schema import POD_ENVIRONMENT, enum, load, problems
+from fracnb_meter.hibernation.notice import STOP_REASONS
+from fracnb_schemas import POD_ENVIRONMENT, enum, load, problems
 from fracnb_spawner.gpu.table import BACKENDS, ISOLATION_LEVELS, TABLE
+from fracnb_spawner.history.stops import SERVICE_REASONS, USER_STOP
 from tests.spawner.examples import EXPECTED, env_of, options_for
 
 
@@ -63,3 +65,9 @@ async def test_the_example_profiles_use_every_backend(make_spawner, example_conf
         await spawner.load_user_options()
         seen.add(env_of(await spawner.get_pod_manifest())["FRACNB_GPU_BACKEND"])
     assert seen == set(enum(POD_ENVIRONMENT, "backend"))
+
+
+def test_the_meter_takes_every_stop_reason_the_hub_tells_it():
+    """The hub tells a server why it is about to be stopped (``?stop=`` of the hibernation request): a stop on
+    request, or one of the service's cull reasons; the meter accepts exactly those (usage.schema.json)."""
+    assert set(STOP_REASONS) == SERVICE_REASONS | {USER_STOP}

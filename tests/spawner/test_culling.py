@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from fracnb_meter.schema import SERVICE_REPORT, problems
+from fracnb_schemas import SERVICE_REPORT, problems
 from fracnb_spawner.culling import (
     Action,
     CullPolicy,

@@ -30,18 +30,21 @@ def test_dry_run_lists_every_choice(capsys: pytest.CaptureFixture[str]) -> None:
 def test_dry_run_prints_the_dra_claim(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(EXAMPLE_CONFIG), "--json"]) == 0
     rows = {r["profile"]: r for r in json.loads(capsys.readouterr().out)}
-    (template,) = rows["dra-quarter"]["companions"]
-    assert template["kind"] == "ResourceClaimTemplate"
-    assert template["spec"]["spec"]["devices"]["requests"] == [
+    (claim,) = rows["dra-quarter"]["companions"]
+    assert claim["kind"] == "ResourceClaim"
+    assert claim["metadata"]["name"] == "<pod name>-gpu"  # not the dry run's mock user's pod
+    assert claim["metadata"]["annotations"] == {"fracnb.io/pod": "<pod name>"}
+    assert claim["spec"]["devices"]["requests"] == [
         {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "capacity": {"requests": {"memory": "20Gi"}}}}
     ]
     assert rows["quarter"]["companions"] == []
     assert main([str(EXAMPLE_CONFIG)]) == 0
     block = capsys.readouterr().out.split("dra-quarter\n", 1)[1].split("\n\n", 1)[0]
     assert "GPU resources: none requested: the pod claims its GPU through the DRA ResourceClaim below" in block
-    assert "ResourceClaimTemplate (created beside the pod, deleted at stop):" in block
+    assert "ResourceClaim (created with the pod, then owned by it, deleted at stop):" in block
     assert "deviceClassName: gpu.nvidia.com" in block
     assert "memory: 20Gi" in block
+    assert "mock" not in block
 
 
 def test_dry_run_prints_manifest(capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,6 +17,7 @@ MANIFESTS = {
     "device-plugin-time-slicing.yaml": "ConfigMap fracnb-time-slicing",
     "device-plugin-mps.yaml": "ConfigMap fracnb-mps",
     "prometheus-rules.yaml": "PrometheusRule fracnb",
+    "lending.yaml": "PriorityClass fracnb-batch, ResourceClaimTemplate whole-gpu, Job train-dra",
 }
 
 

@@ -125,8 +125,36 @@ def test_the_dry_run_shows_the_gpu_unused_policy_and_hibernation(tmp_path, capsy
         " busy, warned then, and stopped after 2 h. Measurable: yes, with NVIDIA driver 570.86.15 or newer" in quarter
     )
     assert "Measurable: no: MIG gives no per-process utilisation samples" in out[out.index("\nmig") :]
-    assert "the stop waits at most 5 min (FracnbService.hibernation_timeout)" in out
-    assert "at stops users and admins ask for: yes (FractionalSpawner.hibernate_on_stop)" in out
+    assert (
+        "its idle kernels save their variables, within the notebook's own size limit"
+        " (FracnbMeter.hibernation_max_bytes, 4 GiB by default); the stop waits at most 5 min for them"
+        " (FracnbService.hibernation_timeout)"
+    ) in out
+    assert "also before stops at the maximum age: no (FracnbService.hibernate_at_max_age)" in out
+    assert "also before stops users and admins ask for: yes (FractionalSpawner.hibernate_on_stop)" in out
+    assert (
+        "a server that does not answer within 5 s is stopped without"
+        " (FractionalSpawner.hibernate_on_stop_answer_timeout)"
+    ) in out
+    assert "also when Kueue preempts a server: not with the builtin engine" in out
+
+
+def test_a_users_own_stop_saves_by_default(tmp_path, capsys):
+    assert main([str(write_config(tmp_path))]) == 0
+    assert "also before stops users and admins ask for: yes (FractionalSpawner.hibernate_on_stop)" in (
+        capsys.readouterr().out
+    )
+    off = write_config(tmp_path, "c.FractionalSpawner.hibernate_on_stop = False")
+    assert main([str(off)]) == 0
+    assert "also before stops users and admins ask for: no" in capsys.readouterr().out
+
+
+def test_the_dry_run_says_a_server_kueue_preempts_saves_in_its_grace_period(tmp_path, capsys):
+    assert main([str(write_config(tmp_path, 'c.FracnbQueue.engine = "kueue"'))]) == 0
+    assert (
+        "also when Kueue preempts a server: yes, it saves on SIGTERM within 2 min of its grace period"
+        " (FRACNB_STOP_HIBERNATION_TIMEOUT)"
+    ) in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

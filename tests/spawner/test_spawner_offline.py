@@ -32,7 +32,7 @@ async def test_every_profile_builds_its_pod(make_spawner, example_config: Config
     assert ("NVIDIA_VISIBLE_DEVICES" in env) == (key == "cpu")
 
 
-async def test_a_dra_choice_claims_a_memory_slice_from_a_template_named_after_the_pod(
+async def test_a_dra_choice_claims_a_memory_slice_by_a_claim_named_after_the_pod(
     make_spawner, example_config: Config
 ) -> None:
     config = Config(example_config)
@@ -41,16 +41,16 @@ async def test_a_dra_choice_claims_a_memory_slice_from_a_template_named_after_th
     spawner = make_spawner(config, {"profile": "dra-quarter"})
     await spawner.load_user_options()
     pod = await spawner.get_pod_manifest()
-    template = f"{spawner.pod_name}-gpu"
-    claims = [(claim.name, claim.resource_claim_template_name) for claim in pod.spec.resource_claims]
-    assert claims == [("gpu", template)]
+    claim_name = f"{spawner.pod_name}-gpu"
+    claims = [(claim.name, claim.resource_claim_name) for claim in pod.spec.resource_claims]
+    assert claims == [("gpu", claim_name)]
     resources = pod.spec.containers[0].resources
     assert [claim.name for claim in resources.claims] == ["gpu"]
     # KubeSpawner's cpu and memory limits stay beside the claim.
     assert (resources.limits, resources.requests) == ({"memory": 4 * 2**30}, {"cpu": 0.5})
     (companion,) = spawner.spawn_plan.pod.companions
-    assert companion["metadata"]["name"] == template
-    request = companion["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert companion["metadata"]["name"] == claim_name
+    request = companion["spec"]["devices"]["requests"][0]["exactly"]
     assert request == {"deviceClassName": "gpu.nvidia.com", "capacity": {"requests": {"memory": "20Gi"}}}
 
 
@@ -61,6 +61,15 @@ async def test_gpu_profiles_cull_idle_kernels(make_spawner, example_config: Conf
     cpu = make_spawner(example_config, {"profile": "cpu"})
     await cpu.load_user_options()
     assert "FRACNB_KERNEL_CULL_IDLE_TIMEOUT" not in env_of(await cpu.get_pod_manifest())
+
+
+async def test_the_hubs_display_zone_reaches_the_notebook(make_spawner, example_config: Config) -> None:
+    """The kernel's times (the widget, %fracnb_restore) use it until a browser tells its own zone."""
+    example_config.FracnbQueue.display_timezone = "America/New_York"
+    for profile in ("quarter", "cpu"):
+        spawner = make_spawner(example_config, {"profile": profile})
+        await spawner.load_user_options()
+        assert env_of(await spawner.get_pod_manifest())["FRACNB_DISPLAY_TIMEZONE"] == "America/New_York"
 
 
 async def test_cull_policy_annotations(make_spawner) -> None:

@@ -66,7 +66,7 @@ async def test_the_plan_is_merged_into_kubespawners_pod(as_dict) -> None:
         labels={"fracnb.io/profile": "quarter"},
         annotations={"fracnb.io/gpu-fraction": "1/4"},
         environment={"FRACNB_PROFILE": "quarter"},
-        pod_claims=[{"name": "gpu", "resourceClaimTemplateName": "jupyter-ann-gpu"}],
+        pod_claims=[{"name": "gpu", "resourceClaimName": "jupyter-ann-gpu"}],
         container_claims=[{"name": "gpu"}],
     )
     pod = kubespawner_pod()
@@ -81,7 +81,7 @@ async def test_the_plan_is_merged_into_kubespawners_pod(as_dict) -> None:
         "spec": {
             "nodeSelector": {"pool": "gpu", "nvidia.com/gpu.replicas": "4"},
             "schedulerName": "kai-scheduler",
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "jupyter-ann-gpu"}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "jupyter-ann-gpu"}],
             "containers": [
                 {
                     "name": "notebook",
@@ -156,11 +156,12 @@ def test_a_plan_holds_everything_the_spawn_needs() -> None:
 def test_objects_beside_the_pod_get_its_name_per_spawn() -> None:
     plan = planned("dra")
     assert plan.max_wait == 0, "queue.max_wait 0: it never queues"
-    (template,) = plan.pod.companions
+    (claim,) = plan.pod.companions
     named = for_pod(plan, "jupyter-ann")
-    assert named.pod.companions[0]["metadata"]["name"] == f"jupyter-ann-{template['metadata']['name']}"
-    assert named.pod.pod_claims[0]["resourceClaimTemplateName"] == named.pod.companions[0]["metadata"]["name"]
-    assert plan.pod.companions == [template], "the plan itself serves every pod"
+    assert named.pod.companions[0]["metadata"]["name"] == f"jupyter-ann-{claim['metadata']['name']}"
+    assert named.pod.companions[0]["metadata"]["labels"] == plan.pod.labels, "labelled as its pod"
+    assert named.pod.pod_claims[0]["resourceClaimName"] == named.pod.companions[0]["metadata"]["name"]
+    assert plan.pod.companions == [claim], "the plan itself serves every pod"
     assert for_pod(planned("quarter"), "jupyter-ann") == planned("quarter")
 
 

@@ -3,11 +3,12 @@ whose KubeSpawner client talks to the real kube-apiserver in a fresh namespace."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 from traitlets.config import Config
 
+from bench.reclaim import batch_priority
 from tests.spawner_k8s.dra import A100
 
 PROFILES = [
@@ -82,3 +83,14 @@ async def _spawners_on(testbed, namespace: str, node_selector: dict, profiles: l
         yield factory
         await HubState.discard()
         await close_shared_clients()
+
+
+@pytest.fixture
+def batch_namespace(dra_testbed) -> Iterator[str]:
+    """A namespace for batch pods on the ``dra`` cluster, with the shipped batch PriorityClass."""
+    batch_priority(dra_testbed)
+    name = dra_testbed.create_namespace()
+    try:
+        yield name
+    finally:
+        dra_testbed.delete_namespace(name)

@@ -9,6 +9,16 @@ def claims_in(testbed, namespace: str) -> list[dict]:
     return testbed.get(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")["items"]
 
 
+def create_claim(testbed, namespace: str, claim: dict) -> dict:
+    rest = testbed.rest()
+    try:
+        status, answer = rest.request("POST", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims", claim)
+    finally:
+        rest.close()
+    assert status == 201, answer
+    return answer
+
+
 def templates_in(testbed, namespace: str) -> list[dict]:
     return testbed.get(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates")["items"]
 

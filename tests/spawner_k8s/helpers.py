@@ -1,4 +1,4 @@
-"""What several cluster-tier tests do: run a GPU job the hub did not start, and follow the spawn form's
+"""What several cluster-tier tests do: follow the spawn form's
 free count as the cluster changes (the form reads the hub's watch, so it follows, never at once)."""
 
 from __future__ import annotations
@@ -8,26 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 from fracnb_testbed.procs import wait_until_async
-
-
-def gpu_job_pod(replicas: int, name: str = "batch-job") -> dict:
-    """A pod the hub did not start, holding ``replicas`` time-sliced GPU shares on the local node."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"fracnb.io/runner": "local"},
-            "containers": [
-                {
-                    "name": "job",
-                    "image": "example.invalid/job",
-                    "command": ["python3", "-c", "import time; time.sleep(600)"],
-                    "resources": {"limits": {"nvidia.com/gpu.shared": str(replicas)}},
-                }
-            ],
-        },
-    }
 
 
 async def free_on_form(spawner: Any) -> int:

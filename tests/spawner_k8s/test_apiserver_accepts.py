@@ -106,7 +106,7 @@ async def test_apiserver_accepts_every_pod_of_a_broad_configuration(cluster_spaw
     config.FractionalSpawner.refuse_unplaceable_choices = False
     check_config(config)  # what setup(c) would accept at hub start
     refused = []
-    templates = 0
+    claims = 0
     choices = every_choice(BROAD_PROFILES)
     assert len(choices) > len(BROAD_PROFILES)
     for index, options in enumerate(choices):
@@ -116,12 +116,12 @@ async def test_apiserver_accepts_every_pod_of_a_broad_configuration(cluster_spaw
         pod = await spawner.get_pod_manifest()
         try:
             await spawner.api.create_namespaced_pod(k8s_namespace, pod, dry_run="All", field_validation="Strict")
-            for template in spawner.spawn_plan.pod.companions:  # a dra claim template, CEL selectors compiled
-                templates += 1
-                await ResourceV1Api(spawner.api.api_client).create_namespaced_resource_claim_template(
-                    k8s_namespace, template, dry_run="All", field_validation="Strict"
+            for claim in spawner.spawn_plan.pod.companions:  # a dra claim, CEL selectors compiled
+                claims += 1
+                await ResourceV1Api(spawner.api.api_client).create_namespaced_resource_claim(
+                    k8s_namespace, claim, dry_run="All", field_validation="Strict"
                 )
         except ApiException as error:  # collect every refusal, then report them together
             refused.append(f"{options}: {error.body}")
     assert refused == []
-    assert templates == 5  # one per DRA profile above
+    assert claims == 5  # one per DRA profile above

@@ -14,7 +14,7 @@ from fracnb_spawner.form import rows as form
 from fracnb_spawner.form import spawnform
 from fracnb_testbed.procs import wait_until_async
 from tests.spawner.examples import env_of
-from tests.spawner_k8s.dra import A100, allocation_of, claims_in, templates_in
+from tests.spawner_k8s.dra import A100, allocation_of, claims_in, create_claim, templates_in
 from tests.spawner_k8s.helpers import form_shows
 
 pytestmark = pytest.mark.k8s
@@ -82,7 +82,7 @@ async def test_a_mig_profile_no_device_has_is_refused_at_once_or_waits_when_aske
     assert caught.value.jupyterhub_message == (
         "No node in this cluster offers 2g.20gb MIG slice, so it cannot start; choose another option, or ask your hub admin"
     )
-    assert templates_in(dra_testbed, dra_namespace) == []
+    assert claims_in(dra_testbed, dra_namespace) == []
     rows = await spawnform.annotate(
         spawner.choosing, profiles := await spawner.resolve_profiles(), form.describe(profiles, spawner.gpu_defaults())
     )
@@ -109,10 +109,9 @@ async def test_a_mig_profile_no_device_has_is_refused_at_once_or_waits_when_aske
 async def test_hub_restart_then_stop_leaves_no_claim_or_template(dra_spawner, dra_testbed, dra_namespace) -> None:
     first = dra_spawner({"profile": "any-quarter"}, user="restart")
     await first.start()
-    assert [t["metadata"]["name"] for t in templates_in(dra_testbed, dra_namespace)] == [f"{first.pod_name}-gpu"]
-    (template,) = templates_in(dra_testbed, dra_namespace)
-    assert [ref["kind"] for ref in template["metadata"]["ownerReferences"]] == ["Pod"]  # owned once the pod exists
-    assert len(claims_in(dra_testbed, dra_namespace)) == 1
+    (claim,) = claims_in(dra_testbed, dra_namespace)
+    assert claim["metadata"]["name"] == f"{first.pod_name}-gpu"
+    assert [ref["kind"] for ref in claim["metadata"]["ownerReferences"]] == ["Pod"]  # owned once the start returns
     state = first.get_state()
     fresh = dra_spawner({}, user="restart")  # a new hub process: only the saved state
     fresh.load_state(state)
@@ -195,14 +194,24 @@ async def test_a_leftover_pod_of_the_same_name_is_replaced_and_the_new_one_gets_
         "metadata": {"name": spawner.pod_name},
         "spec": {"containers": [{"name": "old", "image": "example.invalid/old"}]},
     }
-    dra_testbed.create_pod(dra_namespace, leftover)
-    # KubeSpawner meets the name taken (409), stops the old pod (which deletes this spawn's
-    # template), and creates the pod again: the template must be there again for its claim.
+    old = dra_testbed.create_pod(dra_namespace, leftover)
+    # A hub that died after making both left the old pod's claim too, asking for a whole GPU.
+    old_owner = {"apiVersion": "v1", "kind": "Pod", "name": spawner.pod_name, "uid": old["metadata"]["uid"]}
+    old_claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": f"{spawner.pod_name}-gpu", "ownerReferences": [old_owner]},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+    }
+    create_claim(dra_testbed, dra_namespace, old_claim)
+    # KubeSpawner meets the name taken (409), stops the old pod (the garbage collector then removes
+    # its claim), and creates the pod again: the new pod gets a claim of its own, owned by it.
     await spawner.start()
     assert allocation_of(dra_testbed, dra_namespace, spawner.pod_name)["consumedCapacity"] == {"memory": "20Gi"}
-    (template,) = templates_in(dra_testbed, dra_namespace)
+    (claim,) = claims_in(dra_testbed, dra_namespace)
     (pod,) = [p for p in dra_testbed.list_pods(dra_namespace) if p["metadata"]["name"] == spawner.pod_name]
-    assert template["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+    assert [ref["uid"] for ref in claim["metadata"]["ownerReferences"]] == [pod["metadata"]["uid"]]
+    assert pod["metadata"]["uid"] != old["metadata"]["uid"]
     await spawner.stop()
     await wait_until_async(
         lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claim to go with its pod", timeout=30

@@ -89,16 +89,15 @@ async def test_the_fifth_quarter_queues_gated_and_starts_when_one_stops(
     )
     pod = pod_of(dra_testbed, dra_namespace, fifth.pod_name)
     assert pod["metadata"]["labels"][SLOT_KIND_LABEL] == KIND
-    (template,) = [
-        t for t in templates_in(dra_testbed, dra_namespace) if t["metadata"]["name"] == f"{fifth.pod_name}-gpu"
-    ]
-    # Owned by the gated pod already: a queued pod the hub deletes (its wait over) takes its template along.
-    assert [ref["uid"] for ref in template["metadata"]["ownerReferences"]] == [pod["metadata"]["uid"]]
-    # kube-controller-manager makes the gated pod's claim from its template; the scheduler allocates
-    # nothing to it while the gate is on.
+    # The hub makes the gated pod's claim right after the pod, owned by it: a queued pod the hub deletes (its
+    # wait over) takes its claim along. The scheduler allocates nothing to it while the gate is on.
     await wait_until_async(
         lambda: claims_owned_by(dra_testbed, dra_namespace, fifth.pod_name), what="the gated pod's claim", timeout=30
     )
+    (claim,) = claims_owned_by(dra_testbed, dra_namespace, fifth.pod_name)
+    assert claim["metadata"]["name"] == f"{fifth.pod_name}-gpu"
+    assert [ref["uid"] for ref in claim["metadata"]["ownerReferences"]] == [pod["metadata"]["uid"]]
+    assert not (claim.get("status") or {}).get("allocation")
     (claim,) = claims_owned_by(dra_testbed, dra_namespace, fifth.pod_name)
     assert not (claim.get("status") or {}).get("allocation")
     assert fifth.queue.status_text().startswith("Queued for a 0.25 GPU (dra): 1st in line.")
@@ -164,7 +163,7 @@ async def test_waiters_start_in_queue_order_each_when_its_slice_fits(dra_spawner
     )
 
 
-async def test_cancel_while_queued_leaves_no_pod_claim_or_template(dra_spawner, dra_testbed, dra_namespace) -> None:
+async def test_cancel_while_queued_leaves_no_pod_or_claim(dra_spawner, dra_testbed, dra_namespace) -> None:
     running = await fill_the_a100(dra_spawner)
     waiting = dra_spawner({"profile": "quarter"}, user="leaver", config=a100_config())
     task = await queued(waiting)
@@ -173,8 +172,6 @@ async def test_cancel_while_queued_leaves_no_pod_claim_or_template(dra_spawner, 
     await asyncio.gather(task, return_exceptions=True)
     await waiting.stop()
     assert pod_of(dra_testbed, dra_namespace, waiting.pod_name) is None
-    assert f"{waiting.pod_name}-gpu" not in [t["metadata"]["name"] for t in templates_in(dra_testbed, dra_namespace)]
-
     await wait_until_async(
         lambda: not claims_owned_by(dra_testbed, dra_namespace, waiting.pod_name),
         what="the queued pod's claim to go",
@@ -185,9 +182,7 @@ async def test_cancel_while_queued_leaves_no_pod_claim_or_template(dra_spawner, 
         await spawner.stop()
 
 
-async def test_a_queued_pod_nobody_waits_on_goes_with_its_claim_and_template(
-    dra_spawner, dra_testbed, dra_namespace
-) -> None:
+async def test_a_queued_pod_nobody_waits_on_goes_with_its_claim(dra_spawner, dra_testbed, dra_namespace) -> None:
     running = await fill_the_a100(dra_spawner)
     config = a100_config()
     config.FractionalSpawner.profile_list[0]["queue"] = {"max_wait": 3}
@@ -209,11 +204,6 @@ async def test_a_queued_pod_nobody_waits_on_goes_with_its_claim_and_template(
     )
     await wait_until_async(
         lambda: not claims_owned_by(dra_testbed, dra_namespace, left.pod_name), what="its claim to go", timeout=30
-    )
-    await wait_until_async(
-        lambda: f"{left.pod_name}-gpu" not in [t["metadata"]["name"] for t in templates_in(dra_testbed, dra_namespace)],
-        what="its template to go with it",
-        timeout=30,
     )
     for spawner in running:
         await spawner.stop()

@@ -1,7 +1,7 @@
 """A dra spawn as a hub whose ServiceAccount has only the rights a test grants (the testbed's
-apiserver authorizes with RBAC): without the rule on resourceclaimtemplates the spawn fails with
-the rule to add, before any pod exists; with helm-values/rbac.yaml's rule it starts, and the pod
-owns its template."""
+apiserver authorizes with RBAC): without the rule on resourceclaims the spawn fails with the rule
+to add, and its pod goes; with helm-values/rbac.yaml's rules it starts, and the pod owns its
+claim (the hub's patch) by the time the start returns."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import yaml
 from tornado import web
 
 from fracnb_testbed.procs import wait_until_async
-from tests.spawner_k8s.dra import templates_in
+from tests.spawner_k8s.dra import claims_in, templates_in
 from tests.spawner_k8s.rbac import hub_with_rules
 
 pytestmark = pytest.mark.k8s
@@ -31,7 +31,7 @@ def dra_rules_of_rbac_yaml() -> list[dict]:
     return role["rules"]
 
 
-async def test_without_rights_on_claim_templates_the_spawn_names_the_missing_rule(
+async def test_without_rights_on_claims_the_spawn_names_the_missing_rule_and_its_pod_goes(
     dra_spawner, dra_testbed, dra_namespace
 ) -> None:
     async with hub_with_rules(dra_testbed, dra_namespace, POD_RULES) as api:
@@ -41,23 +41,48 @@ async def test_without_rights_on_claim_templates_the_spawn_names_the_missing_rul
             await spawner.start()
     assert caught.value.status_code == 500
     message = caught.value.jupyterhub_message
-    assert f"could not create ResourceClaimTemplate {dra_namespace}/jupyter-norights-gpu (403 Forbidden)" in message
-    assert "resources [resourceclaimtemplates], verbs [get, create, patch, delete]" in message
+    assert f"could not create ResourceClaim {dra_namespace}/jupyter-norights-gpu (403 Forbidden)" in message
+    assert "resources [resourceclaims], verbs [create, patch, delete]" in message
     assert "helm-values/rbac.yaml" in message
     assert [p for p in dra_testbed.list_pods(dra_namespace) if p["metadata"]["name"] == spawner.pod_name] == []
 
 
-async def test_the_rule_of_rbac_yaml_is_enough_and_the_pod_owns_its_template(
+async def test_without_patch_on_claims_the_start_fails_naming_the_rule_and_leaves_nothing(
+    dra_spawner, dra_testbed, dra_namespace
+) -> None:
+    """Each verb of the rule is needed: without ``patch`` the pod cannot be made the claim's owner."""
+    rules = [
+        {**rule, "verbs": [verb for verb in rule["verbs"] if verb != "patch"]} for rule in dra_rules_of_rbac_yaml()
+    ]
+    async with hub_with_rules(dra_testbed, dra_namespace, POD_RULES + rules) as api:
+        spawner = dra_spawner({"profile": "any-quarter"}, user="nopatch")
+        spawner.api = api
+        with pytest.raises(web.HTTPError) as caught:
+            await spawner.start()
+    assert caught.value.status_code == 500
+    message = caught.value.jupyterhub_message
+    assert f"could not make the pod the owner of ResourceClaim {dra_namespace}/jupyter-nopatch-gpu (403" in message
+    assert "verbs [create, patch, delete]" in message
+    assert [p for p in dra_testbed.list_pods(dra_namespace) if p["metadata"]["name"] == spawner.pod_name] == []
+    await wait_until_async(
+        lambda: claims_in(dra_testbed, dra_namespace) == [], what="the failed start's claim to go", timeout=30
+    )
+
+
+async def test_the_rules_of_rbac_yaml_are_enough_and_the_pod_owns_its_claim(
     dra_spawner, dra_testbed, dra_namespace
 ) -> None:
     async with hub_with_rules(dra_testbed, dra_namespace, POD_RULES + dra_rules_of_rbac_yaml()) as api:
         spawner = dra_spawner({"profile": "any-quarter"}, user="rights")
         spawner.api = api
         await spawner.start()
-        (template,) = templates_in(dra_testbed, dra_namespace)
+        (claim,) = claims_in(dra_testbed, dra_namespace)
         (pod,) = [p for p in dra_testbed.list_pods(dra_namespace) if p["metadata"]["name"] == spawner.pod_name]
-        assert [ref["uid"] for ref in template["metadata"].get("ownerReferences", [])] == [pod["metadata"]["uid"]]
+        assert [ref["uid"] for ref in claim["metadata"].get("ownerReferences", [])] == [pod["metadata"]["uid"]]
+        assert claim["metadata"]["labels"]["fracnb.io/gpu-backend"] == "dra"
+        assert claim["status"]["allocation"]["devices"]["results"], "the pod runs on the device its claim holds"
+        assert templates_in(dra_testbed, dra_namespace) == [], "no template: the hub makes the claim itself"
         await spawner.stop()
     await wait_until_async(
-        lambda: templates_in(dra_testbed, dra_namespace) == [], what="the template to go at stop", timeout=30
+        lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claim to go at stop", timeout=30
     )

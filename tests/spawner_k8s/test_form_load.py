@@ -11,7 +11,8 @@ import pytest
 from traitlets.config import Config
 
 from fracnb_testbed.procs import wait_until_async
-from tests.spawner_k8s.helpers import form_shows, free_on_form, gpu_job_pod
+from tests.gpu_jobs import gpu_job
+from tests.spawner_k8s.helpers import form_shows, free_on_form
 
 pytestmark = pytest.mark.k8s
 
@@ -81,7 +82,7 @@ async def test_the_view_follows_changes_across_watch_reconnects_without_listing_
         timeout=15,
         interval=0.05,
     )
-    testbed.create_pod(k8s_namespace, gpu_job_pod(2))
+    testbed.create_pod(k8s_namespace, gpu_job("batch-job", shares=2))
     await form_shows(lambda: viewer, 2)
     testbed.delete_pod(k8s_namespace, "batch-job", grace_seconds=0)
     await form_shows(lambda: viewer, 4)

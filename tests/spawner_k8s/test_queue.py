@@ -14,6 +14,7 @@ from traitlets.config import Config
 from fracnb_spawner.common.podkeys import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT_KIND_LABEL
 from fracnb_spawner.hubstate import HubState
 from fracnb_testbed.procs import wait_until_async
+from tests.gpu_jobs import gpu_job
 
 pytestmark = pytest.mark.k8s
 
@@ -33,22 +34,11 @@ def quarter_config(max_wait: object = 120) -> Config:
     return config
 
 
-def filler(index: int) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": f"filler-{index:02d}"},
-        "spec": {
-            "nodeSelector": TS4,
-            "containers": [
-                {"name": "job", "image": "example.invalid/job", "resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}
-            ],
-        },
-    }
-
-
 async def fill_every_slot(testbed, namespace: str) -> list[str]:
-    names = [testbed.create_pod(namespace, filler(i))["metadata"]["name"] for i in range(SLOTS)]
+    names = [
+        testbed.create_pod(namespace, gpu_job(f"filler-{i:02d}", node_selector=TS4))["metadata"]["name"]
+        for i in range(SLOTS)
+    ]
     await wait_until_async(
         lambda: sum(1 for p in testbed.list_pods(namespace) if p["spec"].get("nodeName")) == SLOTS,
         what=f"{SLOTS} filler pods bound",
@@ -84,9 +74,15 @@ async def queued(spawners) -> list:
     tasks = []
     for spawner in spawners:
         tasks.append(asyncio.ensure_future(spawner.start()))
+        # A place is given before the pod is made: wait for both, so that a test may then drop the spawn
+        # (a hub going away) and find the gated pod keeping that place.
         await wait_until_async(
-            lambda s=spawner: s.queue.ticket is not None and s.queue.ticket.position is not None,
-            what=f"{spawner.user.name}'s place in the queue",
+            lambda s=spawner: (
+                s.queue.ticket is not None
+                and s.queue.ticket.position is not None
+                and s.queue.pod_in_queue() is not None
+            ),
+            what=f"{spawner.user.name}'s place in the queue and its gated pod",
             timeout=60,
         )
     return tasks
@@ -110,7 +106,7 @@ async def test_queued_spawns_start_in_order_as_slots_free(cluster_spawner, testb
         assert found["metadata"]["annotations"][QUEUED_AT_ANNOTATION].endswith("Z")
     # dave first (priority); then carol (her team uses less of its quota than bob's), though bob came first
     # erin, bob's teammate, holds 2 GPUs elsewhere (an eighth-slot node with room): team-a uses 2 of its 8
-    holding = filler(99)
+    holding = gpu_job("erin-gpu", node_selector=TS4)
     holding["metadata"] = {
         "name": "erin-gpu",
         "labels": {SLOT_KIND_LABEL: "elsewhere"},
@@ -346,7 +342,7 @@ async def test_slots_held_by_lower_priority_pods_do_not_queue_the_spawn(
     assert status in (201, 409), answer
     batch = []
     for index in range(SLOTS):
-        manifest = filler(index)
+        manifest = gpu_job(f"filler-{index:02d}", node_selector=TS4)
         manifest["spec"].update(priorityClassName="batch-below", terminationGracePeriodSeconds=0)
         batch.append(testbed.create_pod(k8s_namespace, manifest)["metadata"]["name"])
     await wait_until_async(

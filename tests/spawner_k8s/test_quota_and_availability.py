@@ -12,7 +12,8 @@ from traitlets.config import Config
 
 from fracnb_spawner.hubstate import HubState
 from fracnb_testbed.procs import wait_until_async
-from tests.spawner_k8s.helpers import form_shows, free_on_form, gpu_job_pod
+from tests.gpu_jobs import gpu_job
+from tests.spawner_k8s.helpers import form_shows, free_on_form
 
 pytestmark = pytest.mark.k8s
 
@@ -123,7 +124,7 @@ async def test_form_follows_pods_the_hub_did_not_start(cluster_spawner, testbed,
         return cluster_spawner({}, user="viewer", config=Config(config))
 
     await form_shows(viewer, 4)
-    testbed.create_pod(k8s_namespace, gpu_job_pod(3))
+    testbed.create_pod(k8s_namespace, gpu_job("batch-job", shares=3))
     await form_shows(viewer, 1)  # once the scheduler has bound it
     testbed.delete_pod(k8s_namespace, "batch-job", grace_seconds=0)
     await form_shows(viewer, 4)

@@ -27,6 +27,7 @@ import pytest
 
 from fracnb_testbed.controlplane import down
 from fracnb_testbed.demo import DEMO_PASSWORD, cluster_dir, free_port, homes_dir, hub_pid_file
+from fracnb_testbed.hubapi import token_request
 from fracnb_testbed.procs import ProcessRecord, is_alive, log_tail, start_ticks_of, wait_until
 from fracnb_testbed.state import STATE_FILE, TestbedState, load_runner_children
 
@@ -130,18 +131,7 @@ class Hub:
             return json.loads(response.read())["token"]
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        request = urllib.request.Request(  # noqa: S310
-            f"{self.url}{path}",
-            data=None if body is None else json.dumps(body).encode(),
-            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
-            method=method,
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
-                payload = response.read()
-                return response.status, json.loads(payload) if payload else None
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode(errors="replace")
+        return token_request(f"{self.url}{path}", self.token, method=method, body=body, timeout=60)
 
     def server(self, user: str) -> dict[str, Any] | None:
         status, model = self.call("GET", f"/hub/api/users/{user}")

@@ -6,6 +6,9 @@
 #
 #   FRACNB_PROMTOOL_CACHE   cache root (default: ${XDG_CACHE_HOME:-~/.cache}/fracnb-promtool)
 #
+# Builds started together take turns through an flock on the cache root's .build.lock; the
+# next one then finds the binary built.
+#
 # Built with the tag remove_all_sd: promtool's rule checks and tests need none of Prometheus's
 # cloud service discoveries (AWS, Azure, GCE, ...), whose SDKs would be most of the build.
 # Regenerate go.mod and go.sum for another version with:
@@ -23,21 +26,31 @@ cache_root=${FRACNB_PROMTOOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fracnb-promt
 bin_dir="$cache_root/prometheus-${version}_${tags}"
 binary="$bin_dir/promtool"
 
-if [ -x "$binary" ]; then
+reuse() {
   say "reusing $binary"
   echo "$binary"
   exit 0
+}
+
+if [ -x "$binary" ]; then reuse; fi
+
+mkdir -p "$bin_dir"
+exec 9>"$cache_root/.build.lock"
+if ! flock --nonblock 9; then
+  say "another build of promtool holds $cache_root/.build.lock: waiting for it to finish"
+  flock 9
 fi
+if [ -x "$binary" ]; then reuse; fi  # the build we waited for made it
 
 command -v go >/dev/null || { say "error: Go is not installed; promtool is built from its Go module (Go >= 1.26)"; exit 1; }
-mkdir -p "$bin_dir"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -mod=readonly"
 started=$(date +%s)
 
 heartbeat() {  # Go prints nothing while compiling
-  while sleep 30; do say "... still building ($(( $(date +%s) - started ))s elapsed)"; done
+  while sleep 30 >/dev/null 2>&1; do  # the sleep holds no output pipe open past the build
+    say "... still building ($(( $(date +%s) - started ))s elapsed)"; done
 }
-heartbeat &
+heartbeat 9>&- &  # not holding the lock: a killed build must not leave it taken
 heartbeat_pid=$!
 trap 'kill $heartbeat_pid 2>/dev/null || true' EXIT
 

@@ -19,9 +19,12 @@ from __future__ import annotations
 import contextvars
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where arrays are: a restore without any stays light
+    import mmap
+
+    import numpy as np
 
 
 @dataclass
@@ -38,6 +41,8 @@ class DeviceData:
         """A C-contiguous uint8 host copy (a view, without copying, for memory already on the host)."""
         if self.framework == "torch":
             return _torch_storage_bytes(self.owner)
+        import numpy as np  # noqa: PLC0415 - see the imports
+
         if self.framework == "jax":
             return np.ascontiguousarray(np.asarray(self.owner)).reshape(-1).view(np.uint8)
         return np.ascontiguousarray(self.owner.get()).reshape(-1).view(np.uint8)  # CuPy
@@ -67,8 +72,10 @@ TARGET: contextvars.ContextVar[Target | None] = contextvars.ContextVar("fracnb_h
 MOVED_TO_HOST: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("fracnb_moved", default=None)
 
 
-def as_bytes(buffer: bytearray) -> np.ndarray:
+def as_bytes(buffer: bytearray | mmap.mmap) -> np.ndarray:
     """A loaded buffer as a writable uint8 array, without a copy."""
+    import numpy as np  # noqa: PLC0415 - see the imports
+
     return np.frombuffer(buffer, dtype=np.uint8)
 
 
@@ -181,6 +188,8 @@ def _jax_dtype(name: str) -> Any:
         import ml_dtypes  # noqa: PLC0415 - JAX's own dependency, for its extra types
 
         return getattr(ml_dtypes, name)
+    import numpy as np  # noqa: PLC0415 - see the imports
+
     return np.dtype(name)
 
 
@@ -197,6 +206,8 @@ def _reduce_cupy(array: Any) -> tuple[Any, ...] | None:
 
 
 def rebuild_cupy(host: HostArray, dtype: str, shape: tuple[int, ...]) -> Any:
+    import numpy as np  # noqa: PLC0415 - see the imports
+
     values = host.values.view(np.dtype(dtype)).reshape(shape)
     if _target().cupy:
         import cupy  # noqa: PLC0415 - only where CuPy was saved

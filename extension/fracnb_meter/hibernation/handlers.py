@@ -20,9 +20,11 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from ..schema import HIBERNATION_REQUEST, RESTORE_REQUEST, problems
+from fracnb_schemas import HIBERNATION_REQUEST, RESTORE_REQUEST, problems
+
 from . import serverside
 from .kernelcall import KernelCallError, call_in_kernel
+from .notice import STOP_REASONS
 
 KEY_PATTERN = r"(?P<key>[^/]+)"
 
@@ -65,7 +67,10 @@ class HibernateHandler(_HibernationHandler):
     async def post(self) -> None:
         self.check_enabled()
         body = self.body_of(HIBERNATION_REQUEST)
-        report = await self.meter.hibernate(float(body["timeout_seconds"]), body.get("max_bytes"))
+        stop = self.get_argument("stop", None)  # in the query: a hub that says nothing of it is as welcome
+        if stop is not None and stop not in STOP_REASONS:
+            raise web.HTTPError(400, reason=f"stop={stop!r} is none of {', '.join(STOP_REASONS)}")
+        report = await self.meter.hibernate(float(body["timeout_seconds"]), body.get("max_bytes"), stop=stop)
         self.set_header("Cache-Control", "no-store")
         self.finish(json.dumps(report))
 
@@ -90,6 +95,8 @@ class StateHandler(_HibernationHandler):
             removed = serverside.discard_state(os.environ, key)
         except ValueError as error:
             raise web.HTTPError(400, reason=str(error)) from None
+        except serverside.layout.UnsafeStateError as error:
+            raise web.HTTPError(409, reason=str(error)) from None
         if not removed:
             raise web.HTTPError(404, reason=f"there is no saved state {key}")
         self.set_status(204)
@@ -113,13 +120,20 @@ class RestoreHandler(_HibernationHandler):
             raise web.HTTPError(404, reason=f"there is no saved state {body['key']}")
         if state["problem"]:
             raise web.HTTPError(409, reason=state["problem"])
+        if body.get("saved_at") not in (None, state["saved_at"]):
+            raise web.HTTPError(
+                409, reason=f"{state['path']} was saved again since this offer: its newer state is offered"
+            )
         arguments = {"notebook_file": state["notebook_file"], "force": bool(body.get("force"))}
+        arguments["on_conflict"] = body.get("on_conflict")
         try:
             report = await call_in_kernel(
                 manager.get_kernel(body["kernel_id"]), "restore_json", arguments, self.meter.restore_timeout
             )
         except KernelCallError as error:
             raise web.HTTPError(502, reason=f"the kernel did not restore: {error}") from None
+        if report.get("status") == "refused":
+            raise web.HTTPError(409, reason=str(report.get("reason")))
         self.set_header("Cache-Control", "no-store")
         self.finish(json.dumps(report))
 

@@ -95,12 +95,32 @@ def kernel_id() -> str:
 # ---- save (the server's call) ---------------------------------------------------------------------
 
 
+# The last save's answer, with the execution count it saw and the notebook it saved: a stop's save
+# (``if_changed``) right after the hub's own, with no cell run between, answers it again instead of
+# writing the same variables twice within the pod's grace period.
+_last_save: dict[str, Any] = {}
+
+
+def _unchanged_since_last_save(shell: Any, notebook: str) -> str | None:
+    """The last save's answer if no cell ran since and its saved state is still there; else None."""
+    if _last_save.get("count") != shell.execution_count or _last_save.get("notebook") != notebook:
+        return None
+    manifest = saved_state(notebook)
+    answer = _last_save["answer"]
+    return answer if manifest is not None and manifest.get("saved_at") == json.loads(answer)["saved_at"] else None
+
+
 def hibernate(arguments: str) -> str:
-    """Save this kernel's variables; ``arguments`` and the answer are JSON (see the module docs)."""
+    """Save this kernel's variables; ``arguments`` and the answer are JSON (see the module docs).
+    With ``if_changed``, a kernel that ran no cell since its last save answers that save again."""
     from .saver import SaveRequest, save_namespace  # noqa: PLC0415
 
     options = json.loads(arguments)
     shell = _shell()
+    if options.get("if_changed"):
+        unchanged = _unchanged_since_last_save(shell, options["notebook_file"])
+        if unchanged is not None:
+            return unchanged
     request = SaveRequest(
         notebook_path=options.get("notebook_path"),
         notebook_file=options["notebook_file"],
@@ -110,7 +130,10 @@ def hibernate(arguments: str) -> str:
     )
     with _quiet():
         result = save_namespace(shell.user_ns, shell.user_ns_hidden, request, os.environ, version_of=package_version)
-    return json.dumps(result)
+    answer = json.dumps(result)
+    if result.get("status") in ("saved", "partly_saved"):
+        _last_save.update(count=shell.execution_count, notebook=options["notebook_file"], answer=answer)
+    return answer
 
 
 # ---- restore (the server's call, the magic and the widget) ---------------------------------------
@@ -143,10 +166,9 @@ def gpu_free_bytes(devices: list[Mapping[str, Any]]) -> int | None:
 def server_gpu_bytes(budget: Any) -> int | None:
     """GPU memory this server's kernels hold now (fracnb's own NVML attribution), or None."""
     from ..nvml import unavailable  # noqa: PLC0415
-    from ..processes import looks_like_container, parent_pid  # noqa: PLC0415
+    from ..processes import looks_like_container, parent_pid, server_pid  # noqa: PLC0415
     from ..sampler import Sampler  # noqa: PLC0415
     from ..usage import KernelInfo, build_usage  # noqa: PLC0415
-    from ..widget import server_pid  # noqa: PLC0415
 
     sampler = Sampler(0.0, utilization=False)
     try:
@@ -173,11 +195,11 @@ def server_gpu_bytes(budget: Any) -> int | None:
 
 def placement_here(devices: list[Mapping[str, Any]]) -> Placement:
     """Where GPU arrays go in this kernel: FRACNB_GPU_MEMORY_LIMIT against what the server holds."""
-    from ..contract import ContractError, read_budget  # noqa: PLC0415
-
     device_bytes = sum(int(d["bytes"]) for d in devices if not str(d["device"]).startswith("cpu"))
     if device_bytes == 0:
-        return Placement(on_gpu=False, notice=None)
+        return Placement(on_gpu=False, notice=None)  # before any import: a plain restore stays light
+    from ..contract import ContractError, read_budget  # noqa: PLC0415
+
     try:
         budget = read_budget(os.environ)
     except ContractError:
@@ -191,8 +213,11 @@ def placement_here(devices: list[Mapping[str, Any]]) -> Placement:
     )
 
 
-def restore(notebook: str | None = None, *, force: bool = False, user_ns: Any = None) -> dict[str, Any]:
-    """Restore the saved variables of ``notebook`` (default: this kernel's) into the namespace."""
+def restore(
+    notebook: str | None = None, *, force: bool = False, on_conflict: str | None = None, user_ns: Any = None
+) -> dict[str, Any]:
+    """Restore the saved variables of ``notebook`` (default: this kernel's) into the namespace;
+    names already set there are replaced only with ``on_conflict="take"`` (restorer.ON_CONFLICT)."""
     from .restorer import find_entry, restore_namespace  # noqa: PLC0415
 
     target = notebook_file(notebook)
@@ -202,14 +227,23 @@ def restore(notebook: str | None = None, *, force: bool = False, user_ns: Any = 
     entry = find_entry(os.environ, target)
     with _quiet():
         return restore_namespace(
-            namespace, entry, os.environ, force=force, current_versions=current_versions, placement_of=placement_here
+            namespace,
+            entry,
+            os.environ,
+            force=force,
+            on_conflict=on_conflict,
+            current_versions=current_versions,
+            placement_of=placement_here,
         )
 
 
 def restore_json(arguments: str) -> str:
-    """The server's restore call: ``{"notebook_file": ..., "force": bool}`` in, the report out."""
+    """The server's restore call: ``{"notebook_file": ..., "force": bool, "on_conflict": ...}`` in, the report out."""
     options = json.loads(arguments)
-    return json.dumps(restore(options.get("notebook_file"), force=bool(options.get("force"))))
+    report = restore(
+        options.get("notebook_file"), force=bool(options.get("force")), on_conflict=options.get("on_conflict")
+    )
+    return json.dumps(report)
 
 
 def _no_notebook() -> dict[str, Any]:
@@ -222,6 +256,7 @@ def _no_notebook() -> dict[str, Any]:
         "skipped_at_save": [],
         "warnings": [],
         "notices": [],
+        "conflicts": [],
         "bytes": 0,
         "saved_at": None,
         "seconds": 0.0,
@@ -254,14 +289,17 @@ def unrestored_state(notebook: str | None = None) -> dict[str, Any] | None:
 
 
 def discard(notebook: str | None = None) -> bool:
+    """Remove this notebook's saved state; False when there was none. Raises layout.UnsafeStateError
+    rather than delete through a symbolic link."""
     from .restorer import find_entry  # noqa: PLC0415
 
     target = notebook_file(notebook)
     if target is None:
         return False
     entry = find_entry(os.environ, target)
+    layout.refuse_links(entry, layout.state_root(os.environ))
     existed = (entry / layout.MANIFEST).exists()
-    layout.discard(entry)
+    layout.discard(entry, layout.state_root(os.environ))
     return existed
 
 

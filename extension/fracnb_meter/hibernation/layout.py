@@ -43,6 +43,10 @@ class UnsafeStateError(Exception):
     """A saved state's file that must not be loaded: a symlink, someone else's, or writable by others."""
 
 
+class DamagedStateError(ValueError):
+    """A saved state's file that is cut short or garbled: the reason names the file."""
+
+
 def state_root(env: Mapping[str, str]) -> Path:
     """The hidden folder of the user's home that holds every server's saved states."""
     base = env.get("XDG_STATE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".local", "state")
@@ -124,9 +128,15 @@ def read_manifest(entry: Path, root: Path) -> dict[str, Any]:
         raw = stream.read(MANIFEST_MAX_BYTES + 1)
     if len(raw) > MANIFEST_MAX_BYTES:
         raise ValueError(f"{entry / MANIFEST} is larger than {MANIFEST_MAX_BYTES} bytes")
-    document = json.loads(raw)
+    try:
+        document = json.loads(raw)
+    except ValueError as error:
+        raise DamagedStateError(
+            f"the saved state is damaged: {entry / MANIFEST} is not complete JSON ({error}); nothing can be"
+            " restored from it, discard it"
+        ) from None
     if not isinstance(document, dict):
-        raise ValueError(f"{entry / MANIFEST} is not a JSON object")
+        raise DamagedStateError(f"the saved state is damaged: {entry / MANIFEST} is not a JSON object; discard it")
     return document
 
 
@@ -185,7 +195,19 @@ def entries(server: Path) -> list[Path]:
     return sorted(child for child in server.iterdir() if child.is_dir() and not child.is_symlink())
 
 
-def discard(entry: Path) -> None:
-    """Remove a saved state: the manifest first, so a half-removed entry is never offered."""
+def refuse_links(path: Path, up_to: Path) -> None:
+    """Raise UnsafeStateError when ``path`` or a folder between ``up_to`` and it is a symbolic link."""
+    chain = [path, *[p for p in path.parents if p == up_to or up_to in p.parents]]
+    for item in reversed(chain):
+        if item.is_symlink():
+            raise UnsafeStateError(f"refusing to delete through {item}: it is a symbolic link, not a folder")
+
+
+def discard(entry: Path, root: Path) -> None:
+    """Remove a saved state: the manifest first, so a half-removed entry is never offered.
+
+    Never through a symbolic link (UnsafeStateError): the entry and every folder above it up to
+    ``root`` must be real folders. A state refused for its owner or mode can still be discarded."""
+    refuse_links(entry, root)
     (entry / MANIFEST).unlink(missing_ok=True)
     shutil.rmtree(entry, ignore_errors=True)

@@ -1,7 +1,7 @@
 """The server's last hibernation, kept for the stopped-server notice.
 
 The hub's fracnb service stops the server right after the hibernation answers, so the JupyterLab
-page that will say "Variables of train.ipynb saved at 14:05 ..." must have read the report before:
+page that will say "Variables of train.ipynb saved at 14:05 CET ..." must have read the report before:
 the usage document carries it (``hibernation``), and the answer waits until a page that is polling
 the usage document has read it once, for at most :data:`NOTICE_WAIT_S` and never past the request's
 time limit. A page that was not polling (a hidden tab, none open) costs no wait; it says what its
@@ -15,6 +15,27 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from fracnb_schemas import USAGE, load
+
+# The report also goes to the open pages as a jupyter_server event: a stop its user asked for reaches no
+# poll (JupyterHub takes the server off its proxy before the hub asks for the save), but the pages'
+# event socket, open before, still carries it (@fracnb/meter's model.ts takes it in).
+HIBERNATED_EVENT = "https://events.fracnb.io/fracnb_meter/hibernated/v1"
+HIBERNATED_SCHEMA = {
+    "$id": HIBERNATED_EVENT,
+    "version": "1",
+    "title": "fracnb hibernation",
+    "description": "This server's hibernation just before a stop: its report (hibernation-report.schema.json).",
+    "type": "object",
+    "required": ["report"],
+    "properties": {
+        "report": {"type": "object", "description": "The hibernation's report."},
+        "stop": {"type": ["string", "null"], "description": "Why the server is being stopped, as the hub said."},
+    },
+}
+# Why the hub asks, as it says in the request's query (``?stop=``): a stop on request, or the cull's reason; the
+# usage document's ``hibernation_stop`` passes it on to the pages.
+STOP_REASONS = tuple(r for r in load(USAGE)["properties"]["hibernation_stop"]["enum"] if r is not None)
 NOTICE_WAIT_S = 3.0  # the pages poll every second by default (the settings' refreshRate)
 POLLING_RECENTLY_S = 10.0  # a page that asked within this long is polling
 # The stop follows the answer within seconds; a server still running this long after is not being
@@ -25,6 +46,7 @@ KEPT_S = 120.0
 class LastHibernation:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._report: tuple[float, dict[str, Any]] | None = None
+        self._stop: str | None = None
         self._clock = clock
         self._last_poll: float | None = None
         self._read = asyncio.Event()
@@ -36,8 +58,13 @@ class LastHibernation:
             return None
         return self._report[1]
 
-    def keep(self, report: dict[str, Any]) -> None:
-        self._report = (self._clock(), report)
+    @property
+    def stop(self) -> str | None:
+        """Why the stop that asked for the kept report is made (:data:`STOP_REASONS`), while it is kept."""
+        return self._stop if self.report is not None else None
+
+    def keep(self, report: dict[str, Any], stop: str | None = None) -> None:
+        self._report, self._stop = (self._clock(), report), stop
         self._read = asyncio.Event()
 
     def served(self, *, with_report: bool) -> None:

@@ -4,7 +4,13 @@ variable on its own, and puts GPU arrays where they fit.
 Each variable is one record of the stream (fracnb_meter.hibernation.saver), loaded by its own
 unpickler that shares one memo with the others: objects two variables shared are one object
 again. A variable that fails to load (a module no longer installed, say) is listed with the
-reason; the others still load, except those that share an object with it.
+reason; the others still load, except those that share an object with it. A damaged file (cut
+short, say) costs only the variables whose bytes it lost: the reason names the file.
+
+Names that hold another value in the kernel are not overwritten unasked: everything is loaded
+first, and when a saved value differs from the kernel's, the first answer lists those names
+(``conflict``) and assigns nothing; the user then keeps theirs (``on_conflict="keep"``) or takes the
+saved ones (``"take"``).
 """
 
 from __future__ import annotations
@@ -21,12 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from . import frameworks, layout
-from .arrays import Record, read_records
+from .arrays import Record, file_size, read_records
+from .manifestcheck import check_manifest
 from .namespace import version_differences
 from .pickler import DEVICE_ARRAY, MAIN_NAMESPACE, describe_error
 from .placement import Placement
 
-FORMAT = 1
+ON_CONFLICT = ("keep", "take")
 
 
 class SharedObjectMissingError(Exception):
@@ -61,7 +68,7 @@ class _StateUnpickler(pickle._Unpickler):
     namespace, the globals of functions defined in it, is this kernel's namespace again."""
 
     def __init__(
-        self, stream: io.BytesIO, buffers: list[bytearray], device: Callable[[int, str], Any], namespace: Any
+        self, stream: io.BytesIO, buffers: list[Any], device: Callable[[int, str], Any], namespace: Any
     ) -> None:
         super().__init__(stream, buffers=buffers)
         self._device = device
@@ -84,12 +91,6 @@ def find_entry(env: Mapping[str, str], notebook_file: str) -> Path:
     return layout.server_dir(env) / layout.entry_key(notebook_file)
 
 
-def check_manifest(manifest: Mapping[str, Any]) -> None:
-    """Refuse a manifest of another format, with the reason (the files are the user's own: no schema check here)."""
-    if manifest.get("format") != FORMAT:
-        raise ValueError(f"this saved state has format {manifest.get('format')!r}; this fracnb reads format {FORMAT}")
-
-
 class _StopError(Exception):
     def __init__(self, status: str, reason: str) -> None:
         super().__init__(reason)
@@ -104,13 +105,14 @@ def restore_namespace(
     force: bool,
     current_versions: Callable[[list[str]], dict[str, str | None]],
     placement_of: Callable[[list[dict[str, Any]]], Placement],
+    on_conflict: str | None = None,
     clock: Callable[[], float] = time.time,
 ) -> dict[str, Any]:
     """Restore a saved state into ``user_ns``; the result is schemas/restore-report.schema.json."""
     started = clock()
     root = layout.state_root(env)
     report: dict[str, Any] = {"status": "failed", "reason": None, "restored": [], "failed": [], "skipped_at_save": []}
-    report |= {"warnings": [], "notices": [], "bytes": 0, "saved_at": None, "seconds": 0.0}
+    report |= {"warnings": [], "notices": [], "conflicts": [], "bytes": 0, "saved_at": None, "seconds": 0.0}
     try:
         manifest = _manifest_of(entry, root, report)
         saved_versions = manifest.get("versions") or {}
@@ -119,17 +121,22 @@ def restore_namespace(
             raise _StopError("confirm", "the saved state was made with other versions")
         placement = placement_of(manifest.get("devices") or [])
         builtins = user_ns.get("__builtins__")
+        load = _Load(user_ns, manifest, report)
         try:
-            _Load(user_ns, manifest, report).run(
-                entry / os.path.basename(str(manifest.get("generation"))), root, placement
-            )
+            load.run(entry / os.path.basename(str(manifest.get("generation"))), root, placement)
         finally:  # cloudpickle's function loader sets __builtins__ in the namespace it gets
             if builtins is not None:
                 user_ns["__builtins__"] = builtins
+        _assign(user_ns, load.values, report, on_conflict)
     except _StopError as stop:
         return {**report, "status": stop.status, "reason": stop.reason}
     except layout.UnsafeStateError as error:
         return {**report, "status": "refused", "reason": str(error)}
+    except layout.DamagedStateError as error:
+        return {**report, "reason": str(error)}
+    except FileNotFoundError as error:
+        name = os.path.basename(error.filename or "")
+        return {**report, "reason": f"the saved state is damaged: {name or 'a file'} is missing; discard it"}
     except OSError as error:
         return {**report, "reason": f"the saved state cannot be read: {error}"}
     if report["restored"]:
@@ -144,15 +151,41 @@ def _manifest_of(entry: Path, root: Path, report: dict[str, Any]) -> dict[str, A
         manifest = layout.read_manifest(entry, root)
     except FileNotFoundError:
         raise _StopError("none", "there is no saved state for this notebook") from None
-    except ValueError as error:
-        raise _StopError("failed", f"the saved state cannot be read: {error}") from None
+    check_manifest(manifest)
     report |= {"saved_at": manifest.get("saved_at"), "skipped_at_save": manifest.get("skipped", [])}
     report["bytes"] = (manifest.get("bytes") or {}).get("total", 0)
-    try:
-        check_manifest(manifest)
-    except ValueError as error:
-        raise _StopError("failed", str(error)) from None
     return manifest
+
+
+def _assign(
+    user_ns: MutableMapping[str, Any], values: Mapping[str, Any], report: dict[str, Any], on_conflict: str | None
+) -> None:
+    """Put the loaded values into the namespace, unless some differ from the kernel's and the user has not chosen."""
+    report["conflicts"] = conflicts(user_ns, values)
+    if report["conflicts"] and on_conflict not in ON_CONFLICT:
+        raise _StopError("conflict", f"other values in this kernel: {', '.join(report['conflicts'])}")
+    keep = set(report["conflicts"]) if on_conflict == "keep" else set()
+    for name, value in values.items():
+        if name not in keep:
+            user_ns[name] = value
+            report["restored"].append(name)
+
+
+def conflicts(user_ns: Mapping[str, Any], values: Mapping[str, Any]) -> list[str]:
+    """The names whose saved value differs from the one the kernel holds now (a module imported again,
+    or an equal number or string, is the same)."""
+    return [name for name, value in values.items() if name in user_ns and not same(user_ns[name], value)]
+
+
+def same(current: Any, saved: Any) -> bool:
+    if current is saved:
+        return True
+    if type(current) is not type(saved):
+        return False
+    try:
+        return (current == saved) is True  # an array's == is an array: not the same, to be safe
+    except Exception:
+        return False
 
 
 def _restored_mark(clock: Callable[[], float], manifest: Mapping[str, Any]) -> bytes:
@@ -165,17 +198,22 @@ def _records(pairs: list[list[int]]) -> list[Record]:
 
 
 class _Load:
-    """One restore's loading: every variable's record, with the arrays it refers to."""
+    """One restore's loading: every variable's record, with the arrays it refers to, into ``values``
+    (the namespace is only the globals of functions defined in the notebook)."""
 
     def __init__(self, user_ns: MutableMapping[str, Any], manifest: Mapping[str, Any], report: dict[str, Any]) -> None:
         self.user_ns, self.manifest, self.report = user_ns, manifest, report
+        self.values: dict[str, Any] = {}
         self.memo = _AlignedMemo()
         self.loaded: dict[int, frameworks.HostArray] = {}
+        self.damage: list[str] = []  # what is wrong with the files, once each
+        self.lost_alignment: str | None = None  # why no later record can be loaded
 
     def run(self, generation: Path, root: Path, placement: Placement) -> None:
         layout.check_private_dirs(generation, root)
-        arrays_layout = self.manifest.get("arrays") or {}
-        device_records = _records(arrays_layout.get("device", []))
+        arrays_layout = self.manifest["arrays"]
+        out_of_band = _records(arrays_layout["out_of_band"])
+        device_records = _records(arrays_layout["device"])
         moved: list[str] = []
         target = frameworks.TARGET.set(_target(self.manifest.get("devices") or [], placement))
         moved_token = frameworks.MOVED_TO_HOST.set(moved)
@@ -184,43 +222,72 @@ class _Load:
                 layout.open_private(generation / layout.OBJECTS) as objects,
                 layout.open_private(generation / layout.ARRAYS) as arrays,
             ):
-                out_of_band = read_records(arrays, _records(arrays_layout.get("out_of_band", [])))
 
                 def device_array(index: int, device: str) -> frameworks.HostArray:
                     if index not in self.loaded:
-                        (values,) = read_records(arrays, [device_records[index]])
+                        (values,) = self._read(arrays, [device_records[index]])
                         self.loaded[index] = frameworks.HostArray(frameworks.as_bytes(values), device)
                     return self.loaded[index]
 
-                for variable in self.manifest.get("variables", []):
-                    self._variable(variable, objects, out_of_band, device_array)
+                for variable in self.manifest["variables"]:
+                    self._variable(variable, objects, lambda span: self._read(arrays, out_of_band[span]), device_array)
         finally:
             frameworks.TARGET.reset(target)
             frameworks.MOVED_TO_HOST.reset(moved_token)
+        if self.damage:
+            self.report["reason"] = "; ".join(self.damage) + "; the variables it lost are listed as not restored"
         if moved:
             self.report["notices"].append(
                 placement.notice or f"Restored to host memory: {', '.join(moved)} (no GPU for them here)."
             )
 
-    def _variable(
-        self, variable: Mapping[str, Any], objects: Any, out_of_band: list[bytearray], device_array: Any
-    ) -> None:
-        name = str(variable["name"])
-        objects.seek(int(variable["offset"]))
-        record = objects.read(int(variable["length"]))
-        first, count = variable["buffers"]
-        unpickler = _StateUnpickler(io.BytesIO(record), out_of_band[first : first + count], device_array, self.user_ns)
-        unpickler.memo = self.memo
-        start = self.memo.next_index
+    def _read(self, arrays: Any, records: list[Record]) -> list[Any]:
         try:
+            return read_records(arrays, records)
+        except EOFError:
+            raise layout.DamagedStateError(
+                self._damaged(layout.ARRAYS, f"cut short ({file_size(arrays)} bytes)")
+            ) from None
+
+    def _damaged(self, name: str, what: str) -> str:
+        reason = f"the saved state is damaged: {name} is {what}"
+        if reason not in self.damage:
+            self.damage.append(reason)
+        return reason
+
+    def _variable(self, variable: Mapping[str, Any], objects: Any, buffers_of: Any, device_array: Any) -> None:
+        name, length = str(variable["name"]), int(variable["length"])
+        if self.lost_alignment is not None:
+            self._fail(variable, self.lost_alignment)
+            return
+        objects.seek(int(variable["offset"]))
+        record = objects.read(length)
+        start = self.memo.next_index
+        if len(record) < length:
+            self._fail(variable, self._damaged(layout.OBJECTS, f"cut short ({file_size(objects)} bytes)"))
+            self.lost_alignment = f"{layout.OBJECTS} is damaged before this variable"
+            return
+        first, count = variable["buffers"]
+        try:
+            unpickler = _StateUnpickler(
+                io.BytesIO(record), buffers_of(slice(first, first + count)), device_array, self.user_ns
+            )
+            unpickler.memo = self.memo
             value = unpickler.load()
         except Exception as error:
-            self.memo.next_index = start + memo_entries(record)
-            failure = {"name": name, "type": variable.get("type", ""), "reason": describe_error(error)}
-            self.report["failed"].append(failure)
+            self._fail(variable, str(error) if isinstance(error, layout.DamagedStateError) else describe_error(error))
+            try:
+                self.memo.next_index = start + memo_entries(record)
+            except Exception:  # a garbled record: where the later ones' objects go is unknown
+                self.lost_alignment = f"{layout.OBJECTS} is damaged before this variable"
+                self._damaged(layout.OBJECTS, "garbled")
             return
-        self.user_ns[name] = value
-        self.report["restored"].append(name)
+        self.values[name] = value
+
+    def _fail(self, variable: Mapping[str, Any], reason: str) -> None:
+        self.report["failed"].append(
+            {"name": str(variable["name"]), "type": variable.get("type", ""), "reason": reason}
+        )
 
 
 def _target(devices: list[Mapping[str, Any]], placement: Placement) -> frameworks.Target:

@@ -82,8 +82,10 @@ async def hibernate(
     timeout_s: float,
     clock: Callable[[], float] = time.time,
     started_at: datetime | None = None,
+    if_changed: bool = False,
 ) -> dict[str, Any]:
-    """Save every idle kernel, one after the other, within ``limit_bytes`` and ``timeout_s`` in all.
+    """Save every idle kernel, one after the other, within ``limit_bytes`` and ``timeout_s`` in all
+    (``if_changed``: a kernel that ran no cell since its last save answers that save again).
 
     Busy kernels are never asked (a request would wait behind the running cell, and nothing
     interrupts it). The result is schemas/hibernation-report.schema.json.
@@ -95,7 +97,7 @@ async def hibernate(
     for kernel in order(kernels):
         entry = _not_saved(kernel)
         if entry is None:
-            entry = await _save_one(kernel, call, left, deadline, clock)
+            entry = await _save_one(kernel, call, left, deadline, clock, if_changed=if_changed)
             left -= entry["bytes"] if entry["status"] in ("saved", "partly_saved") else 0
         entries.append(entry)
     totals = {status: sum(1 for e in entries if e["status"] == status) for status in STATUSES}
@@ -112,7 +114,7 @@ async def hibernate(
 
 
 async def _save_one(
-    kernel: KernelView, call: Call, left: int, deadline: float, clock: Callable[[], float]
+    kernel: KernelView, call: Call, left: int, deadline: float, clock: Callable[[], float], *, if_changed: bool
 ) -> dict[str, Any]:
     remaining = deadline - clock()
     if remaining <= ANSWER_MARGIN_S:
@@ -123,6 +125,7 @@ async def _save_one(
         "kernel_id": kernel.id,
         "limit_bytes": max(0, left),
         "deadline": deadline - ANSWER_MARGIN_S,
+        "if_changed": if_changed,
     }
     try:
         result = await call(kernel.id, "hibernate", arguments, remaining)
@@ -198,9 +201,10 @@ def state_entry(env: Mapping[str, str], key: str) -> Any:
 
 
 def discard_state(env: Mapping[str, str], key: str) -> bool:
-    """Remove one saved state; False when there was none."""
+    """Remove one saved state; False when there was none (UnsafeStateError through a symbolic link)."""
     entry = state_entry(env, key)
-    if not entry.is_dir() or entry.is_symlink():
+    layout.refuse_links(entry, layout.state_root(env))
+    if not entry.is_dir():
         return False
-    layout.discard(entry)
+    layout.discard(entry, layout.state_root(env))
     return True

@@ -23,7 +23,8 @@ from typing import Any
 
 from jupyter_client.blocking import BlockingKernelClient
 
-from ..schema import USAGE, check
+from fracnb_schemas import USAGE, check
+
 from .fakenvml import FakeState, write_state
 
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import { hibernationLines } from '../hibernationnotice';
-import { stopNotice } from '../stopped';
+import { NOTHING_HELD_CONSEQUENCES, stopNotice } from '../stopped';
 import type { IHibernationReport, IKernelOutcome } from '../usage';
 import { cull, deadline, testData, usage } from './fixtures';
 
@@ -51,7 +51,7 @@ describe('the stopped notice after a hibernation', () => {
     assert.equal(notice.saved.length, 1);
     assert.match(
       notice.saved[0],
-      /^Variables of train\.ipynb saved at \d\d:05: 3\.2 GiB, 41 variables; 2 skipped/
+      /^Variables of train\.ipynb saved at \d\d:05 \w+: 3\.2 GiB, 41 variables; 2 skipped/
     );
     assert.match(notice.consequences, /open the notebook again to restore them/);
     assert.match(notice.consequences, /Variables of train\.ipynb saved/);
@@ -71,10 +71,38 @@ describe('the stopped notice after a hibernation', () => {
     assert.match(notice.toast, /Saved files are kept;/);
   });
 
+  test('kernels without variables: said once, and nothing is called lost', () => {
+    const empty: IKernelOutcome = {
+      ...cases[0].kernels[0],
+      status: 'empty',
+      bytes: 0,
+      variables: 0,
+      skipped: []
+    };
+    const notice = stopNotice(usage({ cull: cull(), hibernation: report([empty]) }), 235);
+    assert.deepEqual(notice.saved, []);
+    assert.equal(notice.consequences, NOTHING_HELD_CONSEQUENCES);
+    assert.doesNotMatch(`${notice.consequences} ${notice.toast}`, /lost|No variables to save/);
+    assert.ok(notice.toast.length <= 140, notice.toast);
+  });
+
   test('without a hibernation the notice is as before', () => {
     const notice = stopNotice(usage({ cull: cull() }), 235);
     assert.deepEqual(notice.saved, []);
     assert.match(notice.consequences, /Running kernels were shut down/);
+  });
+
+  test('a stop on request says so, as the hub told the server when it asked for the save', () => {
+    const saved = report(cases[0].kernels);
+    const onRequest = stopNotice(usage({ hibernation: saved, hibernation_stop: 'user' }), 0);
+    assert.equal(onRequest.cause, 'user');
+    assert.equal(onRequest.headline, 'This server was stopped on request.');
+    assert.match(onRequest.toast, /Your variables were saved/);
+    // A cull the hub named wins over the deadline the page last read (none here).
+    const culled = stopNotice(usage({ hibernation: saved, hibernation_stop: 'max-age' }), 0);
+    assert.equal(culled.headline, 'This server was stopped at its maximum age.');
+    // Without a hibernation the hub's word is not there to read: as before.
+    assert.equal(stopNotice(usage({ hibernation_stop: null }), 0).cause, 'unknown');
   });
 
   test('a GPU-unused stop names its cause', () => {

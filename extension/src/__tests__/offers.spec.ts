@@ -4,7 +4,15 @@ import { describe, test } from 'node:test';
 import type { Session } from '@jupyterlab/services';
 
 import type { IRestoreReport, ISavedState } from '../hibernation-api';
-import { restoreResult, statesToOffer } from '../offers';
+import {
+  discardQuestion,
+  offerKey,
+  offerText,
+  restoreResult,
+  stateStamp,
+  statesToOffer,
+  withdrawnOffers
+} from '../offers';
 
 function state(overrides: Partial<ISavedState> = {}): ISavedState {
   return {
@@ -42,10 +50,20 @@ describe('restore offers', () => {
       first.map(o => o.kernelId),
       ['k1']
     );
-    offered.add(`${first[0].state.key} k1`);
+    offered.add(offerKey(first[0].state, 'k1'));
     assert.deepEqual(statesToOffer([state()], sessions, offered), []);
     const restarted = [session('train.ipynb', 'k3')];
     assert.equal(statesToOffer([state()], restarted, offered).length, 1);
+    // A newer save of the notebook is a new offer; the old one is no longer among the current offers.
+    const newer = statesToOffer(
+      [state({ saved_at: '2026-11-25T16:00:00+00:00' })],
+      sessions,
+      offered
+    );
+    assert.deepEqual(
+      newer.map(o => offerKey(o.state, o.kernelId)),
+      ['0123456789abcdef0123456789abcdef 2026-11-25T16:00:00+00:00 k1']
+    );
   });
 
   test('no offer for a restored or unusable state, nor for a notebook without a kernel', () => {
@@ -69,6 +87,7 @@ describe('restore results', () => {
     skipped_at_save: [],
     warnings: [],
     notices: ['GPU arrays (2 GiB) were restored to host memory: this server has no GPU.'],
+    conflicts: [],
     bytes: 2 * 1024 ** 3,
     saved_at: '2026-11-25T14:05:00+00:00',
     seconds: 2
@@ -82,8 +101,78 @@ describe('restore results', () => {
     );
   });
 
+  test('names the kernel already holds are asked about, and those kept are said', () => {
+    const asked = {
+      ...report,
+      status: 'conflict' as const,
+      restored: [],
+      conflicts: ['lr', 'steps']
+    };
+    assert.equal(
+      restoreResult(asked),
+      'Nothing was restored yet: lr, steps differ between this kernel and the saved state. Keep yours, or take the saved ones?'
+    );
+    const kept = {
+      ...report,
+      status: 'restored' as const,
+      failed: [],
+      notices: [],
+      conflicts: ['lr']
+    };
+    assert.equal(restoreResult(kept), 'Restored 2 variables (2 GiB). Kept your own values of lr.');
+  });
+
+  test('a damaged state says which file, and what it cost', () => {
+    const damaged = {
+      ...report,
+      notices: [],
+      reason:
+        'the saved state is damaged: arrays.bin is cut short (1000 bytes); the variables it lost are listed as not restored'
+    };
+    assert.match(
+      restoreResult(damaged),
+      /^Restored 2 variables \(2 GiB\)\. The saved state is damaged: arrays\.bin/
+    );
+  });
+
   test('a refusal gives its reason', () => {
     const refused = { ...report, status: 'refused' as const, reason: 'x is a symbolic link' };
     assert.equal(restoreResult(refused), 'x is a symbolic link');
+  });
+});
+
+describe('discarding and withdrawn offers', () => {
+  const now = new Date('2026-11-28T00:50:00Z');
+
+  test('the question names what is deleted, when it was saved in the zone, and that it is final', () => {
+    const saved = state({ saved_at: '2026-11-28T00:37:00+00:00', bytes: 7969177 });
+    assert.equal(
+      discardQuestion(saved, now, 'America/New_York'),
+      'Delete the 2 variables of train.ipynb saved at 19:37 EST (7.6 MiB)? They cannot be restored afterwards.'
+    );
+    assert.equal(
+      offerText(saved, now, 'America/New_York'),
+      'Restore variables from 19:37 EST (7.6 MiB)'
+    );
+    const one = state({ variables: ['x'], saved_at: '2026-11-26T10:00:00+00:00', bytes: 900 });
+    assert.equal(
+      discardQuestion(one, now, 'UTC'),
+      'Delete the 1 variable of train.ipynb saved at 26 Nov 10:00 UTC (900 B)? They cannot be restored afterwards.'
+    );
+  });
+
+  test('an offer on screen is withdrawn once its state is restored, gone or saved again', () => {
+    const open = state();
+    const other = state({ key: 'ffffffffffffffffffffffffffffffff', path: 'other.ipynb' });
+    const shown: [string, string][] = [
+      [offerKey(open, 'k1'), stateStamp(open)],
+      [offerKey(other, 'k2'), stateStamp(other)]
+    ];
+    assert.deepEqual(withdrawnOffers(shown, [open, other]), []);
+    const restored = { ...open, restored_at: '2026-11-28T00:51:00Z' };
+    assert.deepEqual(withdrawnOffers(shown, [restored, other]), [offerKey(open, 'k1')]);
+    assert.deepEqual(withdrawnOffers(shown, [open]), [offerKey(other, 'k2')]);
+    const newer = { ...open, saved_at: '2026-11-28T01:10:00+00:00' };
+    assert.deepEqual(withdrawnOffers(shown, [newer, other]), [offerKey(open, 'k1')]);
   });
 });

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { test } from 'node:test';
 
-test('the generated usage types match fracnb_meter/schemas/usage.schema.json', () => {
+test('the generated usage types match fracnb_schemas/schemas/usage.schema.json', () => {
   const extension = join(__dirname, '..', '..');
   // Exits 1 with a message saying to run `jlpm build:types` when they differ.
   execFileSync(process.execPath, [join(extension, 'scripts', 'schema-types.mjs'), '--check'], {

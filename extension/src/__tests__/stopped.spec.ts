@@ -3,7 +3,9 @@ import { describe, test } from 'node:test';
 
 import {
   CONSEQUENCES,
+  NOTHING_HELD_CONSEQUENCES,
   SAVED_CONSEQUENCES,
+  UNKNOWN_CONSEQUENCES,
   failureText,
   fracnbSpeaks,
   hubHomeUrl,
@@ -66,6 +68,11 @@ describe('why the server stopped', () => {
     assert.equal(stopCause(null, 0), 'unknown');
     assert.equal(stopCause(usage({ cull: cull({ deadline: null }) }), 3600), 'unknown');
     assert.equal(stopNotice(usage(), 0).headline, 'This server was stopped.');
+    // A stop on request, or while the tab was hidden: the hub may have saved first, so no claim of loss.
+    const unknown = stopNotice(usage(), 0);
+    assert.equal(unknown.consequences, UNKNOWN_CONSEQUENCES);
+    assert.doesNotMatch(unknown.toast, /lost/);
+    assert.ok(unknown.toast.length <= 140, unknown.toast);
   });
 
   test('a page left in a background tab still learns it was an idle shutdown', () => {
@@ -121,12 +128,14 @@ describe('the same words as the hub (test-data/stop-notices.json)', () => {
   const notices = testData<{
     consequences: string;
     saved_consequences: string;
+    nothing_held_consequences: string;
     cases: Array<{ reason: StopCause; limit_seconds: number; phrase: string }>;
   }>('stop-notices.json');
 
   test('what is kept and lost', () => {
     assert.equal(CONSEQUENCES, notices.consequences);
     assert.equal(SAVED_CONSEQUENCES, notices.saved_consequences);
+    assert.equal(NOTHING_HELD_CONSEQUENCES, notices.nothing_held_consequences);
   });
 
   for (const { reason, limit_seconds, phrase } of notices.cases) {

@@ -104,8 +104,11 @@ def trim_claim(obj: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     metadata = _name_of(obj)
     owners = [ref for ref in (obj.get("metadata") or {}).get("ownerReferences") or [] if ref.get("kind") == "Pod"]
-    # (namespace, pod) of the pod whose template made the claim: the queue reads which pods hold devices.
-    owner = (metadata["namespace"], owners[0].get("name", "")) if owners else None
+    # The pod kube-scheduler reserved it for, until the hub's patch makes that pod its owner.
+    users = [ref for ref in (obj.get("status") or {}).get("reservedFor") or [] if ref.get("resource") == "pods"]
+    # (namespace, pod) of the pod the claim is for: the queue reads which pods hold devices.
+    holder = (owners or users or [{}])[0].get("name")
+    owner = (metadata["namespace"], holder) if holder else None
     return {"metadata": metadata, "results": results, "owner": owner}
 
 
@@ -160,7 +163,7 @@ def device_ledger(
             if _matches(device, want):
                 holders, consumed = used.get((slice_["driver"], slice_["pool"], device["name"]), (0, 0))
                 devices.append({
-                    "pool": slice_["pool"], "shared": device["shared"],
+                    "name": device["name"], "pool": slice_["pool"], "shared": device["shared"],
                     "free": max(0, device["memory"] - consumed), "holders": holders,
                 })  # fmt: skip
     return devices

@@ -28,17 +28,39 @@ def start_refusal(error: Exception, *, pod_created: bool) -> RefusedSpawnError |
             return None
         # Every attempt to create the pod went unanswered.
         return RefusedSpawnError(503, cluster_unavailable_message("did not answer in time"), reason="cluster")
-    if isinstance(error, ApiException) and error.status in INVALID_OBJECT_STATUSES:
-        return RefusedSpawnError(
-            400, f"The cluster refused this server's pod: {api_message(error)}", reason="invalid-pod"
-        )
-    if isinstance(error, ApiException) and ((error.status or 0) >= 500 or error.status == 429):
-        return RefusedSpawnError(
-            503, cluster_unavailable_message(f"answered {error.status} {error.reason}"), reason="cluster"
-        )
+    if isinstance(error, ApiException):
+        return _api_refusal(error)
     if isinstance(error, (aiohttp.ClientError, ConnectionError)):
         return RefusedSpawnError(503, cluster_unavailable_message("could not be reached"), reason="cluster")
     return None
+
+
+def _api_refusal(error: ApiException) -> RefusedSpawnError | None:
+    if error.status in INVALID_OBJECT_STATUSES:
+        return RefusedSpawnError(
+            400, f"The cluster refused this server's pod: {api_message(error)}", reason="invalid-pod"
+        )
+    if (error.status or 0) >= 500 and _kueue_unreachable(error):
+        return RefusedSpawnError(503, KUEUE_DOWN_MESSAGE, reason="kueue")
+    if (error.status or 0) >= 500 or error.status == 429:
+        return RefusedSpawnError(
+            503, cluster_unavailable_message(f"answered {error.status} {error.reason}"), reason="cluster"
+        )
+    return None
+
+
+# Kueue's pod webhooks (engine "kueue") fail closed: with its manager down, a queued pod cannot be created.
+KUEUE_WEBHOOKS = ('"mpod.kb.io"', '"vpod.kb.io"')
+KUEUE_DOWN_MESSAGE = (
+    "Kueue, the cluster's GPU queue, did not answer while this server was being created, so nothing was "
+    "started and none of your quota is held. CPU-only servers still start. Try again in a few minutes; if it "
+    "keeps failing, tell your hub admin (Kueue's manager in kueue-system is down)."
+)
+
+
+def _kueue_unreachable(error: ApiException) -> bool:
+    text = api_message(error)
+    return "failed calling webhook" in text and any(name in text for name in KUEUE_WEBHOOKS)
 
 
 def cluster_unavailable_message(what_it_did: str) -> str:

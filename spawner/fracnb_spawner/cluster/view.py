@@ -29,6 +29,8 @@ from fracnb_spawner.common.podkeys import (
     FRACTION_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
     IDLE_TIMEOUT_ANNOTATION,
+    IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION,
+    KUEUE_QUEUE_LABEL,
     MAX_AGE_ANNOTATION,
     MAX_WAIT_ANNOTATION,
     PRIORITY_ANNOTATION,
@@ -52,7 +54,7 @@ default_log = logging.getLogger("fracnb.clusterview")
 QUEUE_READS = (
     FRACTION_ANNOTATION, USERNAME_ANNOTATION, SERVERNAME_ANNOTATION,
     QUEUED_AT_ANNOTATION, PRIORITY_ANNOTATION, MAX_WAIT_ANNOTATION, IDLE_TIMEOUT_ANNOTATION, MAX_AGE_ANNOTATION,
-    GPU_MEMORY_ANNOTATION,
+    IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION, GPU_MEMORY_ANNOTATION,
 )  # fmt: skip
 
 
@@ -104,7 +106,9 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any] | None:
         trimmed["spec"]["priority"] = spec["priority"]  # a lower one than a notebook's is preemptible
     if kind is not None:
         annotations = metadata.get("annotations") or {}
-        trimmed["metadata"]["labels"] = {SLOT_KIND_LABEL: kind}
+        labels = metadata.get("labels") or {}
+        # The kueue engine's estimate reads whose quota a server holds: its LocalQueue.
+        trimmed["metadata"]["labels"] = {k: labels[k] for k in (SLOT_KIND_LABEL, KUEUE_QUEUE_LABEL) if k in labels}
         trimmed["metadata"]["annotations"] = {k: annotations[k] for k in QUEUE_READS if k in annotations}
         trimmed["spec"]["nodeSelector"] = dict(spec.get("nodeSelector") or {})
         trimmed["spec"]["schedulingGates"] = list(spec.get("schedulingGates") or [])

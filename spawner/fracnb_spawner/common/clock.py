@@ -71,7 +71,7 @@ def duration_text(seconds: float | None) -> str:
     return f"{hours} h" + (f" {minutes} min" if minutes else "")
 
 
-def clock_text(moment: datetime, zone: ZoneInfo | None = None) -> str:
+def clock_text(moment: datetime, zone: tzinfo | None = None) -> str:
     """ "14:05 CET": the time of day in ``zone`` (default UTC) with the zone's abbreviation; a naive
     ``moment`` is UTC (as the hub's database stores times)."""
     local = _local(moment, zone)

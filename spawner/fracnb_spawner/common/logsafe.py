@@ -37,3 +37,27 @@ class EscapeControlCharacters(logging.Filter):
         if safe != message:
             record.msg, record.args = safe, None
         return True
+
+
+def join_hub_log(hub_log: logging.Logger | logging.LoggerAdapter) -> None:
+    """Send the ``fracnb`` loggers' lines (``fracnb.queue``, a hibernation at a user's stop...) through the
+    hub log's own handlers, at its level.
+
+    Without this they reach only Python's last-resort handler, which drops everything below WARNING: the
+    hub's INFO lines about fracnb would be lost. Called with the hub's log (the spawner's ``log``); a log
+    without handlers of its own (no hub application: offline tests) changes nothing.
+    """
+    logger = hub_log.logger if isinstance(hub_log, logging.LoggerAdapter) else hub_log
+    source: logging.Logger | None = logger
+    while source is not None and not _writes(source):
+        source = source.parent if source.propagate else None
+    if source is None or source is logging.getLogger() or source.name.split(".")[0] == "fracnb":
+        return  # nothing to join, or fracnb's lines reach it already through the root logger
+    fracnb = logging.getLogger("fracnb")
+    fracnb.handlers = list(source.handlers)
+    fracnb.setLevel(logger.getEffectiveLevel())
+    fracnb.propagate = False
+
+
+def _writes(logger: logging.Logger) -> bool:
+    return any(not isinstance(handler, logging.NullHandler) for handler in logger.handlers)

@@ -11,6 +11,7 @@ PROFILE_LABEL = PREFIX + "profile"  # label-safe slug; the annotation of the sam
 BACKEND_LABEL = PREFIX + "gpu-backend"
 FRACTION_LABEL = PREFIX + "gpu-fraction"  # decimal, e.g. "0.25"
 SLOT_KIND_LABEL = PREFIX + "slot-kind"  # pods of one kind compete for the same GPUs (the queue)
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # the kueue engine's pods: the user's LocalQueue
 
 # Annotations
 PROFILE_ANNOTATION = PREFIX + "profile"
@@ -26,6 +27,8 @@ GPU_UNUSED_BUSY_TIMEOUT_ANNOTATION = PREFIX + "gpu-unused-busy-timeout"  # a ker
 QUEUED_AT_ANNOTATION = PREFIX + "queued-at"
 PRIORITY_ANNOTATION = PREFIX + "queue-priority"
 MAX_WAIT_ANNOTATION = PREFIX + "max-wait"
+# On a ResourceClaim the hub made for a server: the pod it is for (its owner once the pod exists)
+CLAIM_POD_ANNOTATION = PREFIX + "pod"
 
 # The scheduling gate of a pod waiting in the GPU queue
 QUEUE_GATE = PREFIX + "queue"

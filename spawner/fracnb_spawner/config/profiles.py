@@ -25,6 +25,7 @@ from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.gpu.backends import BackendSettings, is_gpu_resource
 from fracnb_spawner.gpu.plan import GPUConfigError, GPUDefaults, GPUSpec
 from fracnb_spawner.gpu.resolve import parse_gpu_spec, plan_gpu
+from fracnb_spawner.queue.kueue import KueueConfigError, check_backend
 
 UNLISTED = "unlisted-choice"
 UNLISTED_SUFFIX = "--unlisted-choice"
@@ -404,3 +405,18 @@ def selection_overrides(selection: Selection, gpu_resource: Any) -> list[Mapping
             )
         overrides.append(filled)
     return overrides
+
+
+def check_kueue_backends(profiles: list[dict], defaults: GPUDefaults) -> None:
+    """With ``c.FracnbQueue.engine = "kueue"``: refuse choices whose GPUs Kueue cannot count (DRA, KAI),
+    naming the profile and choice (``ProfileConfigError``)."""
+    for profile in profiles:
+        for choices, spec, _cull in iter_combinations(profile):
+            if spec is None or not spec.requests_gpu:
+                continue
+            where = ",".join(f"{o}={c}" for o, c in choices)
+            name = f"FractionalSpawner.profile_list: {profile_name(profile)}" + (f", choice {where}" if where else "")
+            try:
+                check_backend(plan_gpu(spec, defaults).backend, name)
+            except KueueConfigError as error:
+                raise ProfileConfigError(str(error)) from None

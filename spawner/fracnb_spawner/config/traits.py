@@ -20,6 +20,7 @@ from fracnb_spawner.gpu.plan import GPUDefaults
 from fracnb_spawner.gpu.table import BACKENDS
 
 MIN_GPU_MEMORY = 2**30  # no GPU fracnb can share has less
+MIN_ANSWER_SECONDS, MAX_ANSWER_SECONDS = 0.5, 60.0  # hibernate_on_stop_answer_timeout
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
@@ -348,14 +349,37 @@ class FractionalTraits(HasTraits):
         return proposal["value"]
 
     hibernate_on_stop = Bool(
-        False,
+        True,
         help="""Ask a GPU server to save its idle kernels' variables also when its user (or an admin)
-        stops it, as the fracnb service does before it stops an idle one (docs/hibernation.md).
-        The stop waits at most ``FracnbService.hibernation_timeout`` for it; busy kernels are
-        never interrupted or saved. Default: False.
-        Example: ``c.FractionalSpawner.hibernate_on_stop = True``
+        stops it ("Stop My Server"), as the fracnb service does before it stops an idle one
+        (docs/hibernation.md); the hub's pages then say what was saved, or that nothing was.
+        The stop waits at most ``FracnbService.hibernation_timeout`` for it (0 there turns both
+        off); busy kernels are never interrupted or saved. False stops at once, saving nothing.
+        Default: True.
+        Example: ``c.FractionalSpawner.hibernate_on_stop = False``
         """,
     ).tag(config=True)
+
+    hibernate_on_stop_answer_timeout = Float(
+        5.0,
+        help="""Seconds a server has to answer a first short request (its usage document) before the hub
+        asks it to save at a stop its user or an admin asked for (``hibernate_on_stop``). A server
+        that does not answer in time (hung, or gone) is stopped at once instead of after the whole
+        ``FracnbService.hibernation_timeout``, and its stop is recorded as "Variables not saved: the
+        server did not answer within 5 s." Between 0.5 and 60. Default: 5.
+        Example: ``c.FractionalSpawner.hibernate_on_stop_answer_timeout = 10``
+        """,
+    ).tag(config=True)
+
+    @validate("hibernate_on_stop_answer_timeout")
+    def _check_answer_timeout(self, proposal: dict) -> float:
+        value = proposal["value"]
+        if not MIN_ANSWER_SECONDS <= value <= MAX_ANSWER_SECONDS:
+            raise TraitError(
+                f"FractionalSpawner.hibernate_on_stop_answer_timeout: {value:g} s is out of bounds; "
+                f"give between {MIN_ANSWER_SECONDS:g} and {MAX_ANSWER_SECONDS:g} seconds, such as 5"
+            )
+        return value
 
     show_availability = Bool(
         True,

@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 
+from fracnb_spawner.common.timehtml import LOCAL_TIMES_SCRIPT
 from fracnb_spawner.config.profiles import UNLISTED, UNLISTED_LABEL, iter_combinations
 from fracnb_spawner.form.jspattern import html_pattern
 from fracnb_spawner.gpu.plan import GPUConfigError, GPUDefaults, GPUPlan
@@ -80,11 +82,12 @@ def render(
     rows: Mapping[RowKey, ChoiceRow],
     user_options: Mapping,
     quota: str | None = None,
-    kept_place: str | None = None,
+    kept_place: Markup | str | None = None,
 ) -> str:
     """The form, with the choice in ``user_options`` (the last one submitted, even if refused) selected.
 
-    ``quota``: the user's quota line; ``kept_place``: the notice of a place kept in the GPU queue."""
+    ``quota``: the user's quota line; ``kept_place``: the notice of a place kept in the GPU queue (or of a
+    lost node), whose <time> elements the form's ``LOCAL_TIMES_SCRIPT`` shows in the reader's zone."""
     selected = user_options.get("profile") if isinstance(user_options.get("profile"), str) else None
     if selected not in {p["slug"] for p in profiles}:
         selected = next(p["slug"] for p in profiles if p.get("default"))
@@ -96,6 +99,7 @@ def render(
         chosen=_chosen_choices(profiles, selected, user_options),
         quota=quota,
         kept_place=kept_place,
+        local_times=LOCAL_TIMES_SCRIPT,
         unlisted=UNLISTED,
         unlisted_label=UNLISTED_LABEL,
     )

@@ -8,7 +8,10 @@ tell now (RBAC, an apiserver away) leaves a row without counts rather than break
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any, Protocol
+
+from markupsafe import Markup
 
 from fracnb_spawner.cluster.nodes import free_units, largest_allocatable
 from fracnb_spawner.cluster.slots import Ask, Cluster, ResourceAsk, servers_free
@@ -34,8 +37,8 @@ class FormHost(Protocol):
     async def form_advice_for(self, profiles: list[dict], rows: Mapping[RowKey, ChoiceRow]) -> FormAdvice: ...
     def choice_ask(self, selection: Selection, row: ChoiceRow) -> tuple[Ask | None, float]: ...
     async def read_cluster(self, ask: Ask | None, *, wait: bool) -> Cluster | None: ...
-    async def queue_text(self, ask: Ask | None, max_wait: float) -> str | None: ...
-    def kept_place_text(self) -> str | None: ...
+    async def queue_text(self, ask: Ask | None, max_wait: float, fraction: Fraction) -> str | None: ...
+    def kept_place_text(self) -> Markup | None: ...
     def shown_choice(self) -> Mapping[str, Any]: ...
 
 
@@ -60,7 +63,8 @@ async def annotate(host: FormHost, profiles: list[dict], rows: dict[RowKey, Choi
         selection = _row_selection(profiles, key)
         if selection is not None and host.show_availability:
             ask, max_wait = host.choice_ask(selection, row)
-            row = await _with_availability(host, row, ask, await host.queue_text(ask, max_wait))
+            queue = await host.queue_text(ask, max_wait, row.plan.fraction)
+            row = await _with_availability(host, row, ask, queue)
         if row.allowed and has_limits and row.plan.fraction > 0:
             decision = await host.quota_decision_now(row)
             if not decision.allowed:
@@ -70,10 +74,11 @@ async def annotate(host: FormHost, profiles: list[dict], rows: dict[RowKey, Choi
 
 
 async def _with_availability(host: FormHost, row: ChoiceRow, ask: Ask | None, queue: str | None) -> ChoiceRow:
-    """A row's free count, from the hub-wide views of nodes and pods (and DRA devices for dra choices)."""
+    """A row's free count, from the hub-wide views of nodes and pods (and DRA devices for dra choices); without
+    them (the hub may not list nodes), the queue line alone, which may come from elsewhere (Kueue's quotas)."""
     cluster = await host.read_cluster(ask, wait=True) if ask is not None else None
     if cluster is None or ask is None:
-        return row
+        return row.with_availability(None, queue) if queue else row
     if isinstance(ask, ResourceAsk):
         free = free_units(cluster.nodes, cluster.pods, ask.resource, ask.selector)
         fits = largest_allocatable(cluster.nodes, ask.resource, ask.selector) >= ask.units

@@ -12,7 +12,7 @@ A record says what the rest of fracnb needs to know about a mechanism:
 - how the scheduler's refusals read when every matching GPU is taken, rather than none offered.
 
 The notebook side (``fracnb_meter``) never imports this module: the names and isolation levels
-are the enums of ``extension/fracnb_meter/schemas/pod-environment.schema.json``, which a test
+are the enums of ``extension/fracnb_schemas/schemas/pod-environment.schema.json``, which a test
 checks against :data:`TABLE`.
 """
 

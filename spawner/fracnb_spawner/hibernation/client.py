@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
@@ -103,9 +104,11 @@ def _problem_of(error: HTTPClientError, timeout: float) -> str:
 
 
 async def ask_to_hibernate(
-    url: str, token: str, settings: HibernationSettings, *, http: AsyncHTTPClient | None = None
+    url: str, token: str, settings: HibernationSettings, *, stop: str, http: AsyncHTTPClient | None = None
 ) -> Hibernation:
-    """POST the hibernation request to the server at ``url`` (its base URL) with ``token``."""
+    """POST the hibernation request to the server at ``url`` (its base URL) with ``token``, saying why it is about
+    to be stopped (``stop``: "user", or the cull's reason) in the query, where a meter that does not read it
+    ignores it (the body's schema refuses any field it does not know)."""
     started = time.monotonic()
 
     def failed(problem: str, *, turned_off: bool = False) -> Hibernation:
@@ -113,7 +116,7 @@ async def ask_to_hibernate(
 
     timeout = settings.timeout + HTTP_MARGIN_SECONDS
     request = HTTPRequest(
-        url.rstrip("/") + "/" + ENDPOINT,
+        url.rstrip("/") + "/" + ENDPOINT + "?" + urlencode({"stop": stop}),
         method="POST",
         headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
         body=json.dumps(settings.request_body()),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from fractions import Fraction
+from typing import Any
 
 from tornado.httpclient import AsyncHTTPClient
 
@@ -28,6 +29,25 @@ def metric_outcome(hibernation: Hibernation) -> str | None:
     if hibernation.report is not None:
         return outcome(hibernation.kernels)
     return None if hibernation.turned_off else "failed"
+
+
+def hibernation_json(hibernation: Hibernation) -> dict[str, Any]:
+    """What a hibernation came to, as a stop's record keeps it (service-me.schema.json's ``hibernation``
+    without its ``summary``): the service's culls and the hub's stops on request alike."""
+    return {
+        "outcome": metric_outcome(hibernation),
+        "problem": hibernation.problem,
+        "saved_bytes": hibernation.report["saved_bytes"] if hibernation.report else 0,
+        "kernels": [dict(kernel) for kernel in hibernation.kernels],
+    }
+
+
+def outcome_text(hibernation: Hibernation) -> str:
+    """What a hibernation came to, for a log line: "saved", "failed: the server gave no answer within 135 s"."""
+    outcome = metric_outcome(hibernation)
+    if hibernation.problem:
+        return f"{outcome}: {hibernation.problem}" if outcome else hibernation.problem
+    return outcome or "nothing to save"
 
 
 def spares_server(reason: str, hibernation: Hibernation | None) -> bool:
@@ -55,13 +75,14 @@ class Hibernator:
             return None
         if url is None:
             return Hibernation(None, "the service could not find the server's address", 0.0)
-        hibernation = await ask_to_hibernate(url, self.token, self.settings, http=self.http)
-        log.info(
+        hibernation = await ask_to_hibernate(url, self.token, self.settings, stop=reason, http=self.http)
+        log.log(
+            logging.WARNING if metric_outcome(hibernation) == "failed" else logging.INFO,
             "Hibernation of server %r of %s before its stop (%s): %s in %.1fs",
             server,
             shown(user),
             reason,
-            metric_outcome(hibernation) or hibernation.problem or "nothing to save",
+            outcome_text(hibernation),
             hibernation.seconds,
         )
         return hibernation

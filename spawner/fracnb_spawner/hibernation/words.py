@@ -1,6 +1,6 @@
 """A hibernation in words and as a metric outcome. Pure.
 
-The lines are the stopped-server notice's: "Variables of train.ipynb saved at 14:05: 3.2 GiB, 41
+The lines are the stopped-server notice's: "Variables of train.ipynb saved at 14:05 CET: 3.2 GiB, 41
 variables; 2 skipped: `loader` (an open file), `gen` (a generator)." The notebook's front end writes
 the same from the report it keeps (extension/src/hibernationnotice.ts); both are held to
 extension/test-data/hibernation-notices.json.
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, tzinfo
 from typing import Any
 
-from fracnb_spawner.common.clock import time_of_day
+from fracnb_spawner.common.clock import clock_text
 from fracnb_spawner.common.units import format_bytes
 
 SKIPPED_LISTED = 4  # more skipped variables than this: the first three, and how many more
@@ -38,14 +38,19 @@ def _sentence(text: str | None) -> str:
     return (text or "no reason given").strip().rstrip(".")
 
 
-def _clock(stamp: str | None, zone: tzinfo | None) -> str | None:
+def saved_moment(stamp: str | None) -> datetime | None:
+    """A kernel's ``saved_at`` as a time, or None (none, or not a time)."""
     if not stamp:
         return None
     try:
-        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return time_of_day(moment, zone)
+
+
+def _clock(stamp: str | None, zone: tzinfo | None) -> str | None:
+    moment = saved_moment(stamp)
+    return None if moment is None else clock_text(moment, zone)
 
 
 def _skipped_text(skipped: Sequence[Mapping[str, Any]]) -> str:

@@ -1,7 +1,8 @@
-"""What the hub reads of the session history: one user's newest sessions and newest stop, read-only.
+"""What the hub reads of the session history (one user's newest sessions and newest stop), and the one
+thing it writes there: the record of a stop someone asked for (history/hubstops.py).
 
-The database is the fracnb service's (it writes and migrates it); the hub's spawn form reads
-through this one class, which keeps one engine per database URL for the hub process.
+The database is the fracnb service's (it creates and migrates it); the hub goes through this one
+class, which keeps one engine per database URL for the hub process, and never creates it.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from fracnb_spawner.history.db import make_engine
-from fracnb_spawner.history.stops import StopNotice, newest_stop
+from fracnb_spawner.history.stops import StopNotice, newest_stop, record_stop
 from fracnb_spawner.history.store import sessions_of
 
 HISTORY_LIMIT = 50  # the newest sessions of a user the advice looks at
 
 
 class HistoryReader:
-    """Read-only access to the session history, one engine per database URL."""
+    """The hub's access to the session history, one engine per database URL."""
 
     def __init__(self) -> None:
         self._databases: dict[str, sessionmaker[Session]] = {}
@@ -35,6 +36,14 @@ class HistoryReader:
         """The user's newest stop by the fracnb service (history/stops.py); None without a history."""
         database = self._database(url)
         return None if database is None else newest_stop(database, user, now=now)
+
+    def record_stop(self, url: str, notice: StopNotice) -> bool:
+        """Keep ``notice`` beside the service's stops; False while an SQLite history does not exist."""
+        database = self._database(url)
+        if database is None:
+            return False
+        record_stop(database, notice)
+        return True
 
     def _database(self, url: str) -> sessionmaker[Session] | None:
         parsed = make_url(url)

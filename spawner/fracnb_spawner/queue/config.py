@@ -3,14 +3,16 @@ A profile's own ``queue`` entry is read by :mod:`fracnb_spawner.config.queuekey`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from traitlets import Dict, Int, TraitError, Unicode, validate
+from traitlets import Dict, Enum, Float, Int, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 from fracnb_spawner.common.clock import zone_named
+from fracnb_spawner.queue.kueue import local_queue_name
 from fracnb_spawner.queue.order import user_priority
 
 MAX_PRIORITY = 1000  # beyond any sensible number of tiers; keeps the annotation short
@@ -41,12 +43,71 @@ class FracnbQueue(Configurable):
     display_timezone = Unicode(
         "UTC",
         help="""
-        Time zone of the times the hub's pages show (the queue's "Estimated start about
-        14:05 CET, in 12 min", the spawn form, the fracnb service's page): an IANA name, written
-        with its abbreviation on every page. JupyterLab shows times in the browser's zone, also
-        with its abbreviation. An unknown name is refused at hub start. Default: "UTC".
+        Time zone of the times the hub writes (the queue's "Estimated start about 14:05 CET,
+        in 12 min", the spawn form's kept place, the stop notices), an IANA name, with its
+        abbreviation. In a browser, the hub's pages (the progress page, the spawn form, the hub
+        home) and the fracnb service's page show these times in the browser's own zone, and in
+        this one only without JavaScript; API clients (the progress events' message) read this
+        one. JupyterLab shows times in the browser's zone, also with its abbreviation. An unknown
+        name is refused at hub start. Default: "UTC". Notebooks get it as FRACNB_DISPLAY_TIMEZONE, for the kernel's
+        times (the widget, %fracnb_restore) until a browser has told its own zone.
 
         Example: c.FracnbQueue.display_timezone = "Europe/Berlin"
+        """,
+    ).tag(config=True)
+
+    engine = Enum(
+        ["builtin", "kueue"],
+        "builtin",
+        help="""
+        Which engine admits waiting GPU servers. "builtin": fracnb's own queue (docs/queue.md), with
+        its order, per-node fit and team quotas. "kueue": Kueue (v0.17 or later, run by the site, with
+        its plain-pod integration) admits them: each GPU pod gets the user's LocalQueue
+        (`kueue_local_queue`) and a WorkloadPriorityClass from the queue priority, and Kueue's
+        ClusterQueues hold the team quotas, borrowing and preemption (helm-values/kueue/). The hub still
+        keeps each user's cap and the profile's maximum wait. Profiles with the dra or kai backend are
+        refused at hub start with this engine. Default: "builtin".
+
+        Example: c.FracnbQueue.engine = "kueue"
+        """,
+    ).tag(config=True)
+
+    kueue_local_queue = Unicode(
+        "fracnb-{username}",
+        help="""
+        With engine "kueue": the name of each user's Kueue LocalQueue in the hub's namespace, where
+        `{username}` is the hub user's name made a DNS label (lowercase; other characters become "-").
+        The site creates these LocalQueues, each pointing to the user's team ClusterQueue
+        (helm-values/kueue/queues.yaml). Default: "fracnb-{username}".
+
+        Example: c.FracnbQueue.kueue_local_queue = "{username}"
+        """,
+    ).tag(config=True)
+
+    kueue_visibility_url = Unicode(
+        "",
+        help="""
+        With engine "kueue": where the hub reads a waiting server's place in line from Kueue's
+        visibility API (visibility.kueue.x-k8s.io/v1beta2, pending workloads of the user's
+        LocalQueue). Empty: through the Kubernetes API server, where Kueue registers it as an
+        APIService. A URL (e.g. the manager's own port, "https://kueue-visibility.kueue-system:8082")
+        is called with the hub's Kubernetes credentials. Without an answer the page shows the
+        reason without the place. Default: "".
+
+        Example: c.FracnbQueue.kueue_visibility_url = ""
+        """,
+    ).tag(config=True)
+
+    kueue_finalizer_timeout = Float(
+        10.0,
+        min=0,
+        help="""
+        Seconds past a stopped server's pod grace period after which the hub removes Kueue's finalizer
+        (kueue.x-k8s.io/managed) from the pod itself, if Kueue has not. Kueue removes it at once when its
+        manager runs; while the manager is down the pod would stay Terminating and the stop would wait
+        until start_timeout and fail. The hub log says when it removes one. Default: 10.
+
+        Example: c.FracnbQueue.kueue_finalizer_timeout = 30
         """,
     ).tag(config=True)
 
@@ -79,6 +140,23 @@ class FracnbQueue(Configurable):
         except ValueError as error:
             raise TraitError(f"FracnbQueue.display_timezone: {error}") from None
         return proposal["value"]
+
+    @validate("kueue_local_queue")
+    def _valid_local_queue(self, proposal: dict[str, Any]) -> Any:
+        template = proposal["value"]
+        try:
+            name = local_queue_name(template, "ann")
+        except (KeyError, IndexError, ValueError) as error:
+            raise TraitError(
+                f"FracnbQueue.kueue_local_queue: {template!r} cannot be formatted ({error}); "
+                "use {username} and letters, digits and '-', e.g. 'fracnb-{username}'"
+            ) from None
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name):
+            raise TraitError(
+                f"FracnbQueue.kueue_local_queue: {template!r} gives {name!r}, not a Kubernetes name; "
+                "use lowercase letters, digits, '-' and {username}"
+            )
+        return template
 
     @validate("group_priorities", "user_priorities")
     def _valid_map(self, proposal: dict[str, Any]) -> Any:

@@ -33,6 +33,7 @@ from fracnb_spawner.cluster.view import object_key
 from fracnb_spawner.cluster.watches import ClusterWatches
 from fracnb_spawner.common.clock import SYSTEM_CLOCK, Clock
 from fracnb_spawner.common.podkeys import QUEUE_GATE, SLOT_KIND_LABEL, USERNAME_ANNOTATION
+from fracnb_spawner.queue.kueue import is_waiting_for_kueue
 from fracnb_spawner.queue.order import Waiting, pod_is_gated, queue_order, quota_share, wait_deadline, waiting_from_pod
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
 
@@ -281,13 +282,15 @@ class QueueCoordinator:
         ticket.on_change()
 
     async def sweep(self) -> None:
-        """Delete gated pods that no spawn waits on once their maximum wait is over (no orphan is left)."""
+        """Delete gated pods that no spawn waits on once their maximum wait is over (no orphan is left), those
+        waiting on Kueue's gate too (with the kueue engine a spawn holds no ticket, and ends at its maximum wait)."""
         _nodes, pods = await self.view.snapshot(wait=0)
         now = self.clock.now()
         for pod in pods:
             key = object_key(pod)
             deadline = wait_deadline(pod)
-            if key in self.tickets or not pod_is_gated(pod) or deadline is None or deadline > now:
+            waiting = pod_is_gated(pod) or is_waiting_for_kueue(pod)
+            if key in self.tickets or not waiting or deadline is None or deadline > now:
                 continue
             namespace, name = key.split("/", 1)
             self.log.info(

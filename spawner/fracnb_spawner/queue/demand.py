@@ -24,6 +24,7 @@ from fracnb_spawner.common.podkeys import (
     USERNAME_ANNOTATION,
 )
 from fracnb_spawner.culling import isoformat, parse_timestamp
+from fracnb_spawner.queue.kueue import is_waiting_for_kueue
 from fracnb_spawner.queue.order import Waiting, queue_order
 from fracnb_spawner.queue.order import pod_is_gated as is_queued
 from fracnb_spawner.quota.policy import pod_profile
@@ -59,7 +60,8 @@ def queue_priority(pod: Pod) -> int:
 
 
 def demand_since(pods: Iterable[Pod]) -> dict[str, datetime]:
-    """Slot kind -> since when someone has been waiting for it (the earliest waiting spawn's queue time).
+    """Slot kind -> since when someone has been waiting for it (the earliest waiting spawn's queue time), in the
+    hub's queue or, with the kueue engine, on Kueue's gate (a notebook whose team's quota is used).
 
     Waiting pods without a slot kind or any readable time are skipped: they cannot say which
     servers they wait for, or since when.
@@ -67,7 +69,7 @@ def demand_since(pods: Iterable[Pod]) -> dict[str, datetime]:
     since: dict[str, datetime] = {}
     for pod in pods:
         kind = slot_kind(pod)
-        moment = queued_at(pod) if kind and is_queued(pod) else None
+        moment = queued_at(pod) if kind and (is_queued(pod) or is_waiting_for_kueue(pod)) else None
         if moment is not None and (kind not in since or moment < since[kind]):
             since[kind] = moment
     return since

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -12,27 +10,13 @@ from fracnb_spawner.culling import Reason
 from fracnb_spawner.gpu.plan import GPUPlan
 from fracnb_spawner.gpu.words import describe_plan
 from fracnb_spawner.queue.order import ordinal
-
-
-@dataclass(frozen=True)
-class Release:
-    """A server holding a slot of the kind, and when the culler is due to stop it."""
-
-    at: datetime
-    reason: Reason
-    fraction_text: str  # "0.25" (quota.format_gpus)
-
-
-def estimate(releases: Iterable[Release], position: int, now: datetime) -> Release | None:
-    """The release that frees the slot of the ``position``-th in line: the position-th earliest, if known."""
-    upcoming = sorted((r for r in releases if r.at > now), key=lambda r: r.at)
-    return upcoming[position - 1] if 0 < position <= len(upcoming) else None
+from fracnb_spawner.queue.releases import Release
 
 
 def _why(release: Release) -> str:
-    if release.reason is Reason.IDLE:
-        return f"an idle {release.fraction_text} GPU server is due to be stopped then"
-    return f"a {release.fraction_text} GPU server reaches its maximum age then"
+    if release.reason is Reason.MAX_AGE:
+        return f"a {release.fraction_text} GPU server reaches its maximum age then"
+    return f"an idle {release.fraction_text} GPU server is due to be stopped then"  # idle, under demand too
 
 
 def queued_message(
@@ -46,6 +30,16 @@ def queued_message(
     else:
         when = f"Estimated start about {when_text(release.at, now, zone)}: {_why(release)}."
     return f"Queued for a {share}: {place}. {when} Stop the server to leave the queue."
+
+
+def kueue_message(headline: str, release: Release | None, now: datetime, zone: ZoneInfo | None = None) -> str:
+    """Kueue's place and reason (``headline``), then the estimate as for the builtin queue: "Waiting in the GPU
+    queue: next in line; waiting for 0.25 GPU of team-a's quota. Estimated start about 14:05 CET, in 12 min: ..." """
+    if release is None:
+        when = "No estimate yet: no server holding this quota is due to stop."
+    else:
+        when = f"Estimated start about {when_text(release.at, now, zone)}: {_why(release)}."
+    return f"{headline} {when} Stop the server to leave the queue."
 
 
 def kept_place_message(plan: GPUPlan | None, until: datetime, now: datetime, zone: ZoneInfo | None = None) -> str:

@@ -30,6 +30,20 @@ class ServiceHandler(HubAuthenticated, web.RequestHandler):
         # Tornado's access and error log lines start with this; the method and URI are the client's text.
         return f"{shown(self.request.method)} {shown(self.request.uri, 500)} ({self.request.remote_ip})"
 
+    def checked_body(self, schema: str, what: str) -> Any:
+        """The request's JSON body, which must fit ``schema`` (a file of fracnb_schemas); else a 400 that says
+        what is wrong, ``what`` naming the document to send ("a use report")."""
+        from fracnb_schemas import problems  # noqa: PLC0415 - loaded once the service listens (sessions.load_checker)
+
+        try:
+            document = json.loads(self.request.body or b"null")
+        except ValueError:
+            raise web.HTTPError(400, "the body is not JSON: send %s", what) from None
+        found = problems(schema, document, check_formats=True)
+        if found:
+            raise web.HTTPError(400, "not %s: %s", what, "; ".join(found[:3]))
+        return document
+
     def caller(self) -> str:
         model = self.current_user
         if model.get("kind", "user") != "user":

@@ -29,11 +29,12 @@ from fracnb_spawner.culling import (
 from fracnb_spawner.hibernation.client import Hibernation, server_url
 from fracnb_spawner.hibernation.culled import Hibernator, metric_outcome, spares_server
 from fracnb_spawner.queue.demand import demand_since, is_queued, slot_kind
+from fracnb_spawner.queue.kueue import local_queue_of
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods, parse_gpus, pod_profile, usage_report
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.meterfacts import MeterFacts
 from fracnb_spawner.service.metrics import CullMetrics
-from fracnb_spawner.service.pods import PodSource
+from fracnb_spawner.service.pods import PodSource, queue_demand
 
 log = logging.getLogger("fracnb.service")
 
@@ -55,6 +56,7 @@ class PodFacts:
     queued: bool = False
     address: str | None = None  # the pod's IP and the notebook's port, where the service reaches the server
     port: int | None = None
+    local_queue: str = ""  # with the kueue engine: "namespace/name" of the pod's LocalQueue
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ def index_pods(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], PodFa
         address, port = _reach(pod)
         index[key] = PodFacts(
             annotations=annotations, profile=profile, fraction=fraction, slot_kind=slot_kind(pod),
-            queued=is_queued(pod), address=address, port=port,
+            queued=is_queued(pod), address=address, port=port, local_queue=local_queue_of(pod),
         )  # fmt: skip
     return index
 
@@ -117,7 +119,9 @@ def _reach(pod: Mapping[str, Any]) -> tuple[str | None, int | None]:
 class Judge:
     """Decides servers at ``now``: their pod's policy, and the demand for the slot each holds.
 
-    ``demand`` maps slot kinds to since when someone has waited for them (:func:`demand_since`).
+    ``demand`` maps slot kinds to since when someone has waited for them (:func:`demand_since`);
+    ``queue_demand`` Kueue's LocalQueues to since when a Workload has waited for quota a server in one could give
+    back (:func:`fracnb_spawner.queue.kueuequota.local_queue_demand`).
     """
 
     default_policy: CullPolicy
@@ -125,6 +129,7 @@ class Judge:
     demand: Mapping[str, datetime]
     now: datetime
     facts: MeterFacts | None = None  # what the servers' notebooks reported: their last use, GPU-unused time
+    queue_demand: Mapping[str, datetime] = field(default_factory=dict)
 
     def __call__(
         self, model: Mapping[str, Any], pod: PodFacts | None, who: tuple[str, str] = ("", "")
@@ -144,16 +149,22 @@ class Judge:
             # (which counts a browser tab's polling), and its GPU-unused time.
             activity = self.facts.activity(who, activity, self.now)
             gpu_unused = self.facts.gpu_unused(who, activity, self.now)
-        holds = pod.slot_kind if pod and not pod.queued else ""
         decision = decide(
             activity,
             policy,
             now=self.now,
             warning_lead=self.warning_lead,
-            demand_since=self.demand.get(holds) if holds else None,
+            demand_since=self.demand_for(pod),
             gpu_unused=gpu_unused,
         )
         return policy, decision, gpu_unused
+
+    def demand_for(self, pod: PodFacts | None) -> datetime | None:
+        """Since when someone has waited for what the server holds: its kind of slot, or its Kueue quota."""
+        if pod is None or pod.queued:
+            return None
+        found = [self.demand.get(pod.slot_kind) if pod.slot_kind else None, self.queue_demand.get(pod.local_queue)]
+        return min((since for since in found if since is not None), default=None)
 
     def status(self, model: Mapping[str, Any], pod: PodFacts | None, who: tuple[str, str]) -> dict[str, Any]:
         """The server's ``cullStatus`` for ``api/me``."""
@@ -162,9 +173,13 @@ class Judge:
 
 
 def judge_for(
-    settings: CullSettings, pods: Iterable[Mapping[str, Any]], now: datetime, facts: MeterFacts | None = None
+    settings: CullSettings,
+    pods: Iterable[Mapping[str, Any]],
+    now: datetime,
+    facts: MeterFacts | None = None,
+    queue_demand: Mapping[str, datetime] | None = None,
 ) -> Judge:
-    return Judge(settings.default_policy, settings.warning_lead, demand_since(pods), now, facts)
+    return Judge(settings.default_policy, settings.warning_lead, demand_since(pods), now, facts, queue_demand or {})
 
 
 @dataclass(frozen=True)
@@ -313,6 +328,7 @@ async def cull_pass(
     started = time.perf_counter()
     report = PassReport()
     pod_listing = asyncio.ensure_future(pods.list_pods())
+    demand_reading = asyncio.ensure_future(queue_demand(pods))
     slots = asyncio.Semaphore(settings.concurrency)
     stops: list[asyncio.Future[None]] = []
 
@@ -332,7 +348,8 @@ async def cull_pass(
             groups.update(group for user in page for group in user.get("groups") or [])
             if pod_list is None or judge is None:
                 pod_list = await pod_listing
-                by_server, judge = index_pods(pod_list), judge_for(settings, pod_list, now, facts)
+                by_server = index_pods(pod_list)
+                judge = judge_for(settings, pod_list, now, facts, await demand_reading)
                 metrics.observe_pods(pod_list, now)
             for verdict in judge_page(page, by_server, judge):
                 report.servers += 1
@@ -344,8 +361,9 @@ async def cull_pass(
         if pod_list is not None:
             await _observe_groups(hub, metrics, pod_list, groups | metrics.quota_groups)
     finally:
-        if not pod_listing.done():
-            pod_listing.cancel()
+        for reading in (pod_listing, demand_reading):
+            if not reading.done():
+                reading.cancel()
     report.duration = time.perf_counter() - started
     metrics.warned.set(report.warned)
     metrics.pass_duration.observe(report.duration)
@@ -364,7 +382,7 @@ async def user_report(
     facts: MeterFacts | None = None,
 ) -> dict[str, Any]:
     """``GET api/me``: the user's GPU use and quotas, and each server's culling status."""
-    user, pod_list = await asyncio.gather(hub.user(name), pods.list_pods())
+    user, pod_list, demand = await asyncio.gather(hub.user(name), pods.list_pods(), queue_demand(pods))
     group_names = list(user.get("groups") or [])
     members = await asyncio.gather(*(hub.group_members(g) for g in group_names))
     report = usage_report(
@@ -374,7 +392,7 @@ async def user_report(
         groups=dict(zip(group_names, members, strict=True)),
     )
     by_server = index_pods(pod_list)
-    judge = judge_for(settings, pod_list, clock(), facts)
+    judge = judge_for(settings, pod_list, clock(), facts, demand)
     culling = {}
     for server, model in sorted((user.get("servers") or {}).items()):
         culling[server] = judge.status(model, by_server.get((name, server)), (name, server))

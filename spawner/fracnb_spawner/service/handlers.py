@@ -9,12 +9,14 @@ from typing import Any
 from tornado import web
 
 from fracnb_spawner.common.logsafe import shown
+from fracnb_spawner.common.timehtml import LOCAL_TIMES_SCRIPT
 from fracnb_spawner.queue.demand import queue_entries
 from fracnb_spawner.service.activity import ActivityHandler
 from fracnb_spawner.service.base import ServiceHandler
 from fracnb_spawner.service.metrics import CONTENT_TYPE
 from fracnb_spawner.service.nextadvice import AdviceHandler
 from fracnb_spawner.service.sessions import ReportHandler, ReportPageHandler, SessionsHandler
+from fracnb_spawner.service.stopsaves import StopSaveHandler
 from fracnb_spawner.service.web import TEMPLATES, PageSources, page_routes
 
 
@@ -65,6 +67,7 @@ def history_routes(prefix: str, state: Any, pages: PageSources | None) -> list[A
     routes: list[Any] = [
         (rf"{prefix}api/sessions", SessionsHandler, {"state": state}),
         (rf"{prefix}api/activity", ActivityHandler, {"state": state}),
+        (rf"{prefix}api/stop-saves", StopSaveHandler, {"state": state}),
         (rf"{prefix}api/users/([^/]+)/sessions", SessionsHandler, {"state": state}),
         (rf"{prefix}api/report", ReportHandler, {"state": state}),
         (rf"{prefix}api/advice", AdviceHandler, {"state": state}),
@@ -88,7 +91,12 @@ def make_app(state: Any, prefix: str, pages: PageSources | None = None) -> web.A
     if pages is not None:
         handlers += page_routes(prefix, pages)
         # The OAuth cookie only needs to outlive this process: after a restart the hub logs users in again.
-        settings = {"template_path": str(TEMPLATES), "cookie_secret": secrets.token_bytes(32)}
+        settings = {
+            "template_path": str(TEMPLATES),
+            "cookie_secret": secrets.token_bytes(32),
+            # Every page's times in the reader's zone (common/timehtml.py): base.html ends with the script.
+            "ui_methods": {"local_times_script": lambda handler: LOCAL_TIMES_SCRIPT},
+        }
     return web.Application(
         handlers, default_handler_class=NotFoundHandler, default_handler_args={"state": state}, **settings
     )

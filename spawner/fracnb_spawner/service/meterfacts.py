@@ -120,6 +120,12 @@ class MeterFacts:
             return activity
         return replace(activity, last_activity=last_use)
 
+    def busy(self, who: Who, now: datetime) -> bool:
+        """Whether the server's fresh session report says a kernel runs a cell (unknown: False)."""
+        unused = self._unused.get(who)
+        fresh = unused is not None and (now - unused.measured_at).total_seconds() <= 2 * self.report_interval
+        return bool(fresh and unused.busy_kernels > 0)
+
     def gpu_unused(self, who: Who, activity: ServerActivity, now: datetime) -> GpuUnused | None:
         """The server's GPU-unused time if known; None (unknown) otherwise."""
         unused = self._unused.get(who)

@@ -17,8 +17,11 @@ from fractions import Fraction
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from fracnb_spawner.common.clock import clock_text, countdown_text
+from markupsafe import Markup
+
+from fracnb_spawner.common.clock import clock_text, countdown_text, duration_text
 from fracnb_spawner.common.podkeys import GPU_MEMORY_ANNOTATION
+from fracnb_spawner.common.timehtml import with_times
 from fracnb_spawner.common.units import format_bytes, gpus_text, held_words, share_text, share_words
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy, parse_timestamp
 from fracnb_spawner.history.stops import StopNotice
@@ -41,6 +44,9 @@ class ServerRow:
     warning: bool
     waiting: bool = False  # its pod waits in the GPU queue
     zone: ZoneInfo | None = None  # of the times shown (the hub's display_timezone); None: UTC
+    stopping: bool = False  # the hub is stopping it (its pod may already be gone)
+    busy: bool = False  # its notebook's last report says a kernel runs a cell
+    saves: bool = False  # its stop for ``reason`` hibernates first (a GPU server, hibernation on)
 
     @property
     def name(self) -> str:
@@ -48,6 +54,8 @@ class ServerRow:
 
     @property
     def share_text(self) -> str:
+        if self.stopping:
+            return "being freed"
         return share_words(self.share) + (" (waiting)" if self.waiting and self.share else "")
 
     @property
@@ -55,9 +63,19 @@ class ServerRow:
         return format_bytes(self.budget_bytes) if self.budget_bytes else "—"
 
     @property
+    def deadline_html(self) -> Markup:
+        """:attr:`deadline_text` with its time in the reader's zone (the page carries LOCAL_TIMES_SCRIPT)."""
+        return with_times(self.deadline_text, [self.cull_at] if self.cull_at else [], self.zone)
+
+    @property
     def deadline_text(self) -> str:
+        if self.stopping:
+            return "stopping now"
         if self.waiting:
             return "not started yet: waiting for a GPU"
+        if self.busy and self.reason in ("idle", "demand") and not self.warning:
+            # Each report of the running cell moves the deadline: a time would only keep moving.
+            return f"not while a cell runs; {duration_text(self.idle_timeout)} after the last one ends"
         if self.cull_at is None or self.seconds_left is None:
             return "never stopped for idleness" if not self.idle_timeout else "not started yet"
         why = {
@@ -66,7 +84,8 @@ class ServerRow:
             "gpu-unused": "GPU unused while idle",
             "gpu-unused-busy": "GPU unused while busy on the CPU",
         }.get(self.reason or "", "idle")
-        return f"in {countdown_text(max(self.seconds_left, 0))} ({why}, at {clock_text(self.cull_at, self.zone)})"
+        text = f"in {countdown_text(max(self.seconds_left, 0))} ({why}, at {clock_text(self.cull_at, self.zone)})"
+        return text + ("; its idle kernels' variables are saved first" if self.warning and self.saves else "")
 
 
 STOP_REASONS = {
@@ -184,9 +203,14 @@ def server_rows(
     judge: Callable[[Mapping[str, Any], Any, tuple[str, str]], tuple[CullPolicy, CullDecision]],
     profile_name: Callable[[str], str] = str,
     zone: ZoneInfo | None = None,
+    *,
+    busy: Callable[[tuple[str, str]], bool] = lambda _: False,
+    saves: Callable[[str], bool] = lambda _: False,
 ) -> list[ServerRow]:
     """A row per server of the user models; ``pods`` is :func:`.core.index_pods`'s index, ``judge``
-    (a :class:`.core.Judge`) decides a server from its model and pod, ``profile_name`` names a profile's slug."""
+    (a :class:`.core.Judge`) decides a server from its model and pod, ``profile_name`` names a profile's slug,
+    ``busy`` says whether a server's notebook reported a running cell lately, ``saves`` whether a GPU server's
+    stop for a reason hibernates first."""
     rows = []
     for user in users:
         for server, model in sorted((user.get("servers") or {}).items()):
@@ -206,6 +230,9 @@ def server_rows(
                     warning=decision.action is not Action.KEEP,
                     waiting=bool(pod and pod.queued),
                     zone=zone,
+                    stopping=model.get("pending") == "stop",
+                    busy=busy((user["name"], server)),
+                    saves=bool(pod and pod.fraction > 0 and decision.reason and saves(decision.reason.value)),
                 )
             )
     return rows

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Protocol
 
 from fracnb_spawner.cluster.kube import list_pods, singleuser_selector
+from fracnb_spawner.queue.kueue import GROUP as KUEUE_GROUP
+from fracnb_spawner.queue.kueue import VERSION as KUEUE_VERSION
+from fracnb_spawner.queue.kueuequota import local_queue_demand
 
 SINGLEUSER_SELECTOR = singleuser_selector()
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+log = logging.getLogger("fracnb.service")
 
 
 class PodSource(Protocol):
@@ -19,16 +25,28 @@ class PodSource(Protocol):
 
 
 class KubernetesPods:
-    """Lists pods with kubernetes_asyncio, in ``namespace`` or (``None``) in every namespace.
+    """Lists pods with kubernetes_asyncio, in ``namespace`` or (``None``) in every namespace; with ``kueue``
+    (``c.FracnbQueue.engine = "kueue"``), Kueue's demand too (:meth:`kueue_demand`).
 
     ``kubeconfig`` empty: in-cluster service account first, then the default kubeconfig.
     """
 
-    def __init__(self, *, namespace: str | None, kubeconfig: str = "", selector: str = SINGLEUSER_SELECTOR) -> None:
+    def __init__(
+        self,
+        *,
+        namespace: str | None,
+        kubeconfig: str = "",
+        selector: str = SINGLEUSER_SELECTOR,
+        kueue: bool = False,
+        core_api: Any = None,
+    ) -> None:
+        """``core_api``: a kubernetes_asyncio ``CoreV1Api`` to use instead of one from the kubeconfig."""
         self.namespace = namespace
         self.kubeconfig = kubeconfig
         self.selector = selector
-        self._api: Any = None
+        self.kueue = kueue
+        self._api: Any = core_api
+        self._kueue_refused = False
 
     async def _core_api(self) -> Any:
         if self._api is None:
@@ -48,6 +66,10 @@ class KubernetesPods:
     async def list_pods(self) -> list[Mapping[str, Any]]:
         return await list_pods(await self._core_api(), self.namespace, self.selector)
 
+    async def api_client(self) -> Any:
+        """The kubernetes_asyncio ``ApiClient`` the pods are listed with, for the service's other calls."""
+        return (await self._core_api()).api_client
+
     async def gpu_capacity(self) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
         """Nodes, and live pods in every namespace, as plain dicts: one LIST each.
 
@@ -56,10 +78,33 @@ class KubernetesPods:
         """
         api = await self._core_api()
         nodes, pods = await asyncio.gather(
-            _list_items(api.list_node, "nodes"),
-            _list_items(api.list_pod_for_all_namespaces, "pods", field_selector=LIVE_PODS),
+            list_items(api.list_node, "nodes"),
+            list_items(api.list_pod_for_all_namespaces, "pods", field_selector=LIVE_PODS),
         )
         return nodes, pods
+
+    async def kueue_demand(self) -> Mapping[str, datetime]:
+        """Kueue's LocalQueues whose servers' quota a waiting Workload could use, and since when
+        (:func:`fracnb_spawner.queue.kueuequota.local_queue_demand`): one LIST each of Workloads, LocalQueues
+        and ClusterQueues. Empty without ``kueue``, or when Kueue cannot be read (said once in the log)."""
+        if not self.kueue:
+            return {}
+        from kubernetes_asyncio import client  # noqa: PLC0415 -- hub extra only
+        from kubernetes_asyncio.client.exceptions import ApiException  # noqa: PLC0415
+
+        objects = client.CustomObjectsApi((await self._core_api()).api_client)
+        try:
+            workloads, local, cluster = await asyncio.gather(*(
+                objects.list_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural)
+                for plural in ("workloads", "localqueues", "clusterqueues")
+            ))  # fmt: skip
+        except (ApiException, OSError) as error:
+            if not self._kueue_refused:
+                log.warning("No demand from Kueue for the idle timeouts: cannot list its queues (%s)", error)
+            self._kueue_refused = True
+            return {}
+        self._kueue_refused = False
+        return local_queue_demand(*(answer.get("items") or [] for answer in (workloads, local, cluster)))
 
     async def close(self) -> None:
         if self._api is not None:
@@ -67,7 +112,7 @@ class KubernetesPods:
             self._api = None
 
 
-async def _list_items(call: Any, what: str, **kwargs: Any) -> list[Mapping[str, Any]]:
+async def list_items(call: Any, what: str, **kwargs: Any) -> list[Mapping[str, Any]]:
     from kubernetes_asyncio.client.exceptions import ApiException  # noqa: PLC0415 -- hub extra only
 
     response = await call(_preload_content=False, **kwargs)
@@ -76,3 +121,9 @@ async def _list_items(call: Any, what: str, **kwargs: Any) -> list[Mapping[str, 
             raise ApiException(status=response.status, reason=f"listing {what}: {(await response.text())[:200]}")
         data = await response.json()
     return data.get("items") or []
+
+
+async def queue_demand(pods: PodSource) -> Mapping[str, datetime]:
+    """The demand Kueue holds for the idle timeouts, where ``pods`` reads it (:meth:`KubernetesPods.kueue_demand`)."""
+    reader = getattr(pods, "kueue_demand", None)
+    return await reader() if reader is not None else {}

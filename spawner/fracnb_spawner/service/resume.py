@@ -9,7 +9,9 @@ options (``POST /users/{user}/servers/{server}`` with no body: the hub uses the 
 server's last start). The new spawn takes over the pod's place: same enqueue time, same
 priority (:meth:`fracnb_spawner.queue.coordinator.QueueCoordinator._adopt`), and the hub lifts
 its gate when its turn comes. Until then the hub's queue holds each kept place in the order, so
-nobody who arrives after the restart goes first. See docs/queue.md.
+nobody who arrives after the restart goes first. With the kueue engine the pod waits on Kueue's gate
+instead, and the new spawn takes the pod itself over (its Workload is its place in Kueue's queue).
+See docs/queue.md.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from urllib.parse import quote
 from tornado.httpclient import HTTPClientError
 
 from fracnb_spawner.common.podkeys import SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
+from fracnb_spawner.queue.kueue import is_waiting_for_kueue
 from fracnb_spawner.queue.order import pod_is_gated, queue_order, wait_deadline, waiting_from_pod
 from fracnb_spawner.service.hub import HubAPI
 
@@ -57,7 +60,7 @@ def kept_places(pods: Iterable[Mapping[str, Any]], now: datetime) -> list[KeptPl
     """Gated pods of hub servers still within their maximum wait, in queue order (priority, then first come)."""
     waiting = {}
     for pod in pods:
-        if not pod_is_gated(pod):
+        if not (pod_is_gated(pod) or is_waiting_for_kueue(pod)):
             continue
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
         user = annotations.get(USERNAME_ANNOTATION)

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
 
+from fracnb_schemas import SESSION_REPORT
 from fracnb_spawner.common.logsafe import shown
 from fracnb_spawner.form.advice import report_menu
 from fracnb_spawner.history.report import advised_text, as_csv, as_json, as_text, load_report
@@ -39,7 +40,7 @@ def report_problems(document: object) -> list[str]:
     once the service listens (:func:`load_checker`), never before, since the hub gives a managed
     service about ten seconds to answer.
     """
-    from fracnb_meter.schema import SESSION_REPORT, problems  # noqa: PLC0415
+    from fracnb_schemas import problems  # noqa: PLC0415
 
     return problems(SESSION_REPORT, document, check_formats=True)
 
@@ -130,20 +131,10 @@ async def store_and_count(state: Any, user: str, report: Any) -> None:
 
 
 class SessionsHandler(ServiceHandler):
-    def _report(self) -> dict[str, Any]:
-        try:
-            report = json.loads(self.request.body or b"null")
-        except ValueError:
-            raise web.HTTPError(400, "the body is not JSON: send a session report") from None
-        found = report_problems(report)
-        if found:
-            raise web.HTTPError(400, "not a session report: %s", "; ".join(found[:3]))
-        return report
-
     @web.authenticated
     async def post(self) -> None:
         user = self.caller()
-        report = self._report()
+        report = self.checked_body(SESSION_REPORT, "a session report")
         require_server_token(self.current_user, user, report["server_name"], "sessions")
         facts = getattr(self.state, "facts", None)
         if facts is not None:  # in memory, for the GPU-unused timeouts: kept even when the database is away

@@ -11,20 +11,7 @@ from datetime import timezone
 from typing import Any
 
 from fracnb_spawner.culling import isoformat
-from fracnb_spawner.hibernation.client import Hibernation
-from fracnb_spawner.hibernation.culled import metric_outcome
-from fracnb_spawner.history.stops import StopNotice
-
-
-def hibernation_json(hibernation: Hibernation) -> dict[str, Any]:
-    """What a hibernation came to, as a stop's record keeps it (service-me.schema.json's ``hibernation``
-    without its ``summary``)."""
-    return {
-        "outcome": metric_outcome(hibernation),
-        "problem": hibernation.problem,
-        "saved_bytes": hibernation.report["saved_bytes"] if hibernation.report else 0,
-        "kernels": [dict(kernel) for kernel in hibernation.kernels],
-    }
+from fracnb_spawner.history.stops import SERVICE_REASONS, StopNotice
 
 
 def stop_json(notice: StopNotice) -> dict[str, Any]:
@@ -41,5 +28,10 @@ def stop_json(notice: StopNotice) -> dict[str, Any]:
 
 
 def stopped_servers(stops: Iterable[StopNotice], running: Container[str]) -> dict[str, dict[str, Any]]:
-    """``api/me``'s ``stopped``: the last stop of each of the user's servers that is not running now."""
-    return {notice.server: stop_json(notice) for notice in stops if notice.server not in running}
+    """``api/me``'s ``stopped``: the last stop of each of the user's servers that is not running now, when the
+    service made it (a cull; a stop on request has no reason the meter knows, and shows nothing there)."""
+    return {
+        notice.server: stop_json(notice)
+        for notice in stops
+        if notice.server not in running and notice.reason in SERVICE_REASONS
+    }

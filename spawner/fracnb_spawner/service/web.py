@@ -23,12 +23,14 @@ from tornado import web
 
 from fracnb_spawner.common.clock import duration_text, moment_text
 from fracnb_spawner.common.logsafe import shown
-from fracnb_spawner.history.stops import StopNotice, notice_summary
+from fracnb_spawner.common.timehtml import moment_html
+from fracnb_spawner.history.stops import StopNotice, hibernation_lines_html, notice_summary, notice_summary_html
 from fracnb_spawner.queue.demand import queue_entries
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
 from fracnb_spawner.service import page
 from fracnb_spawner.service.choices import SlotKindUse, shares_text, slot_kind_uses
 from fracnb_spawner.service.core import index_pods, judge_for
+from fracnb_spawner.service.pods import queue_demand
 
 log = logging.getLogger("fracnb.service")
 
@@ -51,11 +53,14 @@ def recent_culls() -> deque[StopNotice]:
 
 
 async def user_view(state: Any, name: str, now: datetime) -> page.UserView:
-    user, pods, stops = await asyncio.gather(state.hub.user(name), state.pods.list_pods(), state.latest_stops(name))
+    user, pods, stops, demand = await asyncio.gather(
+        state.hub.user(name), state.pods.list_pods(), state.latest_stops(name), queue_demand(state.pods)
+    )
     groups = await state.hub.members_of(user.get("groups") or [])
     names = state.choices.profile_name
-    judge = judge_for(state.settings, pods, now, state.facts)
-    rows = page.server_rows([user], index_pods(pods), judge, names, state.zone)
+    judge = judge_for(state.settings, pods, now, state.facts, demand)
+    busy, saves = partial(state.facts.busy, now=now), state.hibernates
+    rows = page.server_rows([user], index_pods(pods), judge, names, state.zone, busy=busy, saves=saves)
     view = page.user_view(
         name, rows, allocations_from_pods(pods), state.quota_policy, groups, named_servers=state.named_servers
     )
@@ -82,23 +87,29 @@ async def _kinds(sources: PageSources) -> tuple[list[SlotKindUse] | None, str]:
 
 async def admin_view(sources: PageSources, now: datetime) -> page.AdminView:
     state = sources.state
-    users, pods, (kinds, kinds_error) = await asyncio.gather(
-        _active_users(state.hub, state.settings.page_size), state.pods.list_pods(), _kinds(sources)
+    users, pods, (kinds, kinds_error), culls, demand = await asyncio.gather(
+        _active_users(state.hub, state.settings.page_size),
+        state.pods.list_pods(),
+        _kinds(sources),
+        state.recent_culls(),
+        queue_demand(state.pods),
     )
     policy: QuotaPolicy = state.quota_policy
     group_names = set(policy.groups) | {g for user in users for g in user.get("groups") or []}
     members = await state.hub.members_of(group_names)
     allocations = allocations_from_pods(pods)
     groups, holders = page.use_rows(allocations, policy, members)
-    judge = judge_for(state.settings, pods, now, state.facts)
-    rows = page.server_rows(users, index_pods(pods), judge, state.choices.profile_name, state.zone)
+    judge = judge_for(state.settings, pods, now, state.facts, demand)
+    busy = partial(state.facts.busy, now=now)
+    names, saves = state.choices.profile_name, state.hibernates
+    rows = page.server_rows(users, index_pods(pods), judge, names, state.zone, busy=busy, saves=saves)
     return page.AdminView(
         kinds=kinds,
         kinds_error=kinds_error,
         groups=groups,
         users=holders,
         warnings=[row for row in rows if row.warning],
-        culls=sorted(state.recent_culls, key=lambda c: c.stopped_at, reverse=True),
+        culls=culls,
         queue=queue_entries(pods),
     )
 
@@ -162,8 +173,11 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
             duration_text=duration_text,
             waiting_text=partial(page.waiting_text, zone=state.zone),
             moment_text=partial(moment_text, zone=state.zone),
+            moment_html=partial(moment_html, zone=state.zone),
             stop_reason_text=page.stop_reason_text,
             notice_summary=notice_summary,
+            notice_summary_html=notice_summary_html,
+            hibernation_lines_html=hibernation_lines_html,
             zone=state.zone,
             choices=state.choices,
             shares_text=shares_text,

@@ -88,6 +88,19 @@ def test_unallocated_claims_hold_nothing() -> None:
     assert trim_claim({"metadata": {"name": "c"}, "status": {}}) is None
 
 
+def test_a_claim_is_held_by_its_owner_or_before_the_owners_patch_by_the_pod_it_is_reserved_for() -> None:
+    result = {"driver": DRIVER, "pool": "a100", "device": "gpu-0", "consumedCapacity": {"memory": "20Gi"}}
+    status = {"allocation": {"devices": {"results": [result]}}}
+    reserved = {**status, "reservedFor": [{"resource": "pods", "name": "jupyter-ann", "uid": "u1"}]}
+    owned = {"name": "c", "namespace": "n", "ownerReferences": [{"kind": "Pod", "name": "jupyter-bob", "uid": "u2"}]}
+    assert trim_claim({"metadata": {"name": "c", "namespace": "n"}, "status": reserved})["owner"] == (
+        "n",
+        "jupyter-ann",
+    )
+    assert trim_claim({"metadata": owned, "status": reserved})["owner"] == ("n", "jupyter-bob")
+    assert trim_claim({"metadata": {"name": "c", "namespace": "n"}, "status": status})["owner"] is None
+
+
 def test_what_a_plan_asks_of_the_devices() -> None:
     def want(gpu: dict) -> DraWant | None:
         return want_for(plan_gpu(parse_gpu_spec(gpu), DEFAULTS), SETTINGS)

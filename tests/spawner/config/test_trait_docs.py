@@ -11,20 +11,21 @@ from traitlets import HasTraits
 from fracnb_spawner.config.traits import FractionalTraits
 from fracnb_spawner.form.advice import AdviceTraits
 from fracnb_spawner.quota.config import FracnbQuotas
-from fracnb_spawner.service.app import FracnbService
+from fracnb_spawner.service.traits import ServiceTraits
 
 # Defaults computed at run time; their help says where they come from instead of a value.
 DYNAMIC = {
-    ("FracnbService", "namespace"),
-    ("FracnbService", "all_namespaces"),
-    ("FracnbService", "db_url"),
+    ("ServiceTraits", "namespace"),
+    ("ServiceTraits", "all_namespaces"),
+    ("ServiceTraits", "db_url"),
+    ("ServiceTraits", "kept_reports_file"),
     ("AdviceTraits", "right_sizing_db_url"),
 }
 DEFAULT = re.compile(r'\bDefault: ("[^"]*"|[^\s(]+?)(?=[.,]?(?:\s|$)| \()')
 
 
 def config_traits() -> list[tuple[type[HasTraits], str]]:
-    owners = (FractionalTraits, AdviceTraits, FracnbQuotas, FracnbService)
+    owners = (FractionalTraits, AdviceTraits, FracnbQuotas, ServiceTraits)
     return [
         (owner, name)
         for owner in owners

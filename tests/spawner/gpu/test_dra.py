@@ -24,8 +24,9 @@ DEFAULTS = GPUDefaults("time-slicing", 80 * GIB, "A100-80GB", {"NVIDIA-H100-80GB
 def claim_of(gpu: dict, settings: BackendSettings = SETTINGS) -> tuple:
     plan = plan_gpu(parse_gpu_spec(gpu), DEFAULTS)
     fields = backend_fields(plan, settings)
-    (template,) = fields.companions
-    return plan, fields, template["spec"]["spec"]["devices"]
+    (claim,) = fields.companions
+    assert claim["kind"] == "ResourceClaim"
+    return plan, fields, claim["spec"]["devices"]
 
 
 def test_a_quarter_is_a_20gib_memory_slice_of_a_gpu() -> None:
@@ -38,7 +39,7 @@ def test_a_quarter_is_a_20gib_memory_slice_of_a_gpu() -> None:
             }
         ]
     }
-    assert fields.pod_claims == [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]
+    assert fields.pod_claims == [{"name": "gpu", "resourceClaimName": "gpu"}]
     assert fields.container_claims == [{"name": "gpu"}]
     assert fields.resources == {}
     assert fields.scheduler_name is None
@@ -154,13 +155,19 @@ def test_device_classes_and_driver_are_configurable() -> None:
     )
 
 
-def test_templates_are_named_after_the_pod() -> None:
+def test_claims_are_named_after_the_pod_and_carry_its_labels() -> None:
     _plan, fields, _devices = claim_of({"fraction": 0.25, "backend": "dra"})
-    named = named_for_pod(fields, "jupyter-alice")
-    assert named.companions[0]["metadata"] == {"name": "jupyter-alice-gpu"}
-    assert named.pod_claims == [{"name": "gpu", "resourceClaimTemplateName": "jupyter-alice-gpu"}]
+    labelled = replace(fields, labels={"fracnb.io/gpu-backend": "dra"})
+    named = named_for_pod(labelled, "jupyter-alice")
+    assert named.companions[0]["metadata"] == {
+        "name": "jupyter-alice-gpu",
+        "labels": {"fracnb.io/gpu-backend": "dra"},
+        "annotations": {"fracnb.io/pod": "jupyter-alice"},  # whose it is before the pod owns it
+        "finalizers": ["resource.kubernetes.io/delete-protection"],  # kube-scheduler's, set ahead of it
+    }
+    assert named.pod_claims == [{"name": "gpu", "resourceClaimName": "jupyter-alice-gpu"}]
     assert named.container_claims == [{"name": "gpu"}]
-    assert fields.companions[0]["metadata"] == {"name": "gpu"}  # the original is untouched
+    assert fields.companions[0]["metadata"]["name"] == "gpu"  # the original is untouched
     assert companion_names("jupyter-alice") == ["jupyter-alice-gpu"]
     assert named_for_pod(PodFields(), "p") == PodFields()
 

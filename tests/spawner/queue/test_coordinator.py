@@ -5,7 +5,7 @@ sweep ends. The same queue runs against the real apiserver and scheduler in test
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from fractions import Fraction
 
 import pytest
@@ -294,6 +294,23 @@ async def test_the_sweep_deletes_the_pods_past_their_wait_that_no_spawn_waits_on
     queue.clock.advance(61)
     await queue.coordinator.sweep()
     assert [name for _ns, name, _grace in queue.api.deletes] == ["jupyter-old", "jupyter-recent"]
+
+
+def kueue_gated(user: str, queued_at: datetime) -> dict:
+    """A pod the kueue engine left waiting on Kueue's gate, with the queue's annotations."""
+    made = gated(user, queued_at)
+    made["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    return made
+
+
+async def test_the_sweep_deletes_a_pod_left_waiting_on_kueue_past_its_wait(make_queue) -> None:
+    queue = await make_queue(1)
+    queue.cluster.add(
+        kueue_gated("left", T0 - timedelta(minutes=11)),  # nobody resumed its spawn (its user deleted, say)
+        kueue_gated("waits", T0 - timedelta(minutes=9)),
+    )
+    await queue.coordinator.sweep()
+    assert queue.api.deletes == [("jhub", "jupyter-left", 0)]
 
 
 async def test_the_queues_own_loop_lifts_on_a_change_and_sweeps_on_its_schedule(make_queue) -> None:

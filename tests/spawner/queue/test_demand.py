@@ -34,6 +34,13 @@ def test_demand_per_slot_kind_since_the_earliest_wait() -> None:
     assert demand_since([pod("running"), pod("other", kind=MIG)]) == {}
 
 
+def test_a_notebook_waiting_on_kueues_gate_is_demand_for_its_slot_kind() -> None:
+    waiting = pod("kueue", queued_at="2026-11-23T14:02:00Z")
+    waiting["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    assert demand_since([pod("running"), waiting]) == {SHARED: T0 + timedelta(minutes=2)}
+    assert not is_queued(waiting)  # not a place in the hub's own queue (its page, its metrics)
+
+
 def test_an_unreadable_queue_time_falls_back_to_the_pods_creation() -> None:
     assert queued_at(pod("a", queued=True, queued_at="soon")) == datetime(2026, 11, 23, 13, 0, tzinfo=timezone.utc)
 

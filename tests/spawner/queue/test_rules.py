@@ -29,9 +29,8 @@ from fracnb_spawner.queue.order import (
     wait_deadline,
     waiting_from_pod,
 )
+from fracnb_spawner.queue.releases import Release, estimate
 from fracnb_spawner.queue.text import (
-    Release,
-    estimate,
     form_text,
     gave_up_message,
     kept_place_message,

@@ -6,7 +6,7 @@ import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
-from fracnb_meter.schema import SERVICE_REPORT, problems
+from fracnb_schemas import SERVICE_REPORT, problems
 from fracnb_spawner.common.units import format_gpus
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.policy import (

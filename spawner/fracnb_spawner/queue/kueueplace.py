@@ -1,0 +1,155 @@
+"""One spawn's place in Kueue's queue (``c.FracnbQueue.engine = "kueue"``): the pod's labels, the wait, and
+the progress page's words, read from the pod's Workload, the team's ClusterQueue and cohort, and Kueue's
+visibility API. The pure pieces are in :mod:`.kueue`."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from fracnb_spawner.common.clock import SYSTEM_CLOCK, Clock
+from fracnb_spawner.common.podkeys import QUEUED_AT_ANNOTATION
+from fracnb_spawner.hibernation.settings import settings_from_config
+from fracnb_spawner.queue import kueue
+from fracnb_spawner.queue.kueuequota import cohort_queues, quota_form_text, team_quota
+from fracnb_spawner.queue.order import parse_time, queue_annotations
+
+GROUP, VERSION = kueue.GROUP, kueue.VERSION
+VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
+
+
+class KueuePlace:
+    """A GPU spawn admitted by Kueue: labelled at pod creation, waiting while the pod carries Kueue's gate."""
+
+    def __init__(self, host: Any, max_wait: float, priority: int, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.host = host
+        self.clock = clock
+        self.max_wait = max_wait
+        self.priority = priority
+        settings = host.queue_settings()
+        self.local_queue = kueue.local_queue_name(settings.kueue_local_queue, host.user.name)
+        self.visibility_url = settings.kueue_visibility_url
+        self.queued_at = clock.now()
+        self.text: str | None = None
+        self.position: int | None = None  # 0-based, in the team's ClusterQueue (Kueue's visibility API)
+        # The LocalQueues ("namespace/name") of the ClusterQueue and its cohort: servers there hold the quota
+        # this spawn waits for, and their due stops make its estimate.
+        self.holder_queues: frozenset[str] = frozenset()
+
+    def label(self, pod: Any) -> None:
+        """Put the pod in Kueue's hands, with a grace period long enough to hibernate when preempted, and the
+        queue's annotations (when it joined, its priority and maximum wait), by which the fracnb service finds it
+        after a hub restart and resumes its spawn (service/resume.py)."""
+        pod.metadata.labels = {**(pod.metadata.labels or {}), **kueue.pod_labels(self.local_queue, self.priority)}
+        pod.metadata.annotations = {
+            **(pod.metadata.annotations or {}),
+            **queue_annotations(self.queued_at, self.priority, self.max_wait),
+        }
+        timeout = settings_from_config(self.host.config.FracnbService).timeout
+        pod.spec.termination_grace_period_seconds = kueue.termination_grace(
+            pod.spec.termination_grace_period_seconds, timeout
+        )
+        for notebook in pod.spec.containers[:1]:  # KubeSpawner's notebook container comes first
+            stop_env = kueue.stop_hibernation_env(timeout)
+            notebook.env = [*(notebook.env or []), *(client.V1EnvVar(name=k, value=v) for k, v in stop_env.items())]
+
+    async def take_over(self, namespace: str, name: str) -> tuple[Any, str] | None:
+        """The pod of this server that a spawn before a hub restart left waiting for Kueue, and its server's
+        token (:func:`.kueue.kept_server_token`); None if there is none to take over. The spawn's maximum wait
+        counts from when that pod joined the queue."""
+        api = self.host.api
+        try:
+            pod = await api.read_namespaced_pod(name, namespace)
+        except ApiException:
+            return None
+        plain = api.api_client.sanitize_for_serialization(pod)
+        token = kueue.kept_server_token(plain, self.host.user.name, self.host.name)
+        if token is None:
+            return None
+        queued_at = parse_time((plain["metadata"].get("annotations") or {}).get(QUEUED_AT_ANNOTATION))
+        self.queued_at = queued_at or self.queued_at
+        return pod, token
+
+    def waiting(self, pod: dict | None) -> bool:
+        """Whether the spawn still waits for Kueue (its pod not created yet, or gated)."""
+        return pod is None or kueue.is_waiting_for_kueue(pod)
+
+    def remaining(self) -> float:
+        """Seconds left of the maximum wait, counted from when the spawn joined Kueue's queue."""
+        return self.max_wait - (self.clock.now() - self.queued_at).total_seconds()
+
+    async def refresh(self, pod: dict | None) -> str | None:
+        """Read Kueue's view of the waiting pod and turn it into the progress page's headline."""
+        if pod is None:
+            return self.text
+        api = self.host.api.api_client
+        objects = client.CustomObjectsApi(api)
+        namespace = pod["metadata"]["namespace"]
+        try:
+            selector = f"{kueue.JOB_UID_LABEL}={pod['metadata']['uid']}"
+            workloads = await objects.list_namespaced_custom_object(
+                GROUP, VERSION, namespace, "workloads", label_selector=selector
+            )
+            workload = (workloads.get("items") or [None])[0]
+            locals_ = (await objects.list_namespaced_custom_object(GROUP, VERSION, namespace, "localqueues")).get(
+                "items"
+            ) or []
+            queues = (await objects.list_cluster_custom_object(GROUP, VERSION, "clusterqueues")).get("items") or []
+        except ApiException as error:
+            self.host.log.info("fracnb: Kueue's view of %s unavailable: %s", namespace, error.reason)
+            return self.text
+        team_of = {q["metadata"]["name"]: (q.get("spec") or {}).get("clusterQueue") for q in locals_}
+        team = team_of.get(self.local_queue)
+        if team is None:
+            return self.text
+        peers = cohort_queues(queues, team)
+        group = {q["metadata"]["name"] for q in peers} | {team}
+        self.holder_queues = frozenset(f"{namespace}/{name}" for name, queue in team_of.items() if queue in group)
+        reason = kueue.waiting_reason(workload, team, kueue.borrowers(peers, team))
+        self.position = await self._position(namespace, workload)
+        self.text = f"Waiting in the GPU queue: {kueue.place_words(self.position)}; {reason}."
+        return self.text
+
+    async def _position(self, namespace: str, workload: dict | None) -> int | None:
+        """``positionInClusterQueue`` from Kueue's visibility API (through the apiserver, or at
+        ``kueue_visibility_url``); None when it cannot be read."""
+        if workload is None:
+            return None
+        path = f"{VISIBILITY}/namespaces/{namespace}/localqueues/{self.local_queue}/pendingworkloads"
+        try:
+            answer = await self.host.api.api_client.call_api(
+                path,
+                "GET",
+                header_params={"Accept": "application/json"},
+                response_types_map={200: "object"},
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+                _host=self.visibility_url.rstrip("/") or None,
+            )
+        except (ApiException, OSError) as error:
+            self.host.log.info("fracnb: Kueue's visibility API unavailable: %s", error)
+            return None
+        name = workload["metadata"]["name"]
+        for item in (answer or {}).get("items") or []:
+            if item["metadata"]["name"] == name:
+                return int(item.get("positionInClusterQueue", 0))
+        return None
+
+
+async def kueue_form_text(host: Any, fraction: Fraction) -> str | None:
+    """The spawn form's line for a choice of ``fraction`` GPU when a spawn of it would wait for the user's team
+    quota in Kueue now (queue/kueuequota.py); None when it would not, or Kueue cannot be read (said in the log)."""
+    settings = host.queue_settings()
+    local_queue = kueue.local_queue_name(settings.kueue_local_queue, host.user.name)
+    objects = client.CustomObjectsApi(host.api.api_client)
+    try:
+        local = await objects.get_namespaced_custom_object(GROUP, VERSION, host.namespace, "localqueues", local_queue)
+        queues = (await objects.list_cluster_custom_object(GROUP, VERSION, "clusterqueues")).get("items") or []
+    except ApiException as error:
+        host.log.info("fracnb: no Kueue quota on the spawn form of %s: %s", host.user.name, error.reason)
+        return None
+    quota = team_quota(queues, local["spec"]["clusterQueue"])
+    return quota_form_text(quota, int(fraction * 1000)) if quota is not None else None

@@ -1,0 +1,78 @@
+"""The fracnb service's background loops: culling passes, resuming forgotten queued spawns, storing the
+session reports kept while the database was away, and purging old records. Each runs forever, logs
+a failed round and tries again; the intervals come from ``c.FracnbService`` (service/app.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from fracnb_spawner.history.stops import purge_stops
+from fracnb_spawner.history.store import purge
+from fracnb_spawner.service.sessions import store_and_count
+from fracnb_spawner.service.state import ServiceState
+
+log = logging.getLogger("fracnb.service")
+
+KEPT_REPORTS_RETRY_SECONDS = 5.0  # how often reports kept while the session database was away are stored
+PURGE_EVERY_SECONDS = 3600.0
+
+
+async def cull_forever(state: ServiceState, every: float) -> None:
+    while True:
+        try:
+            report = await state.cull_pass()
+            log.log(
+                logging.INFO if report.culled or report.failed else logging.DEBUG,
+                "Culling pass: %d servers, %d warned, %d culled in %.2fs",
+                report.servers,
+                report.warned,
+                len(report.culled),
+                report.duration,
+            )
+        except Exception:
+            log.exception("Culling pass failed; trying again in %ss", every)
+        await asyncio.sleep(every)
+
+
+async def resume_forever(state: ServiceState, every: float) -> None:
+    while every > 0:
+        try:
+            report = await state.resume_pass()
+            if report.resumed or report.deferred or report.failed:
+                log.info(
+                    "Queued spawns a restarted hub forgot: %d resumed, %d to try again, %d failed",
+                    len(report.resumed),
+                    len(report.deferred),
+                    report.failed,
+                )
+        except Exception:
+            log.exception("Looking for queued spawns to resume failed; trying again in %ss", every)
+        await asyncio.sleep(every)
+
+
+async def store_kept_reports_forever(state: ServiceState) -> None:
+    """Store the session reports kept while the database was away, once it answers (:mod:`.pending`)."""
+    while True:
+        await asyncio.sleep(KEPT_REPORTS_RETRY_SECONDS)
+        if not state.pending_reports or state.history is None:
+            continue
+        stored = await state.pending_reports.flush(lambda user, report: store_and_count(state, user, report))
+        if stored:
+            log.info("Stored %d session reports kept while the database was away", stored)
+
+
+async def purge_forever(state: ServiceState, keep_days: float) -> None:
+    """Delete session records and stops older than ``keep_days`` (0: keep them forever), every hour."""
+    while keep_days > 0:
+        try:
+            gone = await asyncio.to_thread(
+                purge, state.history, now=state.clock().replace(tzinfo=None), keep_days=keep_days
+            )
+            await asyncio.to_thread(purge_stops, state.history, now=state.clock(), keep_days=keep_days)
+            if gone:
+                log.info("Deleted %d session records older than %s days", gone, keep_days)
+        except Exception:
+            state.history_metrics.database_errors.labels(operation="purge").inc()
+            log.exception("Deleting old session records failed; trying again in an hour")
+        await asyncio.sleep(PURGE_EVERY_SECONDS)

@@ -1,0 +1,159 @@
+"""``ServiceState``: what the fracnb service's handlers and its background loops share."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from jupyterhub.services.auth import HubAuth
+
+from fracnb_spawner.hibernation.client import Hibernation
+from fracnb_spawner.hibernation.culled import Hibernator, hibernation_json
+from fracnb_spawner.history.metrics import HistoryMetrics
+from fracnb_spawner.history.stops import StopNotice, latest_stops, naive_utc, record_stop
+from fracnb_spawner.history.stops import recent_culls as recent_culls_of
+from fracnb_spawner.quota.config import FracnbQuotas
+from fracnb_spawner.service import core
+from fracnb_spawner.service.choices import HubChoices
+from fracnb_spawner.service.gpuunits import gpu_kinds
+from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.meterfacts import MeterFacts
+from fracnb_spawner.service.metrics import CullMetrics
+from fracnb_spawner.service.nextadvice import Menu
+from fracnb_spawner.service.pending import PendingReports
+from fracnb_spawner.service.pods import PodSource
+from fracnb_spawner.service.resume import ResumeReport, resume_pass
+from fracnb_spawner.service.stops import stopped_servers
+from fracnb_spawner.service.stopsaves import kueue_stop_notice, server_pod
+from fracnb_spawner.service.web import RECENT_CULLS, recent_culls
+
+log = logging.getLogger("fracnb.service")
+
+
+class ServiceState:
+    """What the handlers and the culling loop share."""
+
+    def __init__(
+        self,
+        *,
+        hub: HubAPI,
+        pods: PodSource,
+        quotas: FracnbQuotas,
+        settings: core.CullSettings,
+        hub_auth: HubAuth,
+        clock: core.Clock = core.utcnow,
+        hibernator: Hibernator | None = None,
+        report_interval: float = 60.0,
+    ) -> None:
+        self.hub, self.pods, self.settings, self.hub_auth = hub, pods, settings, hub_auth
+        self.hibernator = hibernator  # None: culled servers are stopped without a hibernation
+        self.quota_policy = quotas.policy()
+        self.metrics = CullMetrics()
+        self.facts = MeterFacts(report_interval, self.metrics)  # what the notebooks report: use, GPU-unused time
+        self.metrics.observe_quotas(self.quota_policy)
+        # Which extended resources are GPUs (the backends' settings), for the GPU unit gauges; None: not measured.
+        self.is_gpu: Callable[[str], bool] | None = None
+        self._capacity_refused = False
+        self.clock = clock
+        self.culls_this_run = recent_culls()  # the admin page's list while the history is not open
+        self._stopping: dict[tuple[str, str], StopNotice] = {}  # recorded, until the pass says it stopped
+        self.history: Any = None  # the session history's session factory, once opened
+        self.history_metrics = HistoryMetrics(self.metrics.registry)
+        self.advice_menu: Menu | None = None  # the hub's profile menu, for the users' advice (api/advice)
+        self.named_servers = False  # the hub's JupyterHub.allow_named_servers (its default: one server a user)
+        self.pending_reports = PendingReports()  # session reports kept while the database is away
+        self.choices = HubChoices()  # the hub's profile list: display names and slot kinds
+        self.zone: ZoneInfo | None = None  # of the times the page shows: the hub's FracnbQueue.display_timezone
+
+    def hibernates(self, reason: str) -> bool:
+        """Whether the service's stop of a GPU server for ``reason`` asks it to save its variables first."""
+        return self.hibernator is not None and self.hibernator.settings.applies(reason)
+
+    async def user_report(self, name: str) -> dict[str, Any]:
+        report = await core.user_report(
+            self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock, facts=self.facts
+        )
+        stopped = stopped_servers(await self.latest_stops(name), running=report["culling"])
+        if stopped:  # only while there is one: a meter of an older version refuses fields it does not know
+            report["stopped"] = stopped
+        return report
+
+    async def resume_pass(self) -> ResumeReport:
+        report = await resume_pass(self.hub, await self.pods.list_pods(), self.clock())
+        self.metrics.resumed.inc(len(report.resumed))
+        return report
+
+    async def cull_pass(self) -> core.PassReport:
+        report = await core.cull_pass(
+            self.hub, self.pods, self.settings, self.metrics, clock=self.clock, hibernator=self.hibernator,
+            facts=self.facts, before_stop=self.record_stop,
+        )  # fmt: skip
+        for user, server, reason in report.culled:
+            recorded = self._stopping.get((user, server))
+            self.culls_this_run.append(recorded or StopNotice(user, server, self.clock(), reason))
+        self._stopping.clear()
+        await self.observe_gpu_kinds()
+        return report
+
+    async def observe_gpu_kinds(self) -> None:
+        """The GPU unit gauges, from one LIST of nodes and of live pods cluster-wide (as the admin
+        page reads them). Without the RBAC for that the gauges stay empty, said once in the log."""
+        if self.is_gpu is None:
+            return
+        try:
+            nodes, pods = await self.pods.gpu_capacity()
+        except Exception as error:
+            if not self._capacity_refused:
+                log.warning(
+                    "No GPU unit metrics: cannot list nodes and pods cluster-wide (see helm-values/rbac.yaml): %s",
+                    error,
+                )
+            self._capacity_refused = True
+            return
+        self._capacity_refused = False
+        self.metrics.observe_gpu_kinds(gpu_kinds(nodes, pods, self.is_gpu))
+
+    async def record_stop(self, verdict: core.ServerVerdict, reason: str, hibernation: Hibernation | None) -> None:
+        """Keep why a server is stopped and what its hibernation saved, for its user's next page
+        (history/stops.py), before the hub stops it."""
+        details = {"hibernation": hibernation_json(hibernation)} if hibernation is not None else {}
+        notice = StopNotice(verdict.user, verdict.server, self.clock(), reason, verdict.limit_seconds, details)
+        self._stopping[(verdict.user, verdict.server)] = notice
+        if self.history is not None:
+            await asyncio.to_thread(record_stop, self.history, notice)
+
+    async def record_stop_save(self, user: str, server: str, report: dict[str, Any]) -> StopNotice | None:
+        """Keep the notice of a stop Kueue made, with what the server saved as it stopped (service/stopsaves.py)."""
+        pod = server_pod(await self.pods.list_pods(), user, server)
+        notice = kueue_stop_notice(pod, user, server, report, self.zone)
+        if notice is None:
+            log.info("%s's server %r saved at its stop, which Kueue did not make: no notice", user, server)
+            return None
+        log.info("%s's server %r: %s", user, server, notice.details["text"])
+        if self.history is not None:
+            await asyncio.to_thread(record_stop, self.history, notice)
+        return notice
+
+    async def recent_culls(self) -> list[StopNotice]:
+        """The newest culls of every user, newest first, for the admin page: from the session history (the
+        same after a restart), or this run's while it is not open or cannot be read."""
+        if self.history is not None:
+            try:
+                return await asyncio.to_thread(recent_culls_of, self.history, now=self.clock(), limit=RECENT_CULLS)
+            except Exception as error:
+                log.warning("Could not read the recent culls: %s", error)
+        return sorted(self.culls_this_run, key=lambda cull: naive_utc(cull.stopped_at), reverse=True)
+
+    async def latest_stops(self, user: str) -> list[StopNotice]:
+        """The last stop of each of the user's servers, newest first; [] without a history or when it
+        cannot be read."""
+        if self.history is None:
+            return []
+        try:
+            return await asyncio.to_thread(latest_stops, self.history, user, now=self.clock())
+        except Exception as error:
+            log.warning("Could not read the stops of %r: %s", user, error)
+            return []
