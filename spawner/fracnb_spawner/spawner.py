@@ -26,7 +26,7 @@ from fracnb_spawner.form.advice import AdviceTraits
 from fracnb_spawner.form.progress import with_plain_headlines
 from fracnb_spawner.gpu.backends import PodFields, is_gpu_resource
 from fracnb_spawner.gpu.companions import CompanionError, Companions
-from fracnb_spawner.hibernation.userstop import hibernate_before_user_stop
+from fracnb_spawner.hibernation.userstop import hibernate_before_user_stop, may_hold_kernels
 from fracnb_spawner.history.hubstops import record_user_stop
 from fracnb_spawner.hubstate import HubState
 from fracnb_spawner.queue.config import FracnbQueue
@@ -290,9 +290,9 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         try:
             if not now:  # now: a spawn given up, or a leftover pod before KubeSpawner's retry; nothing to save
                 left = self.queue.note_stopped(self.hub_state.stops)  # a user's stop while queued leaves the queue
-                hibernation = await hibernate_before_user_stop(self)
-                if not left:
-                    await record_user_stop(self, hibernation)
+                # A server whose pod never ran (still queued, placed or starting) has nothing to save or to tell.
+                if not left and may_hold_kernels(self.queue.reflected_pod()):
+                    await record_user_stop(self, await hibernate_before_user_stop(self))
             stopping, timeout = super().stop(now=now), self.queue_settings().kueue_finalizer_timeout
             await stop_past_kueue(stopping, self.queue.reflected_pod, api=self.api, log=self.log, timeout=timeout)
             await self.companions.remove(self.api.api_client, self.log)

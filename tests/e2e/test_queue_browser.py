@@ -35,6 +35,7 @@ from .stack import answer_of, demo_with_fake_gpu
 GPU_NODE = "local-a100-ts4-0"  # the testbed's local A100, time-sliced 4 ways
 ZONE = "Europe/Berlin"
 BROWSER_ZONE = "America/New_York"  # of the conftest's page: the hub's times are shown in it
+USERS = ("ann", "bob", "carol")
 TEST_TOKEN = secrets.token_hex(16)
 JARGON = re.compile(r"taking longer than expected|Preemption|nodes are available|Insufficient", re.IGNORECASE)
 # Every headline the progress page shows, kept in the tab's session storage across page loads.
@@ -73,6 +74,22 @@ def queue_demo(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> It
             yield running
         finally:
             stop_hub(running.hub)  # the hub a test restarted
+
+
+@pytest.fixture(autouse=True)
+def no_server_left(queue_demo: RunningDemo, testbed: Testbed) -> Iterator[None]:
+    """Each test ends with none of its users' servers running, passed or failed: a failure is its own, not
+    the next test's ("earlier servers to stop")."""
+    yield
+    for user in USERS:
+        if server(queue_demo, user) is not None:
+            call(queue_demo, f"users/{user}/server", method="DELETE")
+    wait_until(
+        lambda: all(server(queue_demo, user) is None for user in USERS),
+        what="the tests' servers to stop",
+        timeout=120,
+        interval=1,
+    )
 
 
 def call(demo: RunningDemo, path: str, *, method: str = "GET", body: Any = None) -> Any:
@@ -178,7 +195,10 @@ def test_stop_my_server_while_queued_leaves_the_queue_and_no_pod(
     wait_until(
         lambda: pod_of(testbed, namespace, "bob") is None, what="bob's queued pod to go", timeout=30, interval=0.5
     )
-    assert server(queue_demo, "bob") is None
+    # The hub's stop ends once its watch has seen the pod go (KubeSpawner looks with a growing backoff).
+    wait_until(lambda: server(queue_demo, "bob") is None, what="the hub to end bob's stop", timeout=30, interval=0.5)
+    # A server that never ran was not asked to save anything.
+    assert "hibernation of bob before its stop" not in queue_demo.log_file.read_text(errors="replace")
     # His place is gone too: the slot carol frees goes to nobody, and the form shows it free.
     call(queue_demo, "users/carol/server", method="DELETE")
     wait_until(lambda: "free now" in form_line(page, queue_demo), what="a free slot on the form", timeout=60)

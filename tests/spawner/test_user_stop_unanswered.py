@@ -23,7 +23,7 @@ from traitlets.config import Config
 
 from fracnb_spawner.config.traits import configured_traits
 from fracnb_spawner.form.stopnotice import StoppedNotice
-from fracnb_spawner.hibernation.userstop import hibernate_before_user_stop
+from fracnb_spawner.hibernation.userstop import hibernate_before_user_stop, may_hold_kernels
 from fracnb_spawner.history.hubstops import HubStops, record_user_stop
 from fracnb_spawner.hubstate import HubState
 
@@ -103,6 +103,31 @@ def test_the_stop_of_a_server_that_did_not_answer_says_nothing_was_saved(hung_se
     assert "Your server was stopped on request (at " in shown
     assert f"Variables not saved: the server did not answer within {ANSWER_TIMEOUT:g} s." in shown
     assert "Running kernels were shut down" in shown
+
+
+def test_a_refused_connection_is_told_at_once_and_its_record_says_how_long_it_took(gone_server: str) -> None:
+    hibernation = asyncio.run(hibernate_before_user_stop(stopping_spawner(gone_server)))
+    assert hibernation is not None
+    assert hibernation.report is None
+    assert hibernation.seconds < ANSWER_TIMEOUT / 2, "a refused connection was recorded as the whole bound"
+
+
+RUNNING = {"status": {"phase": "Running", "podIP": "10.0.0.7"}}
+
+
+@pytest.mark.parametrize(
+    ("pod", "asked"),
+    [
+        (RUNNING, True),
+        (None, True),  # not watched yet: asked, the first request is bounded
+        ({"spec": {"schedulingGates": [{"name": "fracnb.io/queue"}]}, "status": {"phase": "Pending"}}, False),
+        ({"status": {"phase": "Pending", "podIP": "10.0.0.7"}}, False),  # starting: no kernels yet
+        ({"status": {"phase": "Running"}}, False),  # no address of its own
+        ({"status": {"phase": "Succeeded", "podIP": "10.0.0.7"}}, False),
+    ],
+)
+def test_only_a_running_pod_with_an_address_is_asked_to_save(pod: dict | None, asked: bool) -> None:
+    assert may_hold_kernels(pod) is asked
 
 
 @pytest.mark.parametrize("value", [0, 0.1, 61])

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
@@ -67,9 +69,21 @@ async def first_answer(url: str, token: str, timeout: float) -> Answer:
     return Answer.HIBERNATED if hibernated else Answer.READY
 
 
-def no_answer(timeout: float) -> Hibernation:
-    """The record of a server that did not answer the first request: nothing was saved, and why."""
-    return Hibernation(None, f"the server did not answer within {timeout:g} s", timeout)
+def no_answer(timeout: float, waited: float) -> Hibernation:
+    """The record of a server that did not answer the first request within ``timeout`` seconds (it waited
+    ``waited``: a refused connection is told at once): nothing was saved, and why."""
+    return Hibernation(None, f"the server did not answer within {timeout:g} s", waited)
+
+
+def may_hold_kernels(pod: Mapping[str, Any] | None) -> bool:
+    """Whether a stop should ask the server of ``pod`` (the hub's watched copy) to save: its pod runs, with
+    an address. A pod still queued, being placed or starting holds no kernels, and the server's address
+    would be the hub's placeholder, not the pod's. Without a copy (the hub not watching pods yet), ask:
+    the first request is bounded."""
+    if pod is None:
+        return True
+    status = pod.get("status") or {}
+    return status.get("phase") == "Running" and bool(status.get("podIP"))
 
 
 async def hibernate_before_user_stop(spawner: Any) -> Hibernation | None:
@@ -82,12 +96,12 @@ async def hibernate_before_user_stop(spawner: Any) -> Hibernation | None:
     settings: HibernationSettings = settings_from_config(spawner.config.FracnbService)
     if not settings.enabled:
         return None
-    answer_timeout = spawner.hibernate_on_stop_answer_timeout
+    answer_timeout, began = spawner.hibernate_on_stop_answer_timeout, time.monotonic()
     answer = await first_answer(url, token, answer_timeout)
     if answer is Answer.HIBERNATED:
         return None
     if answer is Answer.NONE:
-        hibernation = no_answer(answer_timeout)
+        hibernation = no_answer(answer_timeout, time.monotonic() - began)
     else:
         hibernation = await ask_to_hibernate(url, token, settings, stop=ON_REQUEST)
     spawner.log.log(
