@@ -59,9 +59,11 @@ def queue_priority(pod: Pod) -> int:
         return 0
 
 
-def demand_since(pods: Iterable[Pod]) -> dict[str, datetime]:
+def demand_since(pods: Iterable[Pod], *, kueue_gate: bool = True) -> dict[str, datetime]:
     """Slot kind -> since when someone has been waiting for it (the earliest waiting spawn's queue time), in the
-    hub's queue or, with the kueue engine, on Kueue's gate (a notebook whose team's quota is used).
+    hub's queue or, with the kueue engine and ``kueue_gate``, on Kueue's gate (a notebook whose team's quota is
+    used). Where Kueue's own demand was read, per cohort (:func:`.kueuequota.local_queue_demand`), ``kueue_gate``
+    is False: a notebook on Kueue's gate waits for its cohort's quota, not for every server of its slot kind.
 
     Waiting pods without a slot kind or any readable time are skipped: they cannot say which
     servers they wait for, or since when.
@@ -69,7 +71,8 @@ def demand_since(pods: Iterable[Pod]) -> dict[str, datetime]:
     since: dict[str, datetime] = {}
     for pod in pods:
         kind = slot_kind(pod)
-        moment = queued_at(pod) if kind and (is_queued(pod) or is_waiting_for_kueue(pod)) else None
+        waiting = is_queued(pod) or (kueue_gate and is_waiting_for_kueue(pod))
+        moment = queued_at(pod) if kind and waiting else None
         if moment is not None and (kind not in since or moment < since[kind]):
             since[kind] = moment
     return since

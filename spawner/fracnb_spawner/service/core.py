@@ -179,7 +179,10 @@ def judge_for(
     facts: MeterFacts | None = None,
     queue_demand: Mapping[str, datetime] | None = None,
 ) -> Judge:
-    return Judge(settings.default_policy, settings.warning_lead, demand_since(pods), now, facts, queue_demand or {})
+    """``queue_demand``: Kueue's demand per LocalQueue, or None where it was not read (then a notebook on Kueue's
+    gate counts as demand for its slot kind, the broader reading)."""
+    slot_demand = demand_since(pods, kueue_gate=queue_demand is None)
+    return Judge(settings.default_policy, settings.warning_lead, slot_demand, now, facts, queue_demand or {})
 
 
 @dataclass(frozen=True)

@@ -83,10 +83,10 @@ class KubernetesPods:
         )
         return nodes, pods
 
-    async def kueue_demand(self) -> Mapping[str, datetime]:
+    async def kueue_demand(self) -> Mapping[str, datetime] | None:
         """Kueue's LocalQueues whose servers' quota a waiting Workload could use, and since when
         (:func:`fracnb_spawner.queue.kueuequota.local_queue_demand`): one LIST each of Workloads, LocalQueues
-        and ClusterQueues. Empty without ``kueue``, or when Kueue cannot be read (said once in the log)."""
+        and ClusterQueues. Empty without ``kueue``; None when Kueue cannot be read (said once in the log)."""
         if not self.kueue:
             return {}
         from kubernetes_asyncio import client  # noqa: PLC0415 -- hub extra only
@@ -102,7 +102,7 @@ class KubernetesPods:
             if not self._kueue_refused:
                 log.warning("No demand from Kueue for the idle timeouts: cannot list its queues (%s)", error)
             self._kueue_refused = True
-            return {}
+            return None
         self._kueue_refused = False
         return local_queue_demand(*(answer.get("items") or [] for answer in (workloads, local, cluster)))
 
@@ -123,7 +123,8 @@ async def list_items(call: Any, what: str, **kwargs: Any) -> list[Mapping[str, A
     return data.get("items") or []
 
 
-async def queue_demand(pods: PodSource) -> Mapping[str, datetime]:
-    """The demand Kueue holds for the idle timeouts, where ``pods`` reads it (:meth:`KubernetesPods.kueue_demand`)."""
+async def queue_demand(pods: PodSource) -> Mapping[str, datetime] | None:
+    """The demand Kueue holds for the idle timeouts, where ``pods`` reads it (:meth:`KubernetesPods.kueue_demand`);
+    None where it could not be read."""
     reader = getattr(pods, "kueue_demand", None)
     return await reader() if reader is not None else {}

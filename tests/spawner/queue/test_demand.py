@@ -41,6 +41,20 @@ def test_a_notebook_waiting_on_kueues_gate_is_demand_for_its_slot_kind() -> None
     assert not is_queued(waiting)  # not a place in the hub's own queue (its page, its metrics)
 
 
+def test_where_kueues_demand_was_read_a_notebook_on_its_gate_counts_only_for_its_cohort() -> None:
+    waiting = pod("kueue", queued_at="2026-11-23T14:02:00Z")
+    waiting["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    other_cohort = pod("other", **{"fracnb.io/idle-timeout-under-demand": "600"})
+    other_cohort["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "fracnb-other"
+    assert demand_since([other_cohort, waiting], kueue_gate=False) == {}
+    settings = CullSettings(default_policy=CullPolicy(3600), warning_lead=600)
+    held = index_pods([other_cohort])[("other", "")]
+    # Kueue read, and nothing waits for the other cohort's quota: the other cohort's server is not shortened.
+    assert judge_for(settings, [other_cohort, waiting], T0, queue_demand={}).demand_for(held) is None
+    # Kueue unread: the broader reading, by slot kind.
+    assert judge_for(settings, [other_cohort, waiting], T0).demand_for(held) == T0 + timedelta(minutes=2)
+
+
 def test_an_unreadable_queue_time_falls_back_to_the_pods_creation() -> None:
     assert queued_at(pod("a", queued=True, queued_at="soon")) == datetime(2026, 11, 23, 13, 0, tzinfo=timezone.utc)
 
