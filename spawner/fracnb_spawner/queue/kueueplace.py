@@ -4,6 +4,8 @@ visibility API. The pure pieces are in :mod:`.kueue`."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from fractions import Fraction
 from typing import Any
 
@@ -14,7 +16,7 @@ from fracnb_spawner.common.clock import SYSTEM_CLOCK, Clock
 from fracnb_spawner.common.podkeys import QUEUED_AT_ANNOTATION
 from fracnb_spawner.hibernation.settings import settings_from_config
 from fracnb_spawner.queue import kueue
-from fracnb_spawner.queue.kueuequota import cohort_queues, quota_form_text, team_quota
+from fracnb_spawner.queue.kueuequota import TeamQuota, cohort_queues, quota_form_text, team_quota
 from fracnb_spawner.queue.order import parse_time, queue_annotations
 
 GROUP, VERSION = kueue.GROUP, kueue.VERSION
@@ -139,9 +141,9 @@ class KueuePlace:
         return None
 
 
-async def kueue_form_text(host: Any, fraction: Fraction) -> str | None:
-    """The spawn form's line for a choice of ``fraction`` GPU when a spawn of it would wait for the user's team
-    quota in Kueue now (queue/kueuequota.py); None when it would not, or Kueue cannot be read (said in the log)."""
+async def read_team_quota(host: Any) -> TeamQuota | None:
+    """The user's team quota in Kueue now (queue/kueuequota.py): one GET of their LocalQueue and one LIST of the
+    ClusterQueues; None when Kueue cannot be read (said in the log)."""
     settings = host.queue_settings()
     local_queue = kueue.local_queue_name(settings.kueue_local_queue, host.user.name)
     objects = client.CustomObjectsApi(host.api.api_client)
@@ -151,5 +153,31 @@ async def kueue_form_text(host: Any, fraction: Fraction) -> str | None:
     except ApiException as error:
         host.log.info("fracnb: no Kueue quota on the spawn form of %s: %s", host.user.name, error.reason)
         return None
-    quota = team_quota(queues, local["spec"]["clusterQueue"])
-    return quota_form_text(quota, int(fraction * 1000)) if quota is not None else None
+    return team_quota(queues, local["spec"]["clusterQueue"])
+
+
+class FormQuotaReads:
+    """The team quota for one view of the spawn form, read once and shared by its GPU rows: a read younger than
+    ``fresh_seconds`` (or still under way) is reused, so a form of five GPU choices costs one GET and one LIST,
+    not five of each."""
+
+    def __init__(
+        self, read: Callable[[], Awaitable[TeamQuota | None]], clock: Clock = SYSTEM_CLOCK, fresh_seconds: float = 2
+    ) -> None:
+        self.read = read
+        self.clock = clock
+        self.fresh_seconds = fresh_seconds
+        self._last: tuple[float, asyncio.Future[TeamQuota | None]] | None = None
+
+    async def quota(self) -> TeamQuota | None:
+        now = self.clock.monotonic()
+        if self._last is None or now - self._last[0] > self.fresh_seconds:
+            self._last = (now, asyncio.ensure_future(self.read()))
+        # shielded: a form request given up (its browser gone) does not cancel the read its other rows await
+        return await asyncio.shield(self._last[1])
+
+    async def form_text(self, fraction: Fraction) -> str | None:
+        """The spawn form's line for a choice of ``fraction`` GPU when a spawn of it would wait for the user's
+        team quota in Kueue now; None when it would not, or Kueue cannot be read."""
+        quota = await self.quota()
+        return quota_form_text(quota, int(fraction * 1000)) if quota is not None else None

@@ -28,7 +28,7 @@ from fracnb_spawner.history.stops import LEFT_QUEUE, StopNotice
 from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.coordinator import QueueCoordinator, Ticket
 from fracnb_spawner.queue.kueue import is_waiting_for_kueue, local_queue_of
-from fracnb_spawner.queue.kueueplace import KueuePlace, kueue_form_text
+from fracnb_spawner.queue.kueueplace import FormQuotaReads, KueuePlace, read_team_quota
 from fracnb_spawner.queue.metrics import GAVE_UP, WAIT_SECONDS
 from fracnb_spawner.queue.order import pod_is_gated, queue_annotations, wait_deadline
 from fracnb_spawner.queue.releases import CullDefaults, Release, estimate, holder_releases
@@ -84,6 +84,7 @@ class SpawnQueue:
         self.activity = activity  # a server's start and last activity, from the hub's records
         self.cull_defaults = cull_defaults  # the fracnb service's default policy and warning lead
         self.clock = clock
+        self.form_quota = FormQuotaReads(lambda: read_team_quota(host), clock)  # with engine "kueue"
         self.reset()
 
     def reset(self, ask: Ask | None = None, max_wait: float = 0, plan: GPUPlan | None = None) -> None:
@@ -330,7 +331,7 @@ class SpawnQueue:
         if queue is None or ask is None or max_wait <= 0:
             return None
         if self.host.queue_settings().engine == "kueue":
-            return await kueue_form_text(self.host, fraction)
+            return await self.form_quota.form_text(fraction)
         capacity = await queue.capacity(ask)
         if capacity is None or (capacity.free > 0 and capacity.waiting == 0):
             return None

@@ -4,14 +4,17 @@ across a cohort."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import datetime, timezone
 from fractions import Fraction
 
 from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.queue.kueue import local_queue_of
+from fracnb_spawner.queue.kueueplace import FormQuotaReads
 from fracnb_spawner.queue.kueuequota import TeamQuota, local_queue_demand, quota_form_text, team_quota
 from fracnb_spawner.service.core import Judge, PodFacts
+from tests.spawner.queue.fakes import FakeClock
 
 
 def cluster_queue(name: str, nominal: str, used: str, *, cohort: str | None = "university", pending: int = 0,
@@ -103,3 +106,28 @@ def test_the_culler_takes_kueues_demand_for_a_server_in_such_a_local_queue():
     assert local_queue_of(
         {"metadata": {"namespace": "jhub", "labels": {"kueue.x-k8s.io/queue-name": "fracnb-ann"}}}
     ) == ("jhub/fracnb-ann")
+
+
+def test_one_view_of_the_form_reads_the_team_quota_once_for_all_its_rows():
+    reads: list[int] = []
+    queues = [cluster_queue("team-a", "500", "500", pending=1)]
+
+    async def read() -> TeamQuota | None:
+        reads.append(1)
+        await asyncio.sleep(0)  # the rows ask while the read is under way
+        return team_quota(queues, "team-a")
+
+    async def view(forms: FormQuotaReads) -> list[str | None]:
+        return list(await asyncio.gather(*(forms.form_text(Fraction(share)) for share in ("1/4", "1/2", "1"))))
+
+    clock = FakeClock()
+    forms = FormQuotaReads(read, clock, fresh_seconds=2)
+    texts = asyncio.run(view(forms))
+    assert len(reads) == 1
+    assert texts == [quota_form_text(team_quota(queues, "team-a"), milli) for milli in (250, 500, 1000)]
+    clock.advance(1)
+    asyncio.run(view(forms))
+    assert len(reads) == 1  # the same view, a second later
+    clock.advance(2)
+    asyncio.run(view(forms))
+    assert len(reads) == 2  # the next view reads again
