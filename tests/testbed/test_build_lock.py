@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from fracnb_testbed.binaries import KWOK_STAGES
+
 REPO = Path(__file__).resolve().parents[2]
 
 FAKE_GO = """#!/usr/bin/env python3
@@ -46,14 +48,7 @@ def fake_go(tmp_path: Path) -> dict[str, str]:
     go.chmod(0o755)
     module = tmp_path / "kwok-module"
     stage_root = module / "kustomize" / "stage"
-    for stage in (
-        "node/fast/node-initialize.yaml",
-        "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
-        "pod/fast/pod-ready.yaml",
-        "pod/fast/pod-complete.yaml",
-        "pod/fast/pod-delete.yaml",
-        "pod/chaos/pod-container-running-failed.yaml",
-    ):
+    for stage in KWOK_STAGES:  # what build.sh checks the module has
         (stage_root / stage).parent.mkdir(parents=True, exist_ok=True)
         (stage_root / stage).write_text(f"kind: Stage\nmetadata: {{name: {Path(stage).stem}}}\n")
     return {
