@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import stat
+from datetime import datetime, timezone
 from typing import Any
 
+from jupyterhub.services.auth import HubAuth
 from sqlalchemy.exc import OperationalError
 
+from fracnb_spawner.culling import CullPolicy
+from fracnb_spawner.history import db
+from fracnb_spawner.history.stops import StopNotice, latest_stops
+from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.service.app import FracnbService
+from fracnb_spawner.service.core import CullSettings
 from fracnb_spawner.service.pending import PendingReports
+from fracnb_spawner.service.state import ServiceState
 
 
 def report(session: str, at: str, final: bool = False) -> dict[str, Any]:
@@ -56,3 +64,28 @@ def test_the_file_is_beside_an_sqlite_database_by_default(tmp_path) -> None:
     other = FracnbService()
     other.db_url = "postgresql+psycopg://fracnb@db/fracnb"
     assert other.kept_reports_file == ""
+
+
+def bare_state() -> Any:
+    """A ServiceState with nothing behind its hub and pods: only its session history is used here."""
+    return ServiceState(
+        hub=None, pods=None, quotas=FracnbQuotas(), settings=CullSettings(default_policy=CullPolicy(3600), warning_lead=60),
+        hub_auth=HubAuth(api_url="http://127.0.0.1:1/hub/api", api_token="unused"),
+    )  # fmt: skip
+
+
+def test_a_stop_told_before_the_history_opens_is_written_once_it_is(tmp_path) -> None:
+    state = bare_state()
+    now = datetime.now(timezone.utc)
+    notice = StopNotice("ann", "", now, "kueue", details={"text": "preempted; 41 variables saved"})
+    asyncio.run(state.write_stop(notice))  # the service has just started: its history is still opening
+    assert state.unwritten_stops == [notice]
+    assert asyncio.run(state.write_unwritten_stops()) == 0  # not open yet: still kept
+    state.history = db.open_database(f"sqlite:///{tmp_path / 'fracnb-service.sqlite'}")
+    try:
+        assert asyncio.run(state.write_unwritten_stops()) == 1
+        assert state.unwritten_stops == []
+        (stored,) = latest_stops(state.history, "ann", now=now)
+        assert stored.details["text"] == "preempted; 41 variables saved"
+    finally:
+        db.close(state.history)

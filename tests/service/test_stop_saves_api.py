@@ -5,7 +5,7 @@ notice. The pure parts (the count, the words) are tested against literal dicts."
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -19,10 +19,17 @@ PREEMPTED = (
     "Preempted to accommodate a workload (UID: 5b1f, JobUID: 9c2e) due to prioritization in the ClusterQueue; "
     "preemptor path: /university/team-b; preemptee path: /university/team-b"
 )
-TERMINATION = {
-    "type": "TerminationTarget", "status": "True", "reason": "WorkloadEvictedDueToPreempted",
-    "message": PREEMPTED, "lastTransitionTime": "2026-11-23T14:00:00Z",
-}  # fmt: skip
+
+
+def termination(at: str = "2026-11-23T14:00:00Z") -> dict:
+    """Kueue's condition on a pod it preempts, set at ``at``."""
+    return {
+        "type": "TerminationTarget", "status": "True", "reason": "WorkloadEvictedDueToPreempted",
+        "message": PREEMPTED, "lastTransitionTime": at,
+    }  # fmt: skip
+
+
+TERMINATION = termination()
 
 
 def report(*kernels: tuple[str, int]) -> dict:
@@ -75,8 +82,10 @@ def post(hub, body, token):
 def test_a_server_kueue_preempted_leaves_its_notice_with_what_it_saved(hub, new_user, make_pod, testbed, hub_namespace):
     user = new_user()
     name = make_pod(user)
+    # Now: the hub's pages tell only stops of the last week (history.stops.NOTICE_DAYS).
+    just_now = (datetime.now(timezone.utc) - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     testbed._call("PATCH", f"/api/v1/namespaces/{hub_namespace}/pods/{name}/status",
-                  {"status": {"conditions": [TERMINATION]}})  # fmt: skip
+                  {"status": {"conditions": [termination(just_now)]}})  # fmt: skip
     try:
         status, answer = post(hub, {"server_name": "", "hibernation": report(("saved", 41))}, server_token(hub, user))
         assert status == 204, answer

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from fracnb_spawner.history.store import Stored
 
 RATIO_BUCKETS = (0.1, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.8, 0.9, 0.95, 1.0, 1.25)
-DATABASE_OPERATIONS = ("store", "read", "report", "advice", "purge")
+DATABASE_OPERATIONS = ("store", "read", "report", "advice", "purge", "record-stop")
 
 
 class HistoryMetrics:

@@ -52,9 +52,13 @@ async def resume_forever(state: ServiceState, every: float) -> None:
 
 
 async def store_kept_reports_forever(state: ServiceState) -> None:
-    """Store the session reports kept while the database was away, once it answers (:mod:`.pending`)."""
+    """Store the session reports and stop notices kept while the database was away or not open yet, once it
+    answers (:mod:`.pending`, :meth:`ServiceState.write_stop`)."""
     while True:
         await asyncio.sleep(KEPT_REPORTS_RETRY_SECONDS)
+        written = await state.write_unwritten_stops()
+        if written:
+            log.info("Wrote %d stop notices kept while the database was away", written)
         if not state.pending_reports or state.history is None:
             continue
         stored = await state.pending_reports.flush(lambda user, report: store_and_count(state, user, report))

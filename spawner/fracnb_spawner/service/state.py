@@ -65,6 +65,7 @@ class ServiceState:
         self.advice_menu: Menu | None = None  # the hub's profile menu, for the users' advice (api/advice)
         self.named_servers = False  # the hub's JupyterHub.allow_named_servers (its default: one server a user)
         self.pending_reports = PendingReports()  # session reports kept while the database is away
+        self.unwritten_stops: list[StopNotice] = []  # stop notices kept while the database is not open or away
         self.choices = HubChoices()  # the hub's profile list: display names and slot kinds
         self.zone: ZoneInfo | None = None  # of the times the page shows: the hub's FracnbQueue.display_timezone
 
@@ -122,8 +123,31 @@ class ServiceState:
         details = {"hibernation": hibernation_json(hibernation)} if hibernation is not None else {}
         notice = StopNotice(verdict.user, verdict.server, self.clock(), reason, verdict.limit_seconds, details)
         self._stopping[(verdict.user, verdict.server)] = notice
-        if self.history is not None:
+        await self.write_stop(notice)
+
+    async def write_stop(self, notice: StopNotice) -> None:
+        """Keep ``notice`` in the session history; while that is not open yet (the first seconds after a start,
+        when a notebook Kueue preempts may already tell its save) or cannot be written, keep it here until
+        :meth:`write_unwritten_stops` can."""
+        if self.history is None:
+            self.unwritten_stops.append(notice)
+            return
+        try:
             await asyncio.to_thread(record_stop, self.history, notice)
+        except Exception as error:
+            self.history_metrics.database_errors.labels(operation="record-stop").inc()
+            log.warning("Could not write the stop of %r's server %r (%s); kept to write later", notice.user,
+                        notice.server, error)  # fmt: skip
+            self.unwritten_stops.append(notice)
+
+    async def write_unwritten_stops(self) -> int:
+        """Write the stop notices kept while the history was not open or away; how many were written."""
+        if self.history is None or not self.unwritten_stops:
+            return 0
+        kept, self.unwritten_stops = self.unwritten_stops, []
+        for notice in kept:
+            await self.write_stop(notice)
+        return len(kept) - len(self.unwritten_stops)
 
     async def record_stop_save(self, user: str, server: str, report: dict[str, Any]) -> StopNotice | None:
         """Keep the notice of a stop Kueue made, with what the server saved as it stopped (service/stopsaves.py)."""
@@ -133,8 +157,7 @@ class ServiceState:
             log.info("%s's server %r saved at its stop, which Kueue did not make: no notice", user, server)
             return None
         log.info("%s's server %r: %s", user, server, notice.details["text"])
-        if self.history is not None:
-            await asyncio.to_thread(record_stop, self.history, notice)
+        await self.write_stop(notice)
         return notice
 
     async def recent_culls(self) -> list[StopNotice]:

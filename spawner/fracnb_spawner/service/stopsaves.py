@@ -7,7 +7,9 @@ was saved: it posts its report here with the server's own token (anything else i
 condition, and keeps the stop's notice with what was saved in the session history (history/stops.py, reason
 ``kueue``), where the hub's pages read it: "Your last server stopped at 14:05 CET, preempted by a higher-priority
 job of team-b; 41 variables saved. ...". It stands in for the hub's own notice of that stop (same time), which
-could not count. A server Kueue did not stop gets no notice from here.
+could not count. A server Kueue did not stop gets no notice from here. A notice told while the session history
+is not open yet (the service's first seconds) or cannot be written is kept by the service and written once it can
+(:meth:`ServiceState.write_stop`): the notebook tells it once, in its last seconds.
 """
 
 from __future__ import annotations
