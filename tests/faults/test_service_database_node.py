@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -139,10 +139,13 @@ def seed_history(url: str, user: str) -> None:
     """Three past sessions of ``user`` on 0.25 GPU that used 4 GiB at most: the form advises a smaller share."""
     factory = open_database(url)
     try:
-        for day in (1, 2, 3):
-            sent = report(secrets.token_hex(16), started=f"2026-11-0{day}T10:00:00Z", reported=f"2026-11-0{day}T11:00:00Z",
-                          ended=f"2026-11-0{day}T11:00:00Z", profile="quarter", choice=None, fraction=0.25,
-                          budget_bytes=20 * GIB, peak_bytes=4 * GIB)  # fmt: skip
+        for days_ago in (3, 2, 1):  # within the service's retention (session_retention_days) whatever the date
+            started, ended = (
+                (datetime.now(timezone.utc) - timedelta(days=days_ago, hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+                for hours in (1, 0)
+            )
+            sent = report(secrets.token_hex(16), started=started, reported=ended, ended=ended, profile="quarter",
+                          choice=None, fraction=0.25, budget_bytes=20 * GIB, peak_bytes=4 * GIB)  # fmt: skip
             store_report(factory, user, sent)
     finally:
         close(factory)
