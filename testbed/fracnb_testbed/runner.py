@@ -74,6 +74,7 @@ class Runner:
         self.runs: dict[str, PodRun] = {}
         self.finalising: set[str] = set()
         self.local_nodes: set[str] = set()
+        self.other_nodes: set[str] = set()  # nodes looked up that are not local (KWOK's)
         self.tasks: set[asyncio.Task] = set()
 
     # ---- watching -------------------------------------------------------------------------
@@ -96,6 +97,7 @@ class Runner:
     async def _relist(self) -> str:
         nodes = await self._raw(self.api.list_node, label_selector=f"{RUNNER_LABEL}=local")
         self.local_nodes = {node["metadata"]["name"] for node in nodes["items"]}
+        self.other_nodes = set()
         pods = await self._raw(self.api.list_pod_for_all_namespaces)
         for pod in pods["items"]:
             await self.reconcile("ADDED", pod)
@@ -119,10 +121,11 @@ class Runner:
 
     # ---- reconciling ----------------------------------------------------------------------
     async def reconcile(self, kind: str, pod: dict[str, Any]) -> None:
-        if pod.get("spec", {}).get("nodeName") not in self.local_nodes:
-            return
         uid = pod["metadata"]["uid"]
         run = self.runs.get(uid)
+        # A pod this runner runs is always followed, even once its node is gone (a deleted node's pods go too).
+        if run is None and not await self._is_local(pod.get("spec", {}).get("nodeName")):
+            return
         if kind == "DELETED":
             if run is not None:
                 self._spawn_task(self.terminate(run, grace=1.0, finalise=False))
@@ -138,6 +141,23 @@ class Runner:
             return
         if run is None and pod.get("status", {}).get("phase", "Pending") == "Pending":
             await self.start(pod)
+
+    async def _is_local(self, node_name: str | None) -> bool:
+        """Whether ``node_name`` is a local node. The list taken at the last relist can miss one: a node deleted
+        as the list was taken and made again since (the fault tests do that) is looked up, not ignored."""
+        if not node_name or node_name in self.other_nodes:
+            return False
+        if node_name in self.local_nodes:
+            return True
+        try:
+            node = await self.api.read_node(node_name)
+        except ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        local = (node.metadata.labels or {}).get(RUNNER_LABEL) == "local"
+        (self.local_nodes if local else self.other_nodes).add(node_name)
+        return local
 
     def _spawn_task(self, coroutine) -> None:
         task = asyncio.ensure_future(coroutine)
