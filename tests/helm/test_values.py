@@ -43,15 +43,20 @@ def test_rbac_lets_the_hub_read_nodes_and_pods() -> None:
     assert binding["subjects"][0] == {"kind": "ServiceAccount", "name": "hub", "namespace": "jhub"}
 
 
-def test_rbac_lets_the_hub_manage_claims_and_read_slices_for_dra_and_no_more() -> None:
-    _role, _binding, role, binding, *_reclaim = yaml.safe_load_all((VALUES_DIR / "rbac.yaml").read_text())
-    granted = {
+def granted_rules(role: dict) -> set[tuple[str, str, str]]:
+    """Each (API group, resource, verb) a Role or ClusterRole grants."""
+    return {
         (group, resource, verb)
         for rule in role["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
     }
+
+
+def test_rbac_lets_the_hub_manage_claims_and_read_slices_for_dra_and_no_more() -> None:
+    _role, _binding, role, binding, *_reclaim = yaml.safe_load_all((VALUES_DIR / "rbac.yaml").read_text())
+    granted = granted_rules(role)
     needed = {("resource.k8s.io", "resourceclaims", verb) for verb in CLAIM_VERBS}
     needed |= {
         ("resource.k8s.io", kind, verb) for kind in ("resourceclaims", "resourceslices") for verb in ("list", "watch")
@@ -175,13 +180,7 @@ def test_rbac_lets_the_service_evict_and_explain_for_reclaim() -> None:
     [binding] = [
         d for d in documents if d["kind"] == "ClusterRoleBinding" and d["roleRef"]["name"] == "fracnb-service-reclaim"
     ]
-    granted = {
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
+    granted = granted_rules(role)
     assert {
         ("", "pods/eviction", "create"),
         ("", "events", "create"),
