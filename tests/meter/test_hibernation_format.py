@@ -242,6 +242,7 @@ async def test_kernels_are_saved_most_recent_first_within_one_limit() -> None:
         kernel("oldest", 30),
         kernel("recent", 1),
         kernel("busy", 0, state="busy"),
+        kernel("orphan", 0, state="starting"),  # a session no client ever connected to
         kernel("older", 10),
         kernel("r-kernel", 5, language="R"),
     ]
@@ -252,6 +253,7 @@ async def test_kernels_are_saved_most_recent_first_within_one_limit() -> None:
     statuses = {entry["kernel_id"]: entry["status"] for entry in report["kernels"]}
     assert statuses == {
         "busy": "busy",
+        "orphan": "empty",
         "recent": "saved",
         "r-kernel": "not_supported",
         "older": "skipped_over_limit",

@@ -17,7 +17,10 @@ from . import layout
 
 STATUSES = ("saved", "partly_saved", "failed", "skipped_over_limit", "busy", "empty", "not_supported")
 ANSWER_MARGIN_S = 0.5  # the kernel stops this long before the deadline, so its answer arrives in time
-BUSY_STATES = ("busy", "starting", "restarting", "autorestarting")
+# jupyter_server says "starting" until a client's first request is answered: such a kernel has run no
+# cell (JupyterLab leaves one behind when its tab closes between starting a session and naming it), and a
+# restarting kernel has lost what it held. Neither has variables to save, and neither was running a cell.
+NOTHING_HELD_STATES = ("starting", "restarting", "autorestarting")
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,10 @@ def _entry(kernel: KernelView, status: str, reason: str | None, **more: Any) -> 
 
 def _not_saved(kernel: KernelView) -> dict[str, Any] | None:
     """The kernel's entry when it is not even asked; None when it is."""
-    if kernel.state in BUSY_STATES:
+    if kernel.state == "busy":
         return _entry(kernel, "busy", f"the kernel is {kernel.state}: it is left alone and not saved")
+    if kernel.state in NOTHING_HELD_STATES:
+        return _entry(kernel, "empty", f"the kernel is {kernel.state}: it holds no variables yet")
     if kernel.state == "dead":
         return _entry(kernel, "failed", "the kernel is dead")
     if kernel.language is not None and kernel.language.lower() != "python":
