@@ -4,6 +4,7 @@ restore and discard code in this process (the same functions a kernel runs)."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -230,3 +231,25 @@ def test_a_negative_keep_days_is_refused_naming_the_key() -> None:
 
     with pytest.raises(TraitError, match=r"FracnbMeter.hibernation_keep_days = -1.0 must be 0"):
         FracnbMeter(hibernation_keep_days=-1)
+
+
+def test_a_saved_functions_globals_never_replace_the_kernels_values_unasked(env: dict) -> None:
+    main = sys.modules["__main__"].__dict__  # a notebook's functions have the kernel's namespace as globals
+    added = {"lr", "step"} - main.keys()
+    try:
+        main["lr"] = 0.1
+        exec("def step():\n    return lr * 2", main)  # noqa: S102 -- as a notebook cell defines it
+        save({"lr": 0.1, "step": main["step"]}, env)
+    finally:
+        for name in added:
+            main.pop(name, None)
+    mine = {"lr": 0.5}
+
+    asked = restore(mine, env)
+    assert (asked["status"], asked["conflicts"]) == ("conflict", ["lr"])
+    assert mine == {"lr": 0.5}  # loading `step` brought its saved `lr` along: it is not left behind
+
+    kept = restore(mine, env, on_conflict="keep")
+    assert kept["restored"] == ["step"]
+    assert mine["lr"] == 0.5
+    assert mine["step"]() == 1.0  # the restored function reads the kernel's value

@@ -91,6 +91,9 @@ def find_entry(env: Mapping[str, str], notebook_file: str) -> Path:
     return layout.server_dir(env) / layout.entry_key(notebook_file)
 
 
+_MISSING = object()
+
+
 class _StopError(Exception):
     def __init__(self, status: str, reason: str) -> None:
         super().__init__(reason)
@@ -120,13 +123,12 @@ def restore_namespace(
         if report["warnings"] and not force:
             raise _StopError("confirm", "the saved state was made with other versions")
         placement = placement_of(manifest.get("devices") or [])
-        builtins = user_ns.get("__builtins__")
+        before = dict(user_ns)
         load = _Load(user_ns, manifest, report)
         try:
             load.run(entry / os.path.basename(str(manifest.get("generation"))), root, placement)
-        finally:  # cloudpickle's function loader sets __builtins__ in the namespace it gets
-            if builtins is not None:
-                user_ns["__builtins__"] = builtins
+        finally:
+            _put_back(user_ns, before)
         _assign(user_ns, load.values, report, on_conflict)
     except _StopError as stop:
         return {**report, "status": stop.status, "reason": stop.reason}
@@ -155,6 +157,17 @@ def _manifest_of(entry: Path, root: Path, report: dict[str, Any]) -> dict[str, A
     report |= {"saved_at": manifest.get("saved_at"), "skipped_at_save": manifest.get("skipped", [])}
     report["bytes"] = (manifest.get("bytes") or {}).get("total", 0)
     return manifest
+
+
+def _put_back(user_ns: MutableMapping[str, Any], before: Mapping[str, Any]) -> None:
+    """The namespace as it was before the load. cloudpickle's function loader writes each function's
+    saved globals (and ``__builtins__``) into its globals, which are this namespace: a value the user
+    changed since the save would be replaced before the conflicts are even looked at."""
+    for name in [name for name in user_ns if name not in before]:
+        del user_ns[name]
+    for name, value in before.items():
+        if user_ns.get(name, _MISSING) is not value:
+            user_ns[name] = value
 
 
 def _assign(

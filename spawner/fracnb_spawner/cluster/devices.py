@@ -130,6 +130,12 @@ def _matches(device: Mapping[str, Any], want: DraWant) -> bool:
     )
 
 
+def schedulable_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]] | None:
+    """The nodes new pods may go to (not cordoned); None when there are none to read (every slice counts)."""
+    nodes = list(nodes)
+    return [node for node in nodes if not (node.get("spec") or {}).get("unschedulable")] if nodes else None
+
+
 def _node_allowed(want: DraWant, nodes: Iterable[Mapping[str, Any]] | None) -> Callable[[str | None], bool]:
     """Whether a slice's node may run the pod: its labels match the pod's node selector.
 

@@ -25,7 +25,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fracnb_spawner.cluster.devices import DraWant, device_ledger, free_servers, take_devices, want_for
+from fracnb_spawner.cluster.devices import (
+    DraWant,
+    device_ledger,
+    free_servers,
+    schedulable_nodes,
+    take_devices,
+    want_for,
+)
 from fracnb_spawner.cluster.nodes import free_by_node, largest_allocatable
 from fracnb_spawner.common.labels import label_value
 from fracnb_spawner.common.podkeys import GPU_MEMORY_ANNOTATION
@@ -183,10 +190,7 @@ class DraAsk:
         return free_servers(cluster.slices, [], self.want, cluster.nodes or None) > 0
 
     def ledger(self, cluster: Cluster) -> DeviceLedger:
-        schedulable = [node for node in cluster.nodes if not (node.get("spec") or {}).get("unschedulable")]
-        return DeviceLedger(
-            device_ledger(cluster.slices, cluster.claims, self.want, schedulable if cluster.nodes else None)
-        )
+        return DeviceLedger(device_ledger(cluster.slices, cluster.claims, self.want, schedulable_nodes(cluster.nodes)))
 
     def placed(self, pod: Mapping[str, Any], cluster: Cluster) -> bool:
         """Its claim is allocated: the devices' free capacity already leaves it out. A pod bound to a

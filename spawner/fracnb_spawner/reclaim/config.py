@@ -17,9 +17,10 @@ class FracnbReclaim(Configurable):
         help="""
         Evict lower-priority pods whose DRA claims hold what a queued notebook needs. Off by
         default: evicting other teams' work is an admin's decision, and it needs RBAC beyond
-        reading pods (create on pods/eviction and events, list on PodDisruptionBudgets,
-        ResourceSlices and ResourceClaims: helm-values/rbac.yaml). Extended resources need
-        none of this: kube-scheduler preempts for them itself. Default: False.
+        reading the hub's pods (list on nodes and on pods in every namespace, create on
+        pods/eviction and events, list on PodDisruptionBudgets, ResourceSlices and
+        ResourceClaims: helm-values/rbac.yaml). Extended resources need none of this:
+        kube-scheduler preempts for them itself. Default: False.
 
         Example: c.FracnbReclaim.enabled = True
         """,
@@ -61,9 +62,10 @@ class FracnbReclaim(Configurable):
         5,
         help="""
         Seconds between reclaim passes while it is enabled: how long a notebook that lower-priority
-        pods block waits at most before they are asked to leave (then their own grace period runs).
-        Each pass lists pods, ResourceSlices, ResourceClaims and PodDisruptionBudgets once.
-        Default: 5.
+        pods block waits before they are asked to leave, while the per-minute limit and their
+        PodDisruptionBudgets allow it (then their own grace period runs). Each pass lists nodes,
+        and pods, ResourceSlices, ResourceClaims and PodDisruptionBudgets of every namespace,
+        once. Default: 5.
 
         Example: c.FracnbReclaim.every = 5
         """,

@@ -8,8 +8,9 @@ module says whom. The cards and their holders come in as literal records (:class
 - A notebook that fits now (counting what pods already leaving will free) evicts no one.
 - Only *reclaimable* holders are victims: below the policy's priority and the notebook's own, in
   a namespace the policy names, and never a notebook.
-- The fewest victims, then the youngest (they lose the least work), on one card: a share of a
-  shared card, or ``cards`` whole cards of one node. Between equal choices, a card that already
+- The fewest victims (pods: one holding two cards counts once), then the youngest (they lose the
+  least work), on one card: a share of a shared card (or, as the hub places it, an unshared card
+  taken whole), or ``cards`` whole cards of one node. Between equal choices, a card that already
   holds shares goes first, so that whole cards stay whole for whole-card work.
 - PodDisruptionBudgets (:class:`Budget`) are respected: a choice never takes more pods of a
   budget than it allows now.
@@ -140,27 +141,45 @@ def _share_victims(
     return None
 
 
-def _whole_victims(need: Need, cards: Sequence[Card], policy: Policy, budgets: Sequence[Budget]) -> list[Card] | None:
-    """The cheapest ``need.cards`` cards of one group whose staying holders may all be evicted."""
-    freeable = []
-    for card in cards:
-        staying = [holder for holder in card.holders if not holder.leaving]
-        if all(reclaimable(holder, need, policy) for holder in staying):
-            freeable.append((_cost(staying), card.key, card, staying))
-    freeable.sort(key=lambda entry: (entry[0], entry[1]))
-    taken: list[Card] = []
-    victims: list[PodKey] = []
-    for _cost_of, _key, card, staying in freeable:
-        if within_budgets([*victims, *(holder.pod for holder in staying)], budgets):
-            taken.append(card)
-            victims += [holder.pod for holder in staying]
-        if len(taken) == need.cards:
-            return taken
-    return None
+def _distinct(holders: Iterable[Holder]) -> list[Holder]:
+    """Each pod once: a pod whose claim holds several cards is one victim, however many cards it frees."""
+    seen: dict[PodKey, Holder] = {}
+    for holder in holders:
+        seen.setdefault(holder.pod, holder)
+    return list(seen.values())
+
+
+def _clearing(card: Card, need: Need, policy: Policy) -> list[Holder] | None:
+    """The staying holders of ``card``, when every one of them may be evicted; None when one may not."""
+    staying = [holder for holder in card.holders if not holder.leaving]
+    return staying if all(reclaimable(holder, need, policy) for holder in staying) else None
+
+
+def _whole_victims(
+    need: Need, cards: Sequence[Card], policy: Policy, budgets: Sequence[Budget]
+) -> tuple[list[Card], list[Holder]] | None:
+    """The cheapest ``need.cards`` cards of one group whose staying holders may all be evicted, and those
+    holders. Sets of cards are compared by the pods they evict: one pod holding two cards frees both."""
+    freeable = sorted((card for card in cards if _clearing(card, need, policy) is not None), key=lambda c: c.key)
+    best: tuple[tuple[int, float], list[Card], list[Holder]] | None = None
+    for taken in itertools.islice(itertools.combinations(freeable, need.cards), COMBINATIONS_LIMIT):
+        victims = _distinct(holder for card in taken for holder in card.holders if not holder.leaving)
+        if within_budgets((holder.pod for holder in victims), budgets) and (best is None or _cost(victims) < best[0]):
+            best = (_cost(victims), list(taken), victims)
+    return None if best is None else (best[1], best[2])
+
+
+def _whole_card(need: Need, card: Card, policy: Policy, budgets: Sequence[Budget]) -> list[Holder] | None:
+    """A memory slice on a card that takes no shares: the card whole, so every staying holder leaves
+    (as the hub places a slice on an untouched unshared device when no shared one has room)."""
+    victims = _clearing(card, need, policy)
+    if victims is None or card.capacity < (need.amount or 0):
+        return None
+    return victims if within_budgets((holder.pod for holder in victims), budgets) else None
 
 
 def _choice(victims: Sequence[Holder], cards: Sequence[Card]) -> Choice:
-    youngest_first = sorted(victims, key=lambda holder: holder.created, reverse=True)
+    youngest_first = sorted(_distinct(victims), key=lambda holder: holder.created, reverse=True)
     return Choice(
         tuple(holder.pod for holder in youngest_first),
         tuple(card.key for card in cards),
@@ -175,9 +194,13 @@ def choose_victims(need: Need, cards: Sequence[Card], policy: Policy, budgets: S
     cards = [card for card in cards if need.usable is None or card.key in need.usable]
     if need.amount is not None:
         for card in cards:
-            victims = _share_victims(need.amount, need, card, policy, budgets) if card.shared else None
+            victims = (
+                _share_victims(need.amount, need, card, policy, budgets)
+                if card.shared
+                else _whole_card(need, card, policy, budgets)
+            )
             if victims is not None:
-                untouched = int(not any(not holder.leaving for holder in card.holders))
+                untouched = int(not card.shared or not any(not holder.leaving for holder in card.holders))
                 left = card.capacity - _staying(card) + sum(holder.amount for holder in victims) - need.amount
                 # fewest, youngest; then a card already shared (whole ones stay whole); then the tightest fit
                 options.append(((*_cost(victims), untouched, left), victims, [card]))
@@ -186,9 +209,9 @@ def choose_victims(need: Need, cards: Sequence[Card], policy: Policy, budgets: S
         for card in cards:
             groups.setdefault(card.group, []).append(card)
         for group in groups.values():
-            taken = _whole_victims(need, group, policy, budgets)
-            if taken is not None:
-                victims = [holder for card in taken for holder in card.holders if not holder.leaving]
+            found = _whole_victims(need, group, policy, budgets)
+            if found is not None:
+                taken, victims = found
                 options.append(((*_cost(victims), 0, 0), victims, taken))
     if not options:
         return None

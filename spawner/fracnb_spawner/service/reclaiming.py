@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from fracnb_spawner.cluster.devices import DraWant, trim_claim, trim_slice
+from fracnb_spawner.cluster.devices import DraWant, schedulable_nodes, trim_claim, trim_slice
 from fracnb_spawner.cluster.slots import DraAsk
 from fracnb_spawner.common.clock import SYSTEM_CLOCK, Clock
 from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, USERNAME_ANNOTATION
@@ -35,6 +35,9 @@ log = logging.getLogger("fracnb.reclaim")
 Pod = Mapping[str, Any]
 OUTCOMES = ("evicted", "refused-by-budget", "gone", "failed")
 EVENT_REASON = "Reclaimed"
+# The Eviction API's 429 when a PodDisruptionBudget forbids the eviction ("Cannot evict pod as it would
+# violate the pod's disruption budget."); the apiserver's own throttling answers 429 with other words.
+BUDGET_REFUSAL = "disruption budget"
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,7 @@ class Reclaimer:
         while self.recent and now - self.recent[0] >= 60.0:
             self.recent.popleft()
         needs = [
-            (pod_key(pod), need_of(want, pod, usable_cards(snapshot.slices, want, snapshot.nodes or None)))
+            (pod_key(pod), need_of(want, pod, usable_cards(snapshot.slices, want, schedulable_nodes(snapshot.nodes))))
             for pod, want in waiters
         ]
         cards = dra_cards(snapshot.slices, snapshot.claims, snapshot.pods)
@@ -154,9 +157,9 @@ class Reclaimer:
         by_key = {pod_key(pod): pod for pod in snapshot.pods}
         done = []
         for victim, waiter in plan:
+            self.recent.append(self.clock.monotonic())  # before asking: an answer lost after the eviction still counts
             outcome = await self.api.evict(victim)
             self.metrics.reclaims.labels(outcome=outcome).inc()
-            self.recent.append(self.clock.monotonic())
             if outcome == "evicted":
                 self.started.setdefault(waiter, now)
                 message = reason_text(by_key[waiter])
@@ -198,11 +201,14 @@ class KubeReclaimApi:
         try:  # no deleteOptions: the pod's own terminationGracePeriodSeconds applies
             await self.core.create_namespaced_pod_eviction(name, namespace, body)
         except ApiException as error:
-            if error.status == 429:
+            if error.status == 429 and BUDGET_REFUSAL in str(error.body or ""):
                 return "refused-by-budget"
             if error.status == 404:
                 return "gone"
             log.warning("Eviction of %s/%s failed: %s %s", namespace, name, error.status, error.reason)
+            return "failed"  # the apiserver's own throttling (429 without a budget) included
+        except Exception as error:  # a timeout or a dropped connection: the pod may or may not be leaving
+            log.warning("Eviction of %s/%s got no answer: %s", namespace, name, error)
             return "failed"
         return "evicted"
 

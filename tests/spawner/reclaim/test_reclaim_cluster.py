@@ -3,7 +3,7 @@ pods as holders, PodDisruptionBudgets as budgets."""
 
 from __future__ import annotations
 
-from fracnb_spawner.cluster.devices import DraWant, trim_claim
+from fracnb_spawner.cluster.devices import DraWant, schedulable_nodes, trim_claim
 from fracnb_spawner.reclaim.cluster import budgets_of, dra_cards, need_of, usable_cards
 from fracnb_spawner.reclaim.victims import Policy, choose_victims
 from tests.spawner.cluster.test_devices import DRIVER, GIB, QUARTER_A100, SLICES, gpu, slice_
@@ -73,3 +73,17 @@ def test_budgets_cover_the_pods_their_selector_matches_in_their_namespace() -> N
     first, second = budgets_of(pdbs, pods)
     assert (first.pods, first.allowed) == ({("batch", "a"), ("batch", "b")}, 1)
     assert (second.pods, second.allowed) == ({("batch", "d")}, 0)  # no status yet: none allowed
+
+
+def test_a_cordoned_nodes_cards_are_not_usable_as_the_hub_does_not_place_there() -> None:
+    def node(name: str, *, cordoned: bool = False) -> dict:
+        return {"metadata": {"name": name, "labels": {"gpu": "a100"}}, "spec": {"unschedulable": cordoned}}
+
+    slices = [slice_("gpu-1", gpu("gpu-0")), slice_("gpu-2", gpu("gpu-0"))]
+    on_a100_nodes = DraWant(DRIVER, "gpu", memory=20 * GIB, node_selector=(("gpu", "a100"),))
+    nodes = [node("gpu-1"), node("gpu-2", cordoned=True)]
+    assert usable_cards(slices, on_a100_nodes, schedulable_nodes(nodes)) == {f"{DRIVER}/gpu-1/gpu-0"}
+    assert usable_cards(slices, on_a100_nodes, schedulable_nodes([])) == {
+        f"{DRIVER}/gpu-1/gpu-0",
+        f"{DRIVER}/gpu-2/gpu-0",
+    }

@@ -148,3 +148,27 @@ def test_a_development_card_with_room_spares_the_training_server() -> None:
     development = card("dev-0", notebook("jupyter-hal", 60), group="dev")
     assert choose_victims(share(20), [*training, development], ANY) == Choice((), ("dev-0",))
     assert choose_victims(share(40), [*training, development], ANY).victims == (("batch", "job-0"),)
+
+
+def test_a_pod_holding_two_cards_is_one_victim_and_evicted_once() -> None:
+    def held_by(key: str, holder: Holder) -> Card:
+        return card(key, holder, shared=False)
+
+    two_card_job = batch("two-card-job", 80, 30)
+    cards = [held_by("c1", two_card_job), held_by("c2", two_card_job), held_by("c3", batch("young", 80, 1))]
+    # One pod frees two cards; the younger single-card pod plus half of the older job would be two pods.
+    assert choose_victims(Need(None, cards=2), cards, ANY) == Choice((("batch", "two-card-job"),), ("c1", "c2"))
+    plan = plan_reclaims([(("jhub", "jupyter-ann"), Need(None, cards=2))], cards, ANY, left=10)
+    assert plan == [(("batch", "two-card-job"), ("jhub", "jupyter-ann"))]
+
+
+def test_a_slice_may_take_an_unshared_card_whole_after_the_shared_ones() -> None:
+    shared_full = card("shared", notebook("jupyter-ann", 60), notebook("jupyter-bo", 20))
+    unshared = card("whole", batch("train", 80, 10), group="node-b", shared=False)
+    assert choose_victims(share(20), [shared_full, unshared], ANY) == Choice((("batch", "train"),), ("whole",))
+    # a shared card with a victim to spare ties on victims and age: the shared card goes first
+    shared_batch = card("shared-b", batch("small", 80, 10), group="node-c")
+    assert choose_victims(share(20), [unshared, shared_batch], ANY).cards == ("shared-b",)
+    # an unshared card a notebook holds is never freed for a slice
+    held = card("held", notebook("jupyter-cy", 10), shared=False)
+    assert choose_victims(share(20), [shared_full, held], ANY) is None
