@@ -27,6 +27,7 @@ from fracnb_spawner.config.profiles import (
     InvalidUserOptionsError,
     ProfileConfigError,
     Selection,
+    check_kueue_backends,
     initialize_profiles,
     select,
     validate_profiles,
@@ -139,6 +140,8 @@ class Choosing:
             raw = await maybe_future(host.profile_list(host)) if not fixed else host.profile_list
             profiles = initialize_profiles(raw)
             validate_profiles(profiles, *settings)
+            if not fixed and host.queue_settings().engine == "kueue":  # a fixed list was checked at start
+                check_kueue_backends(profiles, host.gpu_defaults())
             self.longest_queue_wait = max((queue_max_wait(p.get("queue")) for p in profiles), default=0)
         except ProfileConfigError as error:
             host.log.error("fracnb: invalid profile_list: %s", error)

@@ -10,6 +10,7 @@ slot into it), hence the milli-GPU arithmetic here. docs/queue.md "Engines" says
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from zoneinfo import ZoneInfo
 
 from fracnb_spawner.common.clock import clock_text
 from fracnb_spawner.common.podkeys import KUEUE_QUEUE_LABEL, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
-from fracnb_spawner.common.units import format_gpus, gpus_text
+from fracnb_spawner.common.units import QuantityError, format_gpus, gpus_text
 from fracnb_spawner.queue.order import parse_time
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"  # Kueue's API, as v0.17 serves it
@@ -38,7 +39,11 @@ API_TOKEN_ENV = "JUPYTERHUB_API_TOKEN"  # noqa: S105 - a name, not a secret
 # KAI's gpu-fraction annotation (KAI has queues of its own).
 UNCOUNTABLE_BACKENDS = {
     "dra": "Kueue v0.17 cannot count DRA claims (their CEL selectors and capacity requests are refused or "
-    "ignored); use a device-plugin backend (time-slicing, mps, mig, whole GPUs) with this engine",
+    "ignored); use a device-plugin backend (time-slicing, mps, whole GPUs; mig with a transformation of its "
+    "resource, docs/queue.md) with this engine",
+    "hami": "a HAMi share asks for a whole nvidia.com/gpu (Kueue would charge 1 GPU for 0.25) and for "
+    "nvidia.com/gpucores and gpumem, which no ClusterQueue covers; use time-slicing or mps with this engine, "
+    "or engine 'builtin'",
     "kai": "KAI's GPU fractions are an annotation Kueue does not see; KAI has queues of its own, so use "
     "engine 'builtin' or a device-plugin backend",
 }
@@ -296,20 +301,41 @@ def stop_message(words: str, at: datetime, zone: ZoneInfo | None = None) -> str:
     )
 
 
+def _asks_for_quota(workload: Mapping[str, Any]) -> bool:
+    """Not admitted yet, and neither deactivated (an admin's hold, a back-off) nor finished."""
+    if (workload.get("spec") or {}).get("active") is False:
+        return False
+    return not any(
+        (found := condition(workload, kind)) is not None and found.get("status") == "True"
+        for kind in ("QuotaReserved", "Finished")
+    )
+
+
 def pending_milli(workloads: Iterable[Mapping[str, Any]]) -> int:
-    """GPU demand of Workloads not admitted (no QuotaReserved=True), from ``status.resourceRequests``,
-    for demand-aware culling across a cohort."""
+    """GPU demand of Workloads waiting for quota (no QuotaReserved=True; neither deactivated nor finished),
+    from ``status.resourceRequests``, for demand-aware culling across a cohort."""
     total = 0
     for workload in workloads:
-        reserved = condition(workload, "QuotaReserved")
-        if reserved is not None and reserved.get("status") == "True":
+        if not _asks_for_quota(workload):
             continue
         for pod_set in (workload.get("status") or {}).get("resourceRequests") or []:
             total += milli_quantity((pod_set.get("resources") or {}).get(MILLI_RESOURCE, 0))
     return total
 
 
+_QUANTITY = re.compile(
+    r"(?P<number>\d{1,18}(?:\.\d{0,18})?|\.\d{1,18})"
+    r"(?:[eE](?P<exponent>[+-]?\d{1,2})|(?P<suffix>[KMGTPE]i|[mkMGTPE]))?"
+)
+_SUFFIXES = {"m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_SUFFIXES |= {f"{unit}i": 2 ** (10 * power) for power, unit in enumerate("KMGTPE", start=1)}
+
+
 def milli_quantity(value: Any) -> int:
-    """An integer Kubernetes quantity as Kueue writes fracnb.io/gpu-milli ("250", 250, "1k")."""
-    text = str(value)
-    return int(text[:-1]) * 1000 if text.endswith("k") else int(text)
+    """A Kubernetes quantity of fracnb.io/gpu-milli as an integer: Kueue writes "250", 250 or "1k", an admin's
+    ClusterQueue may say "1.5k" or "2e3" (rounded up, as Kubernetes rounds quantities). QuantityError otherwise."""
+    match = _QUANTITY.fullmatch(str(value).strip())
+    if isinstance(value, bool) or match is None:
+        raise QuantityError(f"{value!r} is not a quantity of {MILLI_RESOURCE}")
+    scale = Fraction(10) ** int(match["exponent"]) if match["exponent"] else _SUFFIXES.get(match["suffix"] or "", 1)
+    return math.ceil(Fraction(match["number"]) * scale)

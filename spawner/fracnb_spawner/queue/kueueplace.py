@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from fractions import Fraction
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -21,6 +22,15 @@ from fracnb_spawner.queue.order import parse_time, queue_annotations
 
 GROUP, VERSION = kueue.GROUP, kueue.VERSION
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
+# Kueue's webhook gates every pod it is given, and admits one with quota free within about a second: a
+# profile that never queues (max_wait 0) still waits this long for Kueue's answer before giving up.
+ADMISSION_GRACE_SECONDS = 10.0
+# What reading Kueue's objects may raise besides a refusal: the apiserver away, or an object not as expected.
+KUEUE_UNREADABLE = (ApiException, aiohttp.ClientError, asyncio.TimeoutError, KeyError, TypeError, ValueError)
+
+
+def unreadable_text(error: Exception) -> str:
+    return str(error.reason) if isinstance(error, ApiException) else f"{type(error).__name__}: {error}"
 
 
 class KueuePlace:
@@ -80,8 +90,9 @@ class KueuePlace:
         return pod is None or kueue.is_waiting_for_kueue(pod)
 
     def remaining(self) -> float:
-        """Seconds left of the maximum wait, counted from when the spawn joined Kueue's queue."""
-        return self.max_wait - (self.clock.now() - self.queued_at).total_seconds()
+        """Seconds left of the maximum wait (at least :data:`ADMISSION_GRACE_SECONDS`), counted from when the
+        spawn joined Kueue's queue."""
+        return max(self.max_wait, ADMISSION_GRACE_SECONDS) - (self.clock.now() - self.queued_at).total_seconds()
 
     async def refresh(self, pod: dict | None) -> str | None:
         """Read Kueue's view of the waiting pod and turn it into the progress page's headline."""
@@ -100,8 +111,8 @@ class KueuePlace:
                 "items"
             ) or []
             queues = (await objects.list_cluster_custom_object(GROUP, VERSION, "clusterqueues")).get("items") or []
-        except ApiException as error:
-            self.host.log.info("fracnb: Kueue's view of %s unavailable: %s", namespace, error.reason)
+        except KUEUE_UNREADABLE as error:  # the page keeps its last words
+            self.host.log.info("fracnb: Kueue's view of %s unavailable: %s", namespace, unreadable_text(error))
             return self.text
         team_of = {q["metadata"]["name"]: (q.get("spec") or {}).get("clusterQueue") for q in locals_}
         team = team_of.get(self.local_queue)
@@ -150,10 +161,10 @@ async def read_team_quota(host: Any) -> TeamQuota | None:
     try:
         local = await objects.get_namespaced_custom_object(GROUP, VERSION, host.namespace, "localqueues", local_queue)
         queues = (await objects.list_cluster_custom_object(GROUP, VERSION, "clusterqueues")).get("items") or []
-    except ApiException as error:
-        host.log.info("fracnb: no Kueue quota on the spawn form of %s: %s", host.user.name, error.reason)
+        return team_quota(queues, local["spec"]["clusterQueue"])
+    except KUEUE_UNREADABLE as error:  # the form goes on without the quota line, never a 500
+        host.log.info("fracnb: no Kueue quota on the spawn form of %s: %s", host.user.name, unreadable_text(error))
         return None
-    return team_quota(queues, local["spec"]["clusterQueue"])
 
 
 class FormQuotaReads:

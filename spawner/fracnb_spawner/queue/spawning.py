@@ -22,7 +22,7 @@ from fracnb_spawner.common.clock import SYSTEM_CLOCK, Clock
 from fracnb_spawner.common.podkeys import QUEUE_GATE
 from fracnb_spawner.common.timehtml import with_times
 from fracnb_spawner.culling import ServerActivity
-from fracnb_spawner.gpu.plan import GPUPlan
+from fracnb_spawner.gpu.plan import CPU_ONLY, GPUPlan
 from fracnb_spawner.history.hubstops import HubStops
 from fracnb_spawner.history.stops import LEFT_QUEUE, StopNotice
 from fracnb_spawner.queue.config import FracnbQueue
@@ -111,14 +111,20 @@ class SpawnQueue:
 
     async def join(self, queue: QueueCoordinator, pod: Any) -> None:
         """Before the pod is created: go to the scheduler now, or gate the pod and wait (once per spawn)."""
-        if self.ask is None or self.ticket is not None or self.kueue is not None:
+        if self.ticket is not None or self.kueue is not None:
             return
         host = self.host
         if host.queue_settings().engine == "kueue":
+            # Every GPU pod goes through Kueue, queued or not: a pod without its LocalQueue would not count
+            # against the team's quota.
+            if self.plan is None or self.plan is CPU_ONLY:
+                return
             self.kueue = KueuePlace(host, self.max_wait, self.priority(), self.clock)
             self.kueue.label(pod)
             self.started_limit = max(1.0, host.start_timeout * 0.9)
             host.start_timeout = host.start_timeout + self.max_wait
+            return
+        if self.ask is None:
             return
         ticket = Ticket(
             key=self.key, ask=self.ask, user=host.user.name, groups=self.groups(), priority=self.priority(),

@@ -6,6 +6,7 @@ over (not replaced) by the resumed spawn."""
 import asyncio
 import logging
 from datetime import datetime, timedelta
+from fractions import Fraction
 from types import SimpleNamespace
 from zoneinfo import ZoneInfo
 
@@ -16,18 +17,24 @@ from traitlets import TraitError
 from traitlets.config import Config
 
 from fracnb_spawner.cluster.refusals import start_refusal
+from fracnb_spawner.common.errors import HubConfigError
+from fracnb_spawner.common.podkeys import KUEUE_QUEUE_LABEL
 from fracnb_spawner.config.profiles import ProfileConfigError
 from fracnb_spawner.configure import check_config
 from fracnb_spawner.culling import Reason
+from fracnb_spawner.gpu.plan import CPU_ONLY, GPUPlan
 from fracnb_spawner.history.hubstops import HubStops
 from fracnb_spawner.queue import kueue
 from fracnb_spawner.queue.config import FracnbQueue
+from fracnb_spawner.queue.kueueplace import ADMISSION_GRACE_SECONDS
 from fracnb_spawner.queue.kueuestop import note_stop
 from fracnb_spawner.queue.releases import Release
 from fracnb_spawner.queue.spawning import QueueTimeoutError, SpawnQueue
 from fracnb_spawner.queue.text import kueue_message
 from fracnb_spawner.service.resume import kept_places
 from tests.spawner.queue.fakes import T0, FakeClock, ask, gated, running
+
+QUARTER = GPUPlan("time-slicing", Fraction(1, 4), 20 * 2**30)
 
 # pkg/scheduler/flavorassigner/flavorassigner.go and pkg/scheduler/preemption/preemption.go, v0.17.0
 PENDING = "couldn't assign flavors to pod set main: insufficient unused quota for fracnb.io/gpu-milli in flavor a100-ts4, 250 more needed"
@@ -77,7 +84,9 @@ def test_engine_settings_are_checked_with_the_key_named():
         FracnbQueue(engine="volcano")
 
 
-@pytest.mark.parametrize(("backend", "why"), [("dra", "cannot count DRA claims"), ("kai", "KAI's GPU fractions")])
+@pytest.mark.parametrize(
+    ("backend", "why"), [("dra", "cannot count DRA claims"), ("kai", "KAI's GPU fractions"), ("hami", "a HAMi share")]
+)
 def test_choices_kueue_cannot_count_are_refused_at_start(backend, why):
     config = Config()
     config.FracnbQueue.engine = "kueue"
@@ -132,6 +141,21 @@ def test_demand_counts_only_workloads_not_admitted():
     waiting = workload(("QuotaReserved", "False", "Pending", PENDING), requests={kueue.MILLI_RESOURCE: "250"})
     admitted = workload(("QuotaReserved", "True", "QuotaReserved", ""), requests={kueue.MILLI_RESOURCE: "1k"})
     assert kueue.pending_milli([waiting, admitted, waiting]) == 500
+    held = {**waiting, "spec": {"active": False}}  # deactivated by an admin or a back-off: it asks nothing now
+    finished = workload(("Finished", "True", "Succeeded", ""), requests={kueue.MILLI_RESOURCE: "1k"})
+    assert kueue.pending_milli([waiting, held, finished]) == 250
+
+
+@pytest.mark.parametrize(
+    ("written", "milli"), [("250", 250), (250, 250), ("1k", 1000), ("1.5k", 1500), ("2e3", 2000), ("1Ki", 1024)]
+)
+def test_quota_quantities_as_kueue_or_an_admin_writes_them(written, milli):
+    assert kueue.milli_quantity(written) == milli
+
+
+def test_a_quantity_that_is_not_one_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"'2 GPUs' is not a quantity of fracnb\.io/gpu-milli"):
+        kueue.milli_quantity("2 GPUs")
 
 
 def test_kueue_down_is_refused_in_words_naming_kueue():
@@ -149,7 +173,7 @@ def test_kueue_down_is_refused_in_words_naming_kueue():
     assert "API server answered 500" in start_refusal(plain, pod_created=False).message
 
 
-def kueue_spawn_queue(clock: FakeClock, max_wait: float) -> SpawnQueue:
+def kueue_spawn_queue(clock: FakeClock, max_wait: float, plan: GPUPlan = QUARTER) -> SpawnQueue:
     """Ann's spawn with engine "kueue", its pod (once labelled) gated by Kueue in the hub's pod watch."""
     pods: dict[str, dict] = {}
     host = SimpleNamespace(
@@ -158,7 +182,7 @@ def kueue_spawn_queue(clock: FakeClock, max_wait: float) -> SpawnQueue:
         pod_reflector=SimpleNamespace(pods=pods), queue_settings=lambda: FracnbQueue(engine="kueue"),
     )  # fmt: skip
     queue = SpawnQueue(host, lambda: None, lambda user, server: None, clock=clock)
-    queue.reset(ask(), max_wait=max_wait)
+    queue.reset(ask(), max_wait=max_wait, plan=plan)
     pods[queue.key] = {
         "metadata": {"name": "jupyter-ann"},
         "spec": {"schedulingGates": [{"name": kueue.ADMISSION_GATE}]},
@@ -178,6 +202,27 @@ async def test_the_wait_in_kueues_queue_is_counted_on_the_spawn_queues_clock():
     clock.advance(2)  # past the maximum wait on this clock, a moment after the start on the system's
     with pytest.raises(QueueTimeoutError):
         await queue.await_started(asyncio.get_running_loop().create_future())
+
+
+async def test_a_profile_that_never_queues_still_waits_for_kueues_answer():
+    clock = FakeClock()
+    queue = kueue_spawn_queue(clock, max_wait=0)
+    pod = V1Pod(metadata=V1ObjectMeta(name="jupyter-ann"), spec=V1PodSpec(containers=[]))
+    await queue.join(None, pod)
+    assert pod.metadata.labels[KUEUE_QUEUE_LABEL] == "fracnb-ann"  # it counts against the team's quota
+    # Kueue's webhook gates the pod even when quota is free: its admission is not a wait in the queue
+    assert queue.kueue.remaining() == ADMISSION_GRACE_SECONDS
+    clock.advance(ADMISSION_GRACE_SECONDS + 1)
+    with pytest.raises(QueueTimeoutError):
+        await queue.await_started(asyncio.get_running_loop().create_future())
+
+
+async def test_a_cpu_only_spawn_is_not_given_to_kueue():
+    queue = kueue_spawn_queue(FakeClock(), max_wait=600, plan=CPU_ONLY)
+    pod = V1Pod(metadata=V1ObjectMeta(name="jupyter-ann"), spec=V1PodSpec(containers=[]))
+    await queue.join(None, pod)
+    assert queue.kueue is None
+    assert not pod.metadata.labels
 
 
 SERVER_TOKEN = "t0k3n"
@@ -298,3 +343,16 @@ def test_kueues_headline_carries_the_estimate_as_the_builtin_queues_does():
     assert kueue_message(headline, None, T0) == (
         f"{headline} No estimate yet: no server holding this quota is due to stop. Stop the server to leave the queue."
     )
+
+
+async def test_a_callable_profile_lists_choice_kueue_cannot_count_is_refused_at_spawn(make_spawner):
+    def profiles(spawner):
+        return [{"display_name": "Other", "slug": "other", "gpu": {"fraction": 0.25, "backend": "dra"}}]
+
+    config = Config()
+    config.FracnbQueue.engine = "kueue"
+    config.FractionalSpawner.profile_list = profiles
+    spawner = make_spawner(config, {"profile": "other"})
+    with pytest.raises(HubConfigError, match="cannot count DRA claims") as caught:
+        await spawner.load_user_options()
+    assert "profile 'other'" in str(caught.value)
