@@ -115,6 +115,22 @@ def test_a_cull_is_not_recorded_again_as_a_stop_on_request(tmp_path) -> None:
         db.close(history)
 
 
+def test_a_cull_is_not_hidden_by_a_later_cull_of_another_of_her_servers(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'fracnb-service.sqlite'}"
+    history = db.open_database(url)
+    try:
+        user = fake_user("eve", url, started=ago(60))
+        user.spawner.name = "a"
+        # One pass of the service culls her servers "a" and then "b"; the hub stops "a" after both are recorded.
+        record_stop(history, StopNotice("eve", "a", ago(0.2), "idle", 900, {"hibernation": saved()}))
+        record_stop(history, StopNotice("eve", "b", ago(0.1), "idle", 900, {"hibernation": saved()}))
+        HubState.current().stops = HubStops()
+        asyncio.run(record_user_stop(user.spawner, None))
+        assert newest_stop(history, "eve", now=datetime.now(timezone.utc), server="a").reason == "idle"
+    finally:
+        db.close(history)
+
+
 def test_leaving_the_queue_is_news_for_an_hour(tmp_path) -> None:
     user = fake_user("dan", f"sqlite:///{tmp_path / 'none.sqlite'}")
     stops = HubState.current().stops = HubStops()

@@ -17,7 +17,7 @@ from fracnb_meter.hibernation.placement import Placement
 from fracnb_meter.hibernation.restorer import find_entry, restore_namespace
 from fracnb_meter.hibernation.saver import SaveRequest, save_namespace
 from fracnb_meter.wording import restore_summary
-from fracnb_schemas import RESTORE_REPORT, check
+from fracnb_schemas import HIBERNATION_STATES, RESTORE_REPORT, check
 
 NOTEBOOK = "/home/jovyan/nb.ipynb"
 
@@ -253,3 +253,21 @@ def test_a_saved_functions_globals_never_replace_the_kernels_values_unasked(env:
     assert kept["restored"] == ["step"]
     assert mine["lr"] == 0.5
     assert mine["step"]() == 1.0  # the restored function reads the kernel's value
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [{"bytes": "3 GiB"}, {"saved_at": 1764590400}, {"variables": ["value"]}, {"versions": ["numpy"]}],
+    ids=["bytes", "saved_at", "variables", "versions"],
+)
+def test_a_manifest_of_the_wrong_shape_is_listed_as_damaged_not_a_crash(env: dict, damage: dict) -> None:
+    entry = save({"value": 1}, env)
+    manifest = json.loads((entry / layout.MANIFEST).read_text()) | damage
+    layout.write_private_file(entry / layout.MANIFEST, json.dumps(manifest).encode())
+
+    listing = serverside.list_states(env)
+
+    check(HIBERNATION_STATES, listing)
+    [state] = listing["states"]
+    assert state["problem"].startswith("the saved state is damaged: ")
+    assert state["problem"].endswith("discard it")

@@ -155,7 +155,8 @@ def _manifest_of(entry: Path, root: Path, report: dict[str, Any]) -> dict[str, A
         raise _StopError("none", "there is no saved state for this notebook") from None
     check_manifest(manifest)
     report |= {"saved_at": manifest.get("saved_at"), "skipped_at_save": manifest.get("skipped", [])}
-    report["bytes"] = (manifest.get("bytes") or {}).get("total", 0)
+    byte_counts = manifest.get("bytes")
+    report["bytes"] = byte_counts.get("total", 0) if isinstance(byte_counts, dict) else 0
     return manifest
 
 

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import layout
+from .manifestcheck import check_manifest
 
 STATUSES = ("saved", "partly_saved", "failed", "skipped_over_limit", "busy", "empty", "not_supported")
 ANSWER_MARGIN_S = 0.5  # the kernel stops this long before the deadline, so its answer arrives in time
@@ -158,7 +159,14 @@ def list_states(env: Mapping[str, str]) -> dict[str, Any]:
         except (OSError, ValueError, layout.UnsafeStateError) as error:
             states.append(_unusable(entry.name, str(error)))
             continue
-        states.append(_state(entry, manifest))
+        try:
+            check_manifest(manifest)  # what the loader would refuse is refused here, before a kernel is asked
+            states.append(_state(entry, manifest))
+        except layout.DamagedStateError as error:
+            states.append(_unusable(entry.name, str(error)))
+        except (TypeError, ValueError, AttributeError):  # JSON, but not of the manifest's shape
+            states.append(_unusable(entry.name, f"the saved state is damaged: {entry.name}'s manifest is not "
+                                    "one fracnb wrote; discard it"))  # fmt: skip
     states.sort(key=lambda state: state["saved_at"] or "", reverse=True)
     return {"directory": str(server), "states": states}
 
@@ -167,6 +175,10 @@ def _state(entry: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
     restored = layout.read_restored(entry)
     generation_restored = restored is not None and restored.get("generation") == manifest.get("generation")
     byte_counts = manifest.get("bytes") or {}
+    if not all(
+        isinstance(manifest.get(key), (str, type(None))) for key in ("saved_at", "notebook_path", "notebook_file")
+    ):
+        raise TypeError("a time or a path that is not text")
     return {
         "key": entry.name,
         "path": manifest.get("notebook_path"),
@@ -174,9 +186,9 @@ def _state(entry: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
         "saved_at": manifest.get("saved_at"),
         "bytes": int(byte_counts.get("total", 0)),
         "device_bytes": int(byte_counts.get("device_arrays", 0)),
-        "variables": [v.get("name") for v in manifest.get("variables", [])],
-        "skipped": manifest.get("skipped", []),
-        "versions": manifest.get("versions", {}),
+        "variables": [str(v["name"]) for v in manifest.get("variables", [])],
+        "skipped": list(manifest.get("skipped", [])),
+        "versions": dict(manifest.get("versions", {})),
         "restored_at": restored.get("restored_at") if generation_restored and restored else None,
         "problem": None,
     }

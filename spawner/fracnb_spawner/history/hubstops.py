@@ -70,7 +70,8 @@ async def record_user_stop(spawner: Any, hibernation: Hibernation | None) -> Non
     if _told(state.stops.of_server(user, server), started):  # a lost node: the hub's own record
         return
     try:
-        if _told(await asyncio.to_thread(state.history.newest_stop, url, user, now), started, server):
+        # This server's newest: a cull of another server of the user's, recorded since, does not hide this one's.
+        if _told(await asyncio.to_thread(state.history.newest_stop, url, user, now, server), started):
             return
         details = {"hibernation": hibernation_json(hibernation)} if hibernation is not None else {}
         notice = StopNotice(user, server, now, USER_STOP, details=details)
@@ -80,8 +81,8 @@ async def record_user_stop(spawner: Any, hibernation: Hibernation | None) -> Non
         spawner.log.warning("fracnb: could not record the stop of %s: %r", spawner._log_name, error)
 
 
-def _told(notice: StopNotice | None, started: datetime, server: str | None = None) -> bool:
-    """Whether ``notice`` already tells this stop: another reason's, of this server, since its start."""
-    if notice is None or notice.reason == USER_STOP or (server is not None and notice.server != server):
+def _told(notice: StopNotice | None, started: datetime) -> bool:
+    """Whether ``notice`` (of this server) already tells this stop: another reason's, since its start."""
+    if notice is None or notice.reason == USER_STOP:
         return False
     return naive_utc(notice.stopped_at) >= started

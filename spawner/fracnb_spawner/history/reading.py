@@ -32,10 +32,10 @@ class HistoryReader:
         database = self._database(url)
         return [] if database is None else sessions_of(database, user, limit=limit)
 
-    def newest_stop(self, url: str, user: str, now: datetime) -> StopNotice | None:
-        """The user's newest stop by the fracnb service (history/stops.py); None without a history."""
+    def newest_stop(self, url: str, user: str, now: datetime, server: str | None = None) -> StopNotice | None:
+        """The user's newest stop (of ``server``, when given) in the history (history/stops.py); None without one."""
         database = self._database(url)
-        return None if database is None else newest_stop(database, user, now=now)
+        return None if database is None else newest_stop(database, user, now=now, server=server)
 
     def record_stop(self, url: str, notice: StopNotice) -> bool:
         """Keep ``notice`` beside the service's stops; False while an SQLite history does not exist."""

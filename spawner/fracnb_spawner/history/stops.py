@@ -190,9 +190,9 @@ def record_stop(db: sessionmaker[Session], notice: StopNotice) -> None:
         session.commit()
 
 
-def newest_stop(db: sessionmaker[Session], user: str, *, now: datetime) -> StopNotice | None:
-    """The user's newest stop of the last :data:`NOTICE_DAYS` days, of any of their servers."""
-    stops = latest_stops(db, user, now=now)
+def newest_stop(db: sessionmaker[Session], user: str, *, now: datetime, server: str | None = None) -> StopNotice | None:
+    """The user's newest stop of the last :data:`NOTICE_DAYS` days, of any of their servers (or of ``server``)."""
+    stops = [stop for stop in latest_stops(db, user, now=now) if server is None or stop.server == server]
     return stops[0] if stops else None
 
 
