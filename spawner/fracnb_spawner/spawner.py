@@ -381,7 +381,7 @@ async def _created_pod(spawner: FractionalSpawner, pod: Any, request_timeout: fl
         if error.status != 409:
             spawner.log.exception("Failed for %s", pod.to_str())
             raise
-    kept = await spawner.queue.take_over_kept_pod()
+    kept = await spawner.queue.take_over_kept_pod(pod)
     if kept is not None:  # Kueue's queue: replacing the pod would send it to the back (a new Workload)
         made, spawner.api_token = kept  # JupyterHub registers the token a spawner reuses
         return made

@@ -14,13 +14,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tornado.httpclient import HTTPRequest
-from tornado.websocket import websocket_connect
-
 from fracnb_testbed import demo_kueue
 from fracnb_testbed.demo import DEMO_USERS, DemoSettings, RunningDemo, free_port, prepare_fake_gpu, running_demo
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.hubapi import token_request
+from tests.websockets import connected
 
 
 @contextmanager
@@ -106,8 +104,7 @@ def run_cell(demo: RunningDemo, user: str, kernel_id: str, code: str, token: str
     }  # fmt: skip
 
     async def execute() -> dict[str, Any]:
-        socket = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {token}"}))
-        try:
+        async with connected(url, token) as socket:
             await socket.write_message(json.dumps(request))
             while True:
                 raw = await socket.read_message()
@@ -115,8 +112,6 @@ def run_cell(demo: RunningDemo, user: str, kernel_id: str, code: str, token: str
                 message = json.loads(raw)
                 if message.get("parent_header", {}).get("msg_id") == msg_id and message["channel"] == "shell":
                     return message["content"]
-        finally:
-            socket.close()
 
     reply = asyncio.run(asyncio.wait_for(execute(), timeout))
     assert reply["status"] == "ok", reply

@@ -11,9 +11,6 @@ import threading
 import time
 from pathlib import Path
 
-from tornado.httpclient import HTTPRequest
-from tornado.websocket import websocket_connect
-
 from fracnb_meter.hibernation import layout
 from fracnb_meter.hibernation.notice import HIBERNATED_EVENT
 from fracnb_meter.testing.server import MeterServer
@@ -21,6 +18,7 @@ from fracnb_schemas import HIBERNATION_REPORT, RESTORE_REPORT, check
 from tests.meter import test_hibernation as base
 from tests.meter.meter_helpers import evaluate
 from tests.meter.test_hibernation import hibernate, open_notebook, run, states, states_dir
+from tests.websockets import connected
 
 server = base.server  # the same fixtures: a server with its own home, each test's kernels closed after it
 close_notebooks = base.close_notebooks
@@ -190,8 +188,7 @@ def test_the_hibernation_is_told_on_the_events_socket_of_open_pages(server: Mete
 
     async def scenario() -> tuple[dict, dict]:
         url = server.url.replace("http://", "ws://") + "api/events/subscribe"
-        socket = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {server.token}"}))
-        try:
+        async with connected(url, server.token) as socket:
             status, report = await asyncio.to_thread(
                 server.request, "fracnb/api/hibernate?stop=user", "POST", {"timeout_seconds": 20}
             )
@@ -200,8 +197,6 @@ def test_the_hibernation_is_told_on_the_events_socket_of_open_pages(server: Mete
                 message = json.loads(await asyncio.wait_for(socket.read_message(), timeout=30))
                 if message["schema_id"] == HIBERNATED_EVENT:
                     return message, report
-        finally:
-            socket.close()
 
     event, report = asyncio.run(scenario())
     check(HIBERNATION_REPORT, event["report"])

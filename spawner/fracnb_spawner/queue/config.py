@@ -90,9 +90,10 @@ class FracnbQueue(Configurable):
         With engine "kueue": where the hub reads a waiting server's place in line from Kueue's
         visibility API (visibility.kueue.x-k8s.io/v1beta2, pending workloads of the user's
         LocalQueue). Empty: through the Kubernetes API server, where Kueue registers it as an
-        APIService. A URL (e.g. the manager's own port, "https://kueue-visibility.kueue-system:8082")
-        is called with the hub's Kubernetes credentials. Without an answer the page shows the
-        reason without the place. Default: "".
+        APIService (the usual way). A URL is called with the hub's Kubernetes credentials and TLS
+        settings, so its certificate must be one the hub's cluster CA signed: Kueue's visibility
+        server presents a self-signed one by default. Without an answer the page shows the reason
+        without the place. Default: "".
 
         Example: c.FracnbQueue.kueue_visibility_url = ""
         """,

@@ -20,7 +20,14 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from fracnb_spawner.common.clock import clock_text
-from fracnb_spawner.common.podkeys import KUEUE_QUEUE_LABEL, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
+from fracnb_spawner.common.podkeys import (
+    CHOICE_ANNOTATION,
+    FRACTION_ANNOTATION,
+    KUEUE_QUEUE_LABEL,
+    PROFILE_ANNOTATION,
+    SERVERNAME_ANNOTATION,
+    USERNAME_ANNOTATION,
+)
 from fracnb_spawner.common.units import QuantityError, format_gpus, gpus_text
 from fracnb_spawner.queue.order import parse_time
 
@@ -123,6 +130,14 @@ def check_backend(backend: str, where: str) -> None:
         raise KueueConfigError(f"{where}: backend {backend!r} cannot run with c.FracnbQueue.engine = 'kueue': {reason}")
 
 
+def missing_local_queue_text(local_queue: str, namespace: str) -> str:
+    """The progress page's words for a spawn whose user has no LocalQueue: Kueue will never admit it."""
+    return (
+        f"Waiting in the GPU queue: Kueue has no LocalQueue {local_queue} in {namespace} for you, so it cannot "
+        "admit this server; ask your hub's admin to create it (helm-values/kueue/queues.yaml)."
+    )
+
+
 def local_queue_of(pod: Mapping[str, Any]) -> str:
     """ "namespace/name" of the LocalQueue a pod is in Kueue's hands through; "" for any other pod."""
     metadata = pod.get("metadata") or {}
@@ -136,15 +151,28 @@ def is_waiting_for_kueue(pod: Mapping[str, Any] | None) -> bool:
     return any(gate.get("name") == ADMISSION_GATE for gate in gates)
 
 
-def kept_server_token(pod: Mapping[str, Any] | None, user: str, server: str) -> str | None:
+def _request_of(pod: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a spawn asked for, as its pod shows it: the profile, choice and fraction, and the notebook's image
+    (not its resources: the apiserver writes quantities in its own canonical form)."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    notebook = ((pod.get("spec") or {}).get("containers") or [{}])[0]
+    keys = (PROFILE_ANNOTATION, CHOICE_ANNOTATION, FRACTION_ANNOTATION)
+    return (*(annotations.get(key) for key in keys), notebook.get("image"))
+
+
+def kept_server_token(
+    pod: Mapping[str, Any] | None, user: str, server: str, wanted: Mapping[str, Any] | None = None
+) -> str | None:
     """The API token of a pod a resumed spawn of ``user``'s ``server`` takes over rather than replaces: one that
-    still waits for Kueue, is not being deleted, and belongs to that server (KubeSpawner's annotations); else
-    None. A replacement would be a new Workload at the back of Kueue's queue; the kept pod keeps its Workload and
-    its place, and its server keeps the token it was created with (JupyterHub registers a token a spawner
-    reuses)."""
+    still waits for Kueue, is not being deleted, belongs to that server (KubeSpawner's annotations) and asks for
+    what the spawn asks (``wanted``, its pod: the user may have picked another choice since); else None. A
+    replacement would be a new Workload at the back of Kueue's queue; the kept pod keeps its Workload and its
+    place, and its server keeps the token it was created with (JupyterHub registers a token a spawner reuses)."""
     metadata = (pod or {}).get("metadata") or {}
     annotations = metadata.get("annotations") or {}
     if not is_waiting_for_kueue(pod) or metadata.get("deletionTimestamp"):
+        return None
+    if wanted is not None and _request_of(pod or {}) != _request_of(wanted):
         return None
     if (annotations.get(USERNAME_ANNOTATION), annotations.get(SERVERNAME_ANNOTATION, "")) != (user, server):
         return None

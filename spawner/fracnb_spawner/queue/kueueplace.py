@@ -68,7 +68,7 @@ class KueuePlace:
             stop_env = kueue.stop_hibernation_env(timeout)
             notebook.env = [*(notebook.env or []), *(client.V1EnvVar(name=k, value=v) for k, v in stop_env.items())]
 
-    async def take_over(self, namespace: str, name: str) -> tuple[Any, str] | None:
+    async def take_over(self, namespace: str, name: str, wanted: Any) -> tuple[Any, str] | None:
         """The pod of this server that a spawn before a hub restart left waiting for Kueue, and its server's
         token (:func:`.kueue.kept_server_token`); None if there is none to take over. The spawn's maximum wait
         counts from when that pod joined the queue."""
@@ -77,8 +77,8 @@ class KueuePlace:
             pod = await api.read_namespaced_pod(name, namespace)
         except ApiException:
             return None
-        plain = api.api_client.sanitize_for_serialization(pod)
-        token = kueue.kept_server_token(plain, self.host.user.name, self.host.name)
+        plain, asked = (api.api_client.sanitize_for_serialization(item) for item in (pod, wanted))
+        token = kueue.kept_server_token(plain, self.host.user.name, self.host.name, asked)
         if token is None:
             return None
         queued_at = parse_time((plain["metadata"].get("annotations") or {}).get(QUEUED_AT_ANNOTATION))
@@ -116,7 +116,8 @@ class KueuePlace:
             return self.text
         team_of = {q["metadata"]["name"]: (q.get("spec") or {}).get("clusterQueue") for q in locals_}
         team = team_of.get(self.local_queue)
-        if team is None:
+        if team is None:  # Kueue makes no Workload for it: without these words the page would say nothing
+            self.text = kueue.missing_local_queue_text(self.local_queue, namespace)
             return self.text
         peers = cohort_queues(queues, team)
         group = {q["metadata"]["name"] for q in peers} | {team}

@@ -248,13 +248,14 @@ class SpawnQueue:
         pod = self.reflected_pod()
         return pod if pod is not None and (pod_is_gated(pod) or is_waiting_for_kueue(pod)) else None
 
-    async def take_over_kept_pod(self) -> tuple[Any, str] | None:
-        """With engine "kueue", when this spawn's pod already exists: the pod a spawn before a hub restart left
-        waiting for Kueue, taken over with its Workload and its place in Kueue's queue, and its server's
-        token; None (replace it) otherwise. fracnb's own queue replaces the pod and keeps the place itself."""
+    async def take_over_kept_pod(self, wanted: Any) -> tuple[Any, str] | None:
+        """With engine "kueue", when this spawn's pod (``wanted``) already exists: the pod a spawn before a hub
+        restart left waiting for Kueue for the same choice, taken over with its Workload and its place in Kueue's
+        queue, and its server's token; None (replace it) otherwise. fracnb's own queue replaces the pod and keeps
+        the place itself."""
         if self.kueue is None:
             return None
-        kept = await self.kueue.take_over(self.host.namespace, self.host.pod_name)
+        kept = await self.kueue.take_over(self.host.namespace, self.host.pod_name, wanted)
         if kept is not None:
             self.host.log.info("fracnb: %s resumes its place in Kueue's queue with its pod kept", self.key)
         return kept

@@ -250,6 +250,21 @@ def test_a_resumed_spawn_takes_over_only_its_own_pod_still_waiting_for_kueue():
     assert kueue.kept_server_token(None, "ann", "") is None
 
 
+def test_a_resumed_spawn_of_another_choice_replaces_the_kept_pod():
+    kept = waiting_for_kueue("ann", T0)
+    kept["metadata"]["annotations"] |= {"fracnb.io/profile": "quarter", "fracnb.io/gpu-fraction": "1/4"}
+    kept["spec"]["containers"][0]["image"] = "lab:1"
+    same = {
+        "metadata": {"annotations": dict(kept["metadata"]["annotations"])},
+        "spec": {"containers": [{"image": "lab:1"}]},
+    }
+    assert kueue.kept_server_token(kept, "ann", "", same) == SERVER_TOKEN
+    bigger = {**same, "metadata": {"annotations": same["metadata"]["annotations"] | {"fracnb.io/gpu-fraction": "1"}}}
+    assert kueue.kept_server_token(kept, "ann", "", bigger) is None, "she picked 1 GPU since"
+    other_image = {**same, "spec": {"containers": [{"image": "lab:2"}]}}
+    assert kueue.kept_server_token(kept, "ann", "", other_image) is None
+
+
 def test_the_service_resumes_a_spawn_waiting_for_kueue_in_queue_order():
     later, first = waiting_for_kueue("bob", T0), waiting_for_kueue("ann", T0 - timedelta(minutes=5))
     assert [p.user for p in kept_places([later, first], T0)] == ["ann", "bob"]
@@ -356,3 +371,9 @@ async def test_a_callable_profile_lists_choice_kueue_cannot_count_is_refused_at_
     with pytest.raises(HubConfigError, match="cannot count DRA claims") as caught:
         await spawner.load_user_options()
     assert "profile 'other'" in str(caught.value)
+
+
+def test_a_user_without_a_local_queue_is_told_why_kueue_never_admits():
+    text = kueue.missing_local_queue_text("fracnb-ann", "jhub")
+    assert text.startswith("Waiting in the GPU queue: Kueue has no LocalQueue fracnb-ann in jhub for you")
+    assert "ask your hub's admin" in text
