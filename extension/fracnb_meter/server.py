@@ -25,7 +25,7 @@ from .gpuunused import MAX_READING_GAP_SECONDS, WINDOW_SECONDS, GpuUnused, shari
 from .hibernation import handlers as hibernation_handlers
 from .hibernation.atstop import SaveAtStop
 from .hibernation.kernelcall import call_in_kernel
-from .hibernation.notice import HIBERNATED_EVENT, HIBERNATED_SCHEMA, NOTICE_WAIT_S, LastHibernation
+from .hibernation.notice import HIBERNATED_EVENT, HIBERNATED_SCHEMA, NOTICE_WAIT_S, LastHibernation, stop_follows
 from .hibernation.retention import prune
 from .hibernation.serverside import hibernate, kernel_views
 from .hubservice import ServiceReports
@@ -461,8 +461,8 @@ class FracnbMeter(ExtensionApp):
             await self._kernels(), manager, self._web_settings.get("kernel_spec_manager"), self.serverapp.root_dir
         )
         report = await hibernate(views, call, limit_bytes=limit, timeout_s=timeout_s, if_changed=at_stop)
-        if at_stop:
-            return report  # no page can read it: the server stopped answering requests
+        if at_stop or not stop_follows(report, stop):
+            return report  # no page can read it (the server stopped answering requests), or no stop follows
         self.prune_saved_states()
         # The stop follows the answer: a page that polls the usage document reads the outcome first.
         self.last_hibernation.keep(report, stop)

@@ -15,6 +15,7 @@ from fracnb_meter.hibernation import layout
 from fracnb_meter.hibernation.notice import HIBERNATED_EVENT
 from fracnb_meter.testing.server import MeterServer
 from fracnb_schemas import HIBERNATION_REPORT, RESTORE_REPORT, check
+from fracnb_testbed.procs import wait_until
 from tests.meter import test_hibernation as base
 from tests.meter.meter_helpers import evaluate
 from tests.meter.test_hibernation import hibernate, open_notebook, run, states, states_dir
@@ -213,3 +214,24 @@ def test_a_stop_reason_the_meter_does_not_know_is_a_400_and_none_is_welcome(serv
     assert "stop='reboot' is none of user, idle" in str(answer)
     assert server.request("fracnb/api/hibernate", "POST", {"timeout_seconds": 20})[0] == 200  # an older hub
     assert server.usage()["hibernation_stop"] is None
+
+
+def test_a_gpu_unused_stop_the_service_calls_off_leaves_no_notice(server: MeterServer) -> None:
+    """A kernel turned busy since its GPU-unused report: the service does not stop the server, so neither the
+    pages nor the hub's next stop (a user's, which would take the save as made) read this hibernation."""
+    busy_id, busy = open_notebook(server, "turned-busy.ipynb")
+    run(busy, "kept = 1")
+    busy.execute("import time\ntime.sleep(6)")
+    wait_until(
+        lambda: server.request(f"api/kernels/{busy_id}")[1]["execution_state"] == "busy",
+        what="the busy cell to start",
+        timeout=30,
+    )
+    status, report = server.request("fracnb/api/hibernate?stop=gpu-unused", "POST", {"timeout_seconds": 20})
+    assert status == 200, report
+    assert any(kernel["status"] == "busy" for kernel in report["kernels"])
+    usage = server.usage()
+    kept = usage["hibernation"]  # an earlier test's hibernation may still be kept: not this one
+    assert kept is None or kept["started_at"] != report["started_at"]
+    assert usage["hibernation_stop"] != "gpu-unused"
+    busy.get_shell_msg(timeout=60)

@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from fracnb_meter.hibernation.notice import stop_follows
 from fracnb_meter.wording import (
     clock_time,
     cull_warning,
@@ -127,3 +128,13 @@ def test_a_zone_with_only_an_offset_is_written_as_the_browser_writes_it() -> Non
     assert clock_time(moment, ZoneInfo("Asia/Dubai")) == "13:00 GMT+4"
     assert clock_time(moment, ZoneInfo("America/Sao_Paulo")) == "06:00 GMT-3"
     assert clock_time(moment, ZoneInfo("America/New_York")) == "04:00 EST"
+
+
+@pytest.mark.parametrize(
+    "case",
+    shared_cases("called-off-stops.json")["cases"],
+    ids=lambda case: f"{case['stop']}-{'-'.join(case['statuses'])}",
+)
+def test_no_notice_is_kept_of_a_hibernation_no_stop_follows(case):
+    report = {"kernels": [{"status": status} for status in case["statuses"]]}
+    assert stop_follows(report, case["stop"]) is not case["called_off"]

@@ -47,6 +47,17 @@ def test_a_gpu_unused_stop_is_called_off_when_a_kernel_turned_busy():
     assert not spares_server("gpu-unused", Hibernation(None, "no answer", 1))
 
 
+CALLED_OFF = shared_cases("called-off-stops.json")["cases"]
+
+
+@pytest.mark.parametrize("case", CALLED_OFF, ids=lambda case: f"{case['stop']}-{'-'.join(case['statuses'])}")
+def test_which_stops_are_called_off_as_the_meter_reads_them(case):
+    template = CASES[0]["kernels"][0]
+    kernels = [{**template, "kernel_id": f"k{i}", "status": status} for i, status in enumerate(case["statuses"])]
+    hibernation = Hibernation(checked_report({"kernels": kernels}), None, 1)
+    assert spares_server(case["stop"] or "", hibernation) == case["called_off"]
+
+
 @pytest.mark.parametrize(
     ("settings", "reason", "applies"),
     [

@@ -39,8 +39,16 @@ STOP_REASONS = tuple(r for r in load(USAGE)["properties"]["hibernation_stop"]["e
 NOTICE_WAIT_S = 3.0  # the pages poll every second by default (the settings' refreshRate)
 POLLING_RECENTLY_S = 10.0  # a page that asked within this long is polling
 # The stop follows the answer within seconds; a server still running this long after is not being
-# stopped for it (a GPU-unused stop called off because a kernel turned busy), and its notice would mislead.
+# stopped for it, and its notice would mislead.
 KEPT_S = 120.0
+
+
+def stop_follows(report: dict[str, Any], stop: str | None) -> bool:
+    """Whether a stop follows this hibernation: the hub's fracnb service calls off a GPU-unused stop whose
+    hibernation found a kernel busy (fracnb_spawner.hibernation.culled.spares_server; both are held to
+    test-data/called-off-stops.json). A called-off one is no notice for the pages, and no save for the
+    hub's next stop to take as already made."""
+    return not (stop == "gpu-unused" and any(kernel.get("status") == "busy" for kernel in report.get("kernels", [])))
 
 
 class LastHibernation:
