@@ -262,5 +262,8 @@ async def test_kube_scheduler_preempts_a_batch_pod_holding_an_extended_resource(
     assert pod_of(testbed, k8s_namespace, "train") is None or pod_of(testbed, k8s_namespace, "train")["metadata"].get(
         "deletionTimestamp"
     )
-    preempted = [e for e in testbed.events_for(k8s_namespace, "train") if e["reason"] == "Preempted"]
-    assert preempted, "kube-scheduler says it preempted the batch pod"
+    wait_until(  # kube-scheduler's events go out through its broadcaster, not before the bind
+        lambda: [e for e in testbed.events_for(k8s_namespace, "train") if e["reason"] == "Preempted"],
+        what="kube-scheduler's event saying it preempted the batch pod",
+        timeout=30,
+    )

@@ -42,8 +42,14 @@ async def test_the_services_own_loop_evicts_batch_for_a_queued_notebook_and_coun
             lambda: pod_of(dra_testbed, batch_namespace, "train") is None,
             what="the fracnb service to evict the training pod", timeout=90,
         )  # fmt: skip
-        reasons = [e for e in dra_testbed.events_for(batch_namespace, "train") if e["reason"] == "Reclaimed"]
-        assert [e["message"] for e in reasons] == ["reclaimed for a 0.25 GPU notebook of alice"]
+
+        # The service writes the event after the eviction's answer: KWOK may have deleted the pod before.
+        def reasons() -> list[str]:
+            events = dra_testbed.events_for(batch_namespace, "train")
+            return [e["message"] for e in events if e["reason"] == "Reclaimed"]
+
+        await wait_until_async(lambda: reasons() != [], what="the reclaim's event on the training pod", timeout=30)
+        assert reasons() == ["reclaimed for a 0.25 GPU notebook of alice"]
         assert (await asyncio.wait_for(started, 60)).startswith("http://")
         assert not gated(dra_testbed, dra_namespace, alice.pod_name)
         status, metrics = await asyncio.to_thread(hub.http, "GET", hub.service_url + "metrics", None, hub.admin_token)
