@@ -132,6 +132,17 @@ def silent_value(client: BlockingKernelClient, expression: str) -> str:
     return value["data"]["text/plain"]
 
 
+def start_busy_cell(server: MeterServer, kernel_id: str, client: BlockingKernelClient, code: str) -> None:
+    """Send a long cell without waiting for it, and wait until the server sees the kernel busy."""
+    client.execute(code)
+    wait_until(
+        lambda: server.request(f"api/kernels/{kernel_id}")[1]["execution_state"] == "busy",
+        what="the busy cell to start",
+        timeout=30,
+        interval=0.05,
+    )
+
+
 def hibernate(server: MeterServer, timeout: float = 120, max_bytes: int | None = None) -> dict:
     body: dict = {"timeout_seconds": timeout}
     if max_bytes is not None:
@@ -251,13 +262,7 @@ def test_a_busy_kernel_is_neither_interrupted_nor_saved(server: MeterServer) -> 
     run(idle, "beside = list(range(5))")
     busy_id, busy = open_notebook(server, "busy.ipynb")
     run(busy, "before = 1")
-    busy.execute("import time\nstarted = time.time()\ntime.sleep(8)\nfinished = True")
-    wait_until(
-        lambda: server.request(f"api/kernels/{busy_id}")[1]["execution_state"] == "busy",
-        what="the busy cell to start",
-        timeout=30,
-        interval=0.05,
-    )
+    start_busy_cell(server, busy_id, busy, "import time\nstarted = time.time()\ntime.sleep(8)\nfinished = True")
 
     report = hibernate(server)
 

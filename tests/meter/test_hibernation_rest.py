@@ -15,10 +15,9 @@ from fracnb_meter.hibernation import layout
 from fracnb_meter.hibernation.notice import HIBERNATED_EVENT
 from fracnb_meter.testing.server import MeterServer
 from fracnb_schemas import HIBERNATION_REPORT, RESTORE_REPORT, check
-from fracnb_testbed.procs import wait_until
 from tests.meter import test_hibernation as base
 from tests.meter.meter_helpers import evaluate
-from tests.meter.test_hibernation import hibernate, open_notebook, run, states, states_dir
+from tests.meter.test_hibernation import hibernate, open_notebook, run, start_busy_cell, states, states_dir
 from tests.websockets import connected
 
 server = base.server  # the same fixtures: a server with its own home, each test's kernels closed after it
@@ -221,12 +220,7 @@ def test_a_gpu_unused_stop_the_service_calls_off_leaves_no_notice(server: MeterS
     pages nor the hub's next stop (a user's, which would take the save as made) read this hibernation."""
     busy_id, busy = open_notebook(server, "turned-busy.ipynb")
     run(busy, "kept = 1")
-    busy.execute("import time\ntime.sleep(6)")
-    wait_until(
-        lambda: server.request(f"api/kernels/{busy_id}")[1]["execution_state"] == "busy",
-        what="the busy cell to start",
-        timeout=30,
-    )
+    start_busy_cell(server, busy_id, busy, "import time\ntime.sleep(6)")
     status, report = server.request("fracnb/api/hibernate?stop=gpu-unused", "POST", {"timeout_seconds": 20})
     assert status == 200, report
     assert any(kernel["status"] == "busy" for kernel in report["kernels"])

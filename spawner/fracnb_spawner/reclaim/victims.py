@@ -164,8 +164,9 @@ def _whole_victims(
     best: tuple[tuple[int, float], list[Card], list[Holder]] | None = None
     for taken in itertools.islice(itertools.combinations(freeable, need.cards), COMBINATIONS_LIMIT):
         victims = _distinct(holder for card in taken for holder in card.holders if not holder.leaving)
-        if within_budgets((holder.pod for holder in victims), budgets) and (best is None or _cost(victims) < best[0]):
-            best = (_cost(victims), list(taken), victims)
+        cost = _cost(victims)
+        if within_budgets((holder.pod for holder in victims), budgets) and (best is None or cost < best[0]):
+            best = (cost, list(taken), victims)
     return None if best is None else (best[1], best[2])
 
 
