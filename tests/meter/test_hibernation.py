@@ -112,6 +112,11 @@ def run(client: BlockingKernelClient, code: str) -> None:
     """Run a cell, and wait until the server, too, sees the kernel idle again (as it would be when culled)."""
     reply = client.execute_interactive(code, timeout=120, output_hook=lambda _msg: None)
     assert reply["content"]["status"] == "ok", reply["content"]
+    wait_until_the_server_sees_it_idle(client)
+
+
+def wait_until_the_server_sees_it_idle(client: BlockingKernelClient) -> None:
+    """The reply reaches the client before the server reads the kernel's "idle" status: wait for the server."""
     server, kernel_id = CLIENTS[id(client)]
     wait_until(
         lambda: server.request(f"api/kernels/{kernel_id}")[1]["execution_state"] == "idle",
@@ -129,6 +134,7 @@ def silent_value(client: BlockingKernelClient, expression: str) -> str:
     )  # fmt: skip
     value = reply["content"]["user_expressions"]["v"]
     assert value["status"] == "ok", value
+    wait_until_the_server_sees_it_idle(client)
     return value["data"]["text/plain"]
 
 
