@@ -252,6 +252,15 @@ def waiting_reason(workload: Mapping[str, Any] | None, team: str, others: Iterab
     return "; ".join([words, *lending])
 
 
+def position_in_cluster_queue(pending_workloads: Any, workload_name: str) -> int | None:
+    """The workload's ``positionInClusterQueue`` in the visibility API's answer (a PendingWorkloadsSummary); None
+    when it is not listed. Raises KeyError, TypeError, ValueError or AttributeError on an answer of the wrong shape."""
+    for item in (pending_workloads or {}).get("items") or []:
+        if item["metadata"]["name"] == workload_name:
+            return int(item.get("positionInClusterQueue", 0))
+    return None
+
+
 def place_words(position_in_cluster_queue: int | None) -> str:
     """The visibility API's 0-based position in the team's ClusterQueue, in words."""
     if position_in_cluster_queue is None:

@@ -143,14 +143,10 @@ class KueuePlace:
                 _return_http_data_only=True,
                 _host=self.visibility_url.rstrip("/") or None,
             )
-        except (ApiException, OSError) as error:
-            self.host.log.info("fracnb: Kueue's visibility API unavailable: %s", error)
+            return kueue.position_in_cluster_queue(answer, workload["metadata"]["name"])
+        except (*KUEUE_UNREADABLE, OSError, AttributeError) as error:  # a place unknown; the headline goes on
+            self.host.log.info("fracnb: Kueue's visibility API unavailable: %s", unreadable_text(error))
             return None
-        name = workload["metadata"]["name"]
-        for item in (answer or {}).get("items") or []:
-            if item["metadata"]["name"] == name:
-                return int(item.get("positionInClusterQueue", 0))
-        return None
 
 
 async def read_team_quota(host: Any) -> TeamQuota | None:

@@ -126,6 +126,19 @@ def test_places_in_words():
     ]
 
 
+def test_a_place_is_read_from_the_visibility_apis_answer_and_a_wrong_shape_raises():
+    answer = {"items": [{"metadata": {"name": "pod-a"}, "positionInClusterQueue": 2},
+                        {"metadata": {"name": "pod-b"}}]}  # fmt: skip
+    assert kueue.position_in_cluster_queue(answer, "pod-a") == 2
+    assert kueue.position_in_cluster_queue(answer, "pod-b") == 0
+    assert kueue.position_in_cluster_queue(answer, "pod-c") is None
+    assert kueue.position_in_cluster_queue(None, "pod-a") is None
+    for wrong in ({"items": [{"name": "pod-a"}]}, {"items": [{"metadata": {"name": "pod-a"},
+                  "positionInClusterQueue": "second"}]}, ["pod-a"], {"items": [None]}):  # fmt: skip
+        with pytest.raises((KeyError, TypeError, ValueError, AttributeError)):
+            kueue.position_in_cluster_queue(wrong, "pod-a")
+
+
 def test_a_preemption_in_words_with_what_hibernation_saved():
     preempted = workload(
         ("Evicted", "True", "Preempted", "Preempted"), ("Preempted", "True", "InClusterQueue", PREEMPTED)
