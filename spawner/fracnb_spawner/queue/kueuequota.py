@@ -30,7 +30,8 @@ class TeamQuota:
     nominal: int
     used: int
     pending: int  # Workloads waiting in it
-    borrowable: int  # unused quota of the cohort's other queues, within this one's borrowing limit
+    borrowable: int  # the cohort's unused quota beyond this queue's own, within its borrowing limit (lendingLimit
+    # is not read: a peer that lends less than it has unused makes this too high)
 
     @property
     def unused(self) -> int:
@@ -69,10 +70,14 @@ def team_quota(cluster_queues: Iterable[Mapping[str, Any]], team: str) -> TeamQu
     group = cohort_queues(cluster_queues, team)
     if not group:
         return None
-    own, peers = group[0], group[1:]
-    idle = sum(max(0, _nominal(q) - _used(q)) for q in peers)
+    own = group[0]
+    # What the whole cohort has unused: a peer's idle quota that a third team borrows already is in that team's
+    # usage, not the peer's, so the peers' idle quota alone counts it twice.
+    cohort_unused = max(0, sum(_nominal(q) for q in group) - sum(_used(q) for q in group))
+    own_unused, own_borrowed = max(0, _nominal(own) - _used(own)), max(0, _used(own) - _nominal(own))
+    idle = max(0, cohort_unused - own_unused)
     limits = [milli_quantity(r["borrowingLimit"]) for r in _gpu_resources(own, "spec") if "borrowingLimit" in r]
-    borrowable = min(idle, sum(limits)) if limits else idle
+    borrowable = min(idle, max(0, sum(limits) - own_borrowed)) if limits else idle
     pending = int((own.get("status") or {}).get("pendingWorkloads") or 0)
     return TeamQuota(team, _nominal(own), _used(own), pending, borrowable)
 

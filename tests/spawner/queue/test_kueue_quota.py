@@ -40,6 +40,19 @@ def test_a_team_with_unused_quota_or_an_idle_cohort_to_borrow_from_shows_no_queu
     assert quota_form_text(team_quota(queues, "team-a"), 250) is None
 
 
+def test_quota_another_team_borrows_already_is_not_borrowable_twice():
+    # team-c runs 0.5 on its 0.25: it borrows team-b's idle quarter, so team-a has nothing left to borrow.
+    queues = [cluster_queue("team-a", "250", "250"), cluster_queue("team-b", "250", "0"),
+              cluster_queue("team-c", "250", "500")]  # fmt: skip
+    assert team_quota(queues, "team-a").borrowable == 0
+    assert quota_form_text(team_quota(queues, "team-a"), 250) is not None
+    # A queue borrowing already has only the rest of its limit left.
+    queues = [cluster_queue("team-a", "250", "500", borrowing_limit="500"), cluster_queue("team-b", "1000", "0")]
+    assert team_quota(queues, "team-a").borrowable == 250
+    # Outside a cohort there is nothing to borrow.
+    assert team_quota([cluster_queue("team-a", "250", "250", cohort=None)], "team-a").borrowable == 0
+
+
 def test_a_used_quota_with_nothing_to_borrow_says_the_spawn_would_wait():
     queues = [cluster_queue("team-a", "250", "250", pending=1), cluster_queue("team-b", "250", "250")]
     assert quota_form_text(team_quota(queues, "team-a"), 250) == (
