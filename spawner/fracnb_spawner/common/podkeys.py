@@ -32,6 +32,10 @@ CLAIM_POD_ANNOTATION = PREFIX + "pod"
 
 # The scheduling gate of a pod waiting in the GPU queue
 QUEUE_GATE = PREFIX + "queue"
+# Kueue's gate on a pod waiting for its team's quota (the kueue engine)
+KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
+# A pod with either gate holds no GPU yet: the quota line and the admin page say its share is "(waiting)"
+WAITING_GATES = frozenset({QUEUE_GATE, KUEUE_ADMISSION_GATE})
 
 # JupyterHub's own annotations on KubeSpawner's pods: whose server a pod is
 USERNAME_ANNOTATION = "hub.jupyter.org/username"

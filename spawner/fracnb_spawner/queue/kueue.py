@@ -23,6 +23,7 @@ from fracnb_spawner.common.clock import clock_text
 from fracnb_spawner.common.podkeys import (
     CHOICE_ANNOTATION,
     FRACTION_ANNOTATION,
+    KUEUE_ADMISSION_GATE,
     KUEUE_QUEUE_LABEL,
     PROFILE_ANNOTATION,
     SERVERNAME_ANNOTATION,
@@ -34,7 +35,7 @@ from fracnb_spawner.queue.order import parse_time
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"  # Kueue's API, as v0.17 serves it
 QUEUE_NAME_LABEL = KUEUE_QUEUE_LABEL
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
-ADMISSION_GATE = "kueue.x-k8s.io/admission"
+ADMISSION_GATE = KUEUE_ADMISSION_GATE
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 MANAGED_FINALIZER = "kueue.x-k8s.io/managed"  # Kueue's webhook puts it on each pod it manages
 MILLI_RESOURCE = "fracnb.io/gpu-milli"

@@ -18,9 +18,9 @@ from fracnb_spawner.common.logsafe import escape_controls
 from fracnb_spawner.common.podkeys import (
     FRACTION_ANNOTATION,
     PROFILE_LABEL,
-    QUEUE_GATE,
     SERVERNAME_ANNOTATION,
     USERNAME_ANNOTATION,
+    WAITING_GATES,
 )
 from fracnb_spawner.common.units import (
     QuantityError,
@@ -141,7 +141,7 @@ def allocations_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Allocation]
                 server=annotations.get(SERVERNAME_ANNOTATION, ""),
                 fraction=fraction,
                 profile=pod_profile(metadata),
-                waiting=any(gate.get("name") == QUEUE_GATE for gate in gates),
+                waiting=any(gate.get("name") in WAITING_GATES for gate in gates),
             )
         )
     return allocations

@@ -29,7 +29,7 @@ from fracnb_spawner.culling import (
 from fracnb_spawner.hibernation.client import Hibernation, server_url
 from fracnb_spawner.hibernation.culled import Hibernator, metric_outcome, spares_server
 from fracnb_spawner.queue.demand import demand_since, is_queued, slot_kind
-from fracnb_spawner.queue.kueue import local_queue_of
+from fracnb_spawner.queue.kueue import is_waiting_for_kueue, local_queue_of
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods, parse_gpus, pod_profile, usage_report
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.meterfacts import MeterFacts
@@ -99,7 +99,8 @@ def index_pods(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], PodFa
         address, port = _reach(pod)
         index[key] = PodFacts(
             annotations=annotations, profile=profile, fraction=fraction, slot_kind=slot_kind(pod),
-            queued=is_queued(pod), address=address, port=port, local_queue=local_queue_of(pod),
+            queued=is_queued(pod) or is_waiting_for_kueue(pod), address=address, port=port,
+            local_queue=local_queue_of(pod),
         )  # fmt: skip
     return index
 

@@ -39,6 +39,7 @@ def test_a_notebook_waiting_on_kueues_gate_is_demand_for_its_slot_kind() -> None
     waiting["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
     assert demand_since([pod("running"), waiting]) == {SHARED: T0 + timedelta(minutes=2)}
     assert not is_queued(waiting)  # not a place in the hub's own queue (its page, its metrics)
+    assert index_pods([waiting])[("kueue", "")].queued  # but it holds no GPU yet: the admin page says "(waiting)"
 
 
 def test_where_kueues_demand_was_read_a_notebook_on_its_gate_counts_only_for_its_cohort() -> None:

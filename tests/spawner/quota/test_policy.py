@@ -111,6 +111,14 @@ def test_allocations_from_pods_reads_annotations_and_skips_others():
     ]
 
 
+def test_a_pod_behind_the_queues_gate_or_kueues_reserves_its_share_as_waiting():
+    def gated(user, gate):
+        return pod(user) | {"spec": {"schedulingGates": [{"name": gate}]}}
+
+    pods = [gated("ann", "fracnb.io/queue"), gated("bob", "kueue.x-k8s.io/admission"), gated("cy", "other.io/gate")]
+    assert [a.waiting for a in allocations_from_pods(pods)] == [True, True, False]
+
+
 def test_usage_report_is_json_ready_with_exact_strings():
     policy = QuotaPolicy(default_user=Fraction(1), groups={"team-a": Fraction(6)})
     allocations = [
