@@ -39,11 +39,12 @@ def evaluate(client: BlockingKernelClient, expression: str, setup: str = "") -> 
     return result["data"]["text/plain"]
 
 
-def wait_for_execution_state(server: MeterServer, kernel: Kernel, state: str) -> None:
-    """Wait until the server itself sees ``kernel`` as ``state`` ("busy" or "idle")."""
+def wait_for_execution_state(server: MeterServer, kernel_id: str, state: str, timeout: float = 30) -> None:
+    """Wait until the server itself sees the kernel as ``state`` ("busy" or "idle"): a client gets the kernel's
+    reply before the server has read its status from IOPub."""
 
     def reached() -> bool:
-        status, model = server.request(f"api/kernels/{kernel.id}")
+        status, model = server.request(f"api/kernels/{kernel_id}")
         return status == 200 and model["execution_state"] == state
 
-    wait_until(reached, what=f"kernel {kernel.id} to be {state}", timeout=30, interval=0.05)
+    wait_until(reached, what=f"kernel {kernel_id} to be {state}", timeout=timeout, interval=0.05)

@@ -22,8 +22,7 @@ from jupyter_client.blocking import BlockingKernelClient
 from fracnb_meter.hibernation import layout
 from fracnb_meter.testing.server import MeterServer, start_server
 from fracnb_schemas import HIBERNATION_MANIFEST, HIBERNATION_REPORT, HIBERNATION_STATES, RESTORE_REPORT, check
-from fracnb_testbed.procs import wait_until
-from tests.meter.meter_helpers import evaluate
+from tests.meter.meter_helpers import evaluate, wait_for_execution_state
 
 MIB = 1 << 20
 OUTPUT_TYPES = {"stream", "execute_input", "execute_result", "display_data", "error"}
@@ -112,18 +111,7 @@ def run(client: BlockingKernelClient, code: str) -> None:
     """Run a cell, and wait until the server, too, sees the kernel idle again (as it would be when culled)."""
     reply = client.execute_interactive(code, timeout=120, output_hook=lambda _msg: None)
     assert reply["content"]["status"] == "ok", reply["content"]
-    wait_until_the_server_sees_it_idle(client)
-
-
-def wait_until_the_server_sees_it_idle(client: BlockingKernelClient) -> None:
-    """The reply reaches the client before the server reads the kernel's "idle" status: wait for the server."""
-    server, kernel_id = CLIENTS[id(client)]
-    wait_until(
-        lambda: server.request(f"api/kernels/{kernel_id}")[1]["execution_state"] == "idle",
-        what=f"kernel {kernel_id} to be idle",
-        timeout=30,
-        interval=0.05,
-    )
+    wait_for_execution_state(*CLIENTS[id(client)], "idle")
 
 
 def silent_value(client: BlockingKernelClient, expression: str) -> str:
@@ -134,19 +122,14 @@ def silent_value(client: BlockingKernelClient, expression: str) -> str:
     )  # fmt: skip
     value = reply["content"]["user_expressions"]["v"]
     assert value["status"] == "ok", value
-    wait_until_the_server_sees_it_idle(client)
+    wait_for_execution_state(*CLIENTS[id(client)], "idle")
     return value["data"]["text/plain"]
 
 
 def start_busy_cell(server: MeterServer, kernel_id: str, client: BlockingKernelClient, code: str) -> None:
     """Send a long cell without waiting for it, and wait until the server sees the kernel busy."""
     client.execute(code)
-    wait_until(
-        lambda: server.request(f"api/kernels/{kernel_id}")[1]["execution_state"] == "busy",
-        what="the busy cell to start",
-        timeout=30,
-        interval=0.05,
-    )
+    wait_for_execution_state(server, kernel_id, "busy")
 
 
 def hibernate(server: MeterServer, timeout: float = 120, max_bytes: int | None = None) -> dict:
@@ -354,12 +337,7 @@ def test_a_timeout_answers_in_time_and_leaves_the_older_state_intact(server: Met
     assert entry["status"] == "failed"
     assert "time limit" in entry["reason"]
     assert elapsed < 4
-    wait_until(
-        lambda: server.request(f"api/kernels/{kernel_id}")[1]["execution_state"] == "idle",
-        what="the kernel to finish its abandoned save",
-        timeout=60,
-        interval=0.1,
-    )
+    wait_for_execution_state(server, kernel_id, "idle", timeout=60)  # the kernel finishes its abandoned save
     assert (states_dir(server) / key / layout.MANIFEST).read_bytes() == manifest_before
     assert len(layout.generations(states_dir(server) / key)) == 1
 

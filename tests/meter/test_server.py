@@ -195,7 +195,7 @@ def test_no_gpu_and_no_driver(meter_server: MeterServer, kernels: dict[str, Kern
 def test_busy_silent_kernel_counts_as_activity(meter_server: MeterServer, kernels: dict[str, Kernel]) -> None:
     kernel = kernels["train.ipynb"]
     msg_id = kernel.client.execute("import time; time.sleep(4)")
-    wait_for_execution_state(meter_server, kernel, "busy")
+    wait_for_execution_state(meter_server, kernel.id, "busy")
     first = last_activity(meter_server)
     # No message leaves the silent cell, yet the server's last activity keeps moving.
     wait_until(
@@ -205,7 +205,7 @@ def test_busy_silent_kernel_counts_as_activity(meter_server: MeterServer, kernel
     )
     reply = kernel.client.get_shell_msg(timeout=30)
     assert (reply["parent_header"]["msg_id"], reply["content"]["status"]) == (msg_id, "ok"), "the cell ran to its end"
-    wait_for_execution_state(meter_server, kernel, "idle")
+    wait_for_execution_state(meter_server, kernel.id, "idle")
     idle = last_activity(meter_server)
     for _ in range(3):
         meter_server.usage()  # polling the meter is not activity either

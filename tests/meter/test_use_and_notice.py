@@ -28,7 +28,7 @@ from fracnb_meter.testing.fakenvml import FakeDevice, FakeState
 from fracnb_meter.testing.server import MeterServer, StateFile, start_server
 from fracnb_schemas import HIBERNATION_REPORT, check
 from fracnb_testbed.procs import wait_until
-from tests.meter.meter_helpers import QUARTER_CONTRACT
+from tests.meter.meter_helpers import QUARTER_CONTRACT, wait_for_execution_state
 from tests.service_reports import ReportServer
 
 INTERVAL = 0.5  # the meter's activity_interval here (30 s by default)
@@ -131,8 +131,7 @@ def test_the_usage_document_keeps_the_hibernation_for_the_page_that_polls_it(ser
     kernel_id = server.start_session("train.ipynb")
     client = server.client(kernel_id)
     client.execute_interactive("weights = list(range(1000))", timeout=60, output_hook=lambda _msg: None)
-    wait_until(lambda: server.request(f"api/kernels/{kernel_id}")[1]["execution_state"] == "idle",
-               what="the kernel to be idle", timeout=30, interval=0.05)  # fmt: skip
+    wait_for_execution_state(server, kernel_id, "idle")
     assert server.usage()["hibernation"] is None
     seen: list[tuple[float, bool]] = []
     polling = threading.Event()

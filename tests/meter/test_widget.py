@@ -190,7 +190,7 @@ def test_widget_updates_while_a_cell_runs(meter_server: MeterServer, kernels: di
     reply = client.execute_interactive("%load_ext fracnb_meter", timeout=60, output_hook=lambda _msg: None)
     assert reply["content"]["status"] == "ok"
     msg_id = client.execute("import time; time.sleep(3)")
-    wait_for_execution_state(meter_server, kernel, "busy")
+    wait_for_execution_state(meter_server, kernel.id, "busy")
     # The notebook "allocates" more while the cell is still sleeping.
     state.write(FakeState(devices=[FakeDevice.a100(0)], processes=[FakeProcess(0, kernel.pid, 5 * GIB)]))
     texts_during_cell = []

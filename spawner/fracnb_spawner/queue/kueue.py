@@ -35,7 +35,6 @@ from fracnb_spawner.queue.order import parse_time
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"  # Kueue's API, as v0.17 serves it
 QUEUE_NAME_LABEL = KUEUE_QUEUE_LABEL
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
-ADMISSION_GATE = KUEUE_ADMISSION_GATE
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 MANAGED_FINALIZER = "kueue.x-k8s.io/managed"  # Kueue's webhook puts it on each pod it manages
 MILLI_RESOURCE = "fracnb.io/gpu-milli"
@@ -149,7 +148,7 @@ def local_queue_of(pod: Mapping[str, Any]) -> str:
 def is_waiting_for_kueue(pod: Mapping[str, Any] | None) -> bool:
     """Whether the pod carries Kueue's admission gate."""
     gates = ((pod or {}).get("spec") or {}).get("schedulingGates") or []
-    return any(gate.get("name") == ADMISSION_GATE for gate in gates)
+    return any(gate.get("name") == KUEUE_ADMISSION_GATE for gate in gates)
 
 
 def _request_of(pod: Mapping[str, Any]) -> tuple[Any, ...]:

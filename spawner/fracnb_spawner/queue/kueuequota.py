@@ -71,15 +71,14 @@ def team_quota(cluster_queues: Iterable[Mapping[str, Any]], team: str) -> TeamQu
     if not group:
         return None
     own = group[0]
-    # What the whole cohort has unused: a peer's idle quota that a third team borrows already is in that team's
-    # usage, not the peer's, so the peers' idle quota alone counts it twice.
-    cohort_unused = max(0, sum(_nominal(q) for q in group) - sum(_used(q) for q in group))
-    own_unused, own_borrowed = max(0, _nominal(own) - _used(own)), max(0, _used(own) - _nominal(own))
-    idle = max(0, cohort_unused - own_unused)
+    nominal, used = [_nominal(q) for q in group], [_used(q) for q in group]
+    # What the whole cohort has unused beyond this queue's own: a peer's idle quota that a third team borrows
+    # already is in that team's usage, not the peer's, so the peers' idle quota alone counts it twice.
+    idle = max(0, sum(nominal) - sum(used) - max(0, nominal[0] - used[0]))
     limits = [milli_quantity(r["borrowingLimit"]) for r in _gpu_resources(own, "spec") if "borrowingLimit" in r]
-    borrowable = min(idle, max(0, sum(limits) - own_borrowed)) if limits else idle
+    borrowable = min(idle, max(0, sum(limits) - max(0, used[0] - nominal[0]))) if limits else idle
     pending = int((own.get("status") or {}).get("pendingWorkloads") or 0)
-    return TeamQuota(team, _nominal(own), _used(own), pending, borrowable)
+    return TeamQuota(team, nominal[0], used[0], pending, borrowable)
 
 
 def quota_form_text(quota: TeamQuota, need_milli: int) -> str | None:

@@ -18,7 +18,7 @@ from traitlets.config import Config
 
 from fracnb_spawner.cluster.refusals import start_refusal
 from fracnb_spawner.common.errors import HubConfigError
-from fracnb_spawner.common.podkeys import KUEUE_QUEUE_LABEL
+from fracnb_spawner.common.podkeys import KUEUE_ADMISSION_GATE, KUEUE_QUEUE_LABEL
 from fracnb_spawner.config.profiles import ProfileConfigError
 from fracnb_spawner.configure import check_config
 from fracnb_spawner.culling import Reason
@@ -198,7 +198,7 @@ def kueue_spawn_queue(clock: FakeClock, max_wait: float, plan: GPUPlan = QUARTER
     queue.reset(ask(), max_wait=max_wait, plan=plan)
     pods[queue.key] = {
         "metadata": {"name": "jupyter-ann"},
-        "spec": {"schedulingGates": [{"name": kueue.ADMISSION_GATE}]},
+        "spec": {"schedulingGates": [{"name": KUEUE_ADMISSION_GATE}]},
     }
     return queue
 
@@ -244,7 +244,7 @@ SERVER_TOKEN = "t0k3n"
 def waiting_for_kueue(user: str, queued_at: datetime) -> dict:
     """A pod a spawn before a hub restart left waiting for Kueue: Kueue's gate, fracnb's queue annotations."""
     made = gated(user, queued_at)
-    made["spec"]["schedulingGates"] = [{"name": kueue.ADMISSION_GATE}, {"name": "kueue.x-k8s.io/topology"}]
+    made["spec"]["schedulingGates"] = [{"name": KUEUE_ADMISSION_GATE}, {"name": "kueue.x-k8s.io/topology"}]
     made["spec"]["containers"][0]["env"] = [{"name": "JUPYTERHUB_API_TOKEN", "value": SERVER_TOKEN}]
     return made
 
