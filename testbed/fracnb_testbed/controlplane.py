@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from fracnb_testbed import kueue, procs
+from fracnb_testbed import audit, kueue, procs
 from fracnb_testbed.binaries import CONTROLLER_MANAGER, check_controller_manager, find_bin_dir, write_kwok_stages
 from fracnb_testbed.clusters import ClusterSpec, dra_manifests, node_manifests
 from fracnb_testbed.errors import TestbedError
@@ -157,6 +157,7 @@ def apiserver_argv(bin_dir: Path, state: TestbedState) -> list[str]:
         "--disable-admission-plugins=TaintNodesByCondition",
         "--enable-priority-and-fairness=false",
         "--profiling=false",
+        *audit.apiserver_flags(state.directory),
     ]
 
 
@@ -373,6 +374,7 @@ def _start_all(spec: ClusterSpec, state: TestbedState, binaries: Path, progress:
     )
 
     progress(f"starting kube-apiserver on {state.server}")
+    audit.write_policy(state.directory)
     apiserver = _start(state, "kube-apiserver", apiserver_argv(binaries, state))
     rest = KubeRest("127.0.0.1", state.ports["apiserver"], state.pki)
     try:

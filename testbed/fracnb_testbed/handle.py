@@ -12,6 +12,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from fracnb_testbed.audit import HELPER_USER_AGENT, AuditedRequest, requests_in
 from fracnb_testbed.errors import TestbedError
 from fracnb_testbed.kubeapi import KubeRest, async_configuration, ensure_namespace
 from fracnb_testbed.procs import ProcessRecord, is_alive
@@ -47,7 +48,13 @@ class Testbed:
 
     def api_client(self) -> client.ApiClient:
         """An admin kubernetes_asyncio ApiClient: ``async with testbed.api_client() as api``."""
-        return client.ApiClient(async_configuration(self.server, self.state.pki))
+        api_client = client.ApiClient(async_configuration(self.server, self.state.pki))
+        api_client.user_agent = HELPER_USER_AGENT
+        return api_client
+
+    def audited_requests(self) -> list[AuditedRequest]:
+        """The LISTs and WATCHes of pods and nodes the apiserver has answered, each with who asked."""
+        return requests_in(self.state.directory)
 
     def rest(self) -> KubeRest:
         """A blocking JSON client (close it, or use it briefly)."""

@@ -26,6 +26,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from fracnb_testbed import podspec
+from fracnb_testbed.audit import RUNNER_USER_AGENT
 from fracnb_testbed.clusters import RUNNER_LABEL
 from fracnb_testbed.kubeapi import async_configuration
 from fracnb_testbed.procs import ProcessRecord, start_ticks_of
@@ -436,6 +437,7 @@ async def main_async(state_dir: Path) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     async with client.ApiClient(async_configuration(state.server, state.pki)) as api_client:
+        api_client.user_agent = RUNNER_USER_AGENT
         runner = Runner(state, client.CoreV1Api(api_client))
         watching = asyncio.ensure_future(runner.run_forever())
         await stop.wait()

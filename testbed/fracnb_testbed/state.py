@@ -17,10 +17,11 @@ RUNNER_ENV_FILE = "runner-env.json"
 RUNNER_READY_FILE = "runner.ready"
 ETCD_DATA_DIR = "etcd-data"
 HOMES_DIR = "homes"
+AUDIT_LOG_FILE = "audit.log"  # the apiserver's (fracnb_testbed.audit)
 # What one run of the cluster leaves and only that run may use: the next `up` starts a new,
 # empty cluster, so none of it may outlive the processes (stale etcd data held the old nodes,
 # and a stale ready file would announce a runner that has not started).
-CLUSTER_DATA = (ETCD_DATA_DIR, RUNNER_READY_FILE, RUNNER_CHILDREN_FILE)
+CLUSTER_DATA = (ETCD_DATA_DIR, RUNNER_READY_FILE, RUNNER_CHILDREN_FILE, AUDIT_LOG_FILE)
 
 
 @dataclass
