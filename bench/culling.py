@@ -29,7 +29,6 @@ import math
 import os
 import secrets
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,7 @@ from fracnb_spawner.culling import CullPolicy, parse_timestamp
 from fracnb_spawner.service.core import CullSettings, cull_pass
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
+from fracnb_testbed.procs import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 DAY = 86400
@@ -93,12 +93,6 @@ c.JupyterHub.load_roles = [
     }},
 ]
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Hub:

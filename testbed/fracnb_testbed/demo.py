@@ -15,7 +15,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,7 +31,7 @@ from fracnb_testbed.controlplane import down, up
 from fracnb_testbed.demo_options import ACTIVITY_LAG, idle_policy_words, local_zone_name, option_problem, zone_problem
 from fracnb_testbed.errors import TestbedError
 from fracnb_testbed.handle import Testbed
-from fracnb_testbed.procs import ProcessRecord, descendants, start_ticks_of, stop
+from fracnb_testbed.procs import ProcessRecord, descendants, free_port, start_ticks_of, stop
 from fracnb_testbed.state import STATE_FILE, TestbedState
 
 Progress = Callable[[str], None]
@@ -131,12 +130,6 @@ class DemoSettings:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def default_state_dir() -> Path:

@@ -15,7 +15,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fracnb_testbed.errors import TestbedError
+from fracnb_testbed.procs import free_port
 
 DATABASE = "fracnb"
 
@@ -41,12 +41,6 @@ def find_postgres_bin() -> Path:
             "or apt-get install postgresql"
         )
     return Path(found[-1]).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -120,7 +114,7 @@ def running_postgres() -> Iterator[PostgresServer]:
 @contextmanager
 def _started(bin_dir: Path, data_dir: Path, user: str | None) -> Iterator[PostgresServer]:
     _run([str(bin_dir / "initdb"), "-D", str(data_dir), "-A", "trust", "-U", DATABASE, "-E", "UTF8"], user)
-    port = _free_port()
+    port = free_port()
     log = data_dir / "server.log"
     _run(
         [str(bin_dir / "pg_ctl"), "-D", str(data_dir), "-l", str(log), "-o", _options(port, data_dir), "-w", "start"],

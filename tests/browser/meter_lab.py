@@ -6,7 +6,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -20,7 +19,7 @@ import pytest
 
 from fracnb_meter.testing import fakenvml
 from fracnb_schemas import USAGE, problems
-from fracnb_testbed.procs import wait_until
+from fracnb_testbed.procs import free_port, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 LABEXTENSION = REPO / "extension" / "fracnb_meter" / "labextension"
@@ -153,12 +152,6 @@ class LabServer:
             return next((int(k["pid"]) for k in self.usage()["kernels"] if k["id"] == kernel_id and k["pid"]), None)
 
         return wait_until(pid, what=f"kernel {kernel_id}'s pid in the usage API", timeout=timeout)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def wait_until_up(server: LabServer, process: subprocess.Popen) -> None:

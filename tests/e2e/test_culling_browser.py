@@ -1,8 +1,8 @@
-"""GPU-aware idle culling end to end, with short timeouts: an idle 0.25 GPU server is warned in
-JupyterLab, then culled by the fracnb service while its page stays open in a background tab; back
-on that tab, the page says it was stopped for being idle and links to the hub home; and its slot
-is free for the next user. A server computing in a silent cell for longer than the idle timeout is
-neither warned nor culled, while an idle server beside it is."""
+"""GPU-aware idle culling end to end, with short timeouts, in one idle timeout of real time: an idle 0.25 GPU
+server is warned in JupyterLab, then culled by the fracnb service while its page stays open in a background
+tab; back on that tab, the page says it was stopped for being idle and links to the hub home; and its slot is
+free for the next user. All the while, a server computing in a silent cell for longer than the idle timeout is
+neither warned nor culled."""
 
 from __future__ import annotations
 
@@ -124,9 +124,39 @@ def expect_stopped_for_idleness(page: Page, demo: RunningDemo) -> None:
     page.wait_for_url(f"{demo.settings.url}/hub/home")
 
 
-def test_idle_server_is_warned_culled_and_its_slot_reused(short_demo: RunningDemo, page: Page) -> None:
+def start_silent_cell(page: Page, demo: RunningDemo, user: str) -> datetime:
+    """``user``'s server runs a cell that computes without a word for longer than the idle timeout; she then
+    leaves for the hub home, so only the kernel is working. When the kernel took the cell."""
+    log_in(page, demo, user)
+    start_profile(page, demo, user, "quarter")
+    page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
+    run_cell(page, f"import time\nprint('computing', flush=True)\ntime.sleep({IDLE_TIMEOUT * 3})")
+    # The prompt shows "[*]" as soon as the page asks; only the cell's first output proves the
+    # kernel took the request before she leaves (a request still queued in the page is lost).
+    output = page.locator(".jp-Notebook .jp-Cell").last.locator(".jp-OutputArea-output")
+    expect(output).to_contain_text("computing", timeout=60_000)
+    started = datetime.now(timezone.utc)
+    page.goto(f"{demo.settings.url}/hub/home")
+    return started
+
+
+def test_an_idle_server_is_warned_culled_and_its_slot_reused_while_a_silent_cell_keeps_its_own(
+    short_demo: RunningDemo, page: Page
+) -> None:
+    """One idle timeout serves both halves: carol's idle server goes through warning, cull and the open tab's
+    notice while ann's server, busy in a silent cell the whole time, is neither warned nor culled."""
     viewer = page.context.browser.new_context()
+    trainer = page.context.browser.new_context()
     try:
+        cell_started = start_silent_cell(trainer.new_page(), short_demo, "ann")
+        ann = user_token(short_demo, "ann")
+
+        def ann_kept() -> bool:
+            status = cull_status(short_demo, ann)
+            assert status is not None, "ann's server, busy in a silent cell, was stopped"
+            assert not warned(status), f"ann's server, busy in a silent cell, was warned: {status}"
+            return True
+
         admin = viewer.new_page()
         log_in(admin, short_demo, "admin")
         before = free_now(admin, short_demo)
@@ -137,7 +167,7 @@ def test_idle_server_is_warned_culled_and_its_slot_reused(short_demo: RunningDem
         set_tab_hidden(page, hidden=True)
         carol = user_token(short_demo, "carol")
         wait_until(
-            lambda: warned(cull_status(short_demo, carol)),
+            lambda: ann_kept() and warned(cull_status(short_demo, carol)),
             what="carol's server to be warned",
             timeout=IDLE_TIMEOUT + 60,
             interval=2,
@@ -153,7 +183,7 @@ def test_idle_server_is_warned_culled_and_its_slot_reused(short_demo: RunningDem
         shot(page, "cull-warning")
         # The fracnb service stops it, and the slot is free again.
         wait_until(
-            lambda: default_server(short_demo, "carol") is None,
+            lambda: ann_kept() and default_server(short_demo, "carol") is None,
             what="carol's idle server to be culled",
             timeout=IDLE_TIMEOUT + 120,
             interval=2,
@@ -165,48 +195,16 @@ def test_idle_server_is_warned_culled_and_its_slot_reused(short_demo: RunningDem
         # The next user gets that slot.
         start_profile(admin, short_demo, "admin", "quarter")
         expect(admin.locator(".fracnb-meter-status-text")).to_contain_text("/ 20 GiB", timeout=30_000)
+
+        # Ann's cell outlasts the idle timeout (and the lag of the hub hearing of it), never warned.
+        def cell_outlasted_the_timeout() -> bool:
+            running_for = (datetime.now(timezone.utc) - cell_started).total_seconds()
+            return ann_kept() and running_for > IDLE_TIMEOUT + ACTIVITY_REPORT_LAG + CULL_EVERY
+
+        wait_until(cell_outlasted_the_timeout, what="ann's cell to outlast the idle timeout", timeout=IDLE_TIMEOUT)
+        # The hub heard of ann's busy kernel while the cell ran, long after the last message it sent.
+        last_activity = parse_timestamp(default_server(short_demo, "ann")["last_activity"])
+        assert (last_activity - cell_started).total_seconds() > IDLE_TIMEOUT
     finally:
         viewer.close()
-
-
-def test_silent_training_cell_keeps_its_server_while_an_idle_one_is_culled(short_demo: RunningDemo, page: Page) -> None:
-    # Bob's server: started through the REST API and never used.
-    call(short_demo, "hub/api/users/bob/server", method="POST", body={"profile": "quarter"})
-    wait_until(
-        lambda: (default_server(short_demo, "bob") or {}).get("ready"), what="bob's server", timeout=180, interval=2
-    )
-    bob = user_token(short_demo, "bob")
-    # Ann's server: a cell that computes without a word for longer than the idle timeout.
-    log_in(page, short_demo, "ann")
-    start_profile(page, short_demo, "ann", "quarter")
-    page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
-    run_cell(page, f"import time\nprint('computing', flush=True)\ntime.sleep({IDLE_TIMEOUT * 3})")
-    # The prompt shows "[*]" as soon as the page asks; only the cell's first output proves the
-    # kernel took the request before she leaves (a request still queued in the page is lost).
-    output = page.locator(".jp-Notebook .jp-Cell").last.locator(".jp-OutputArea-output")
-    expect(output).to_contain_text("computing", timeout=60_000)
-    cell_started = datetime.now(timezone.utc)
-    page.goto(f"{short_demo.settings.url}/hub/home")  # ann leaves: only the kernel is working now
-    ann = user_token(short_demo, "ann")
-    seen = {"bob warned": False}
-
-    def ann_kept_and_bob_culled() -> bool:
-        status = cull_status(short_demo, ann)
-        assert status is not None, "ann's server, busy in a silent cell, was stopped"
-        assert not warned(status), f"ann's server, busy in a silent cell, was warned: {status}"
-        seen["bob warned"] |= warned(cull_status(short_demo, bob))
-        running_for = (datetime.now(timezone.utc) - cell_started).total_seconds()
-        return (
-            default_server(short_demo, "bob") is None and running_for > IDLE_TIMEOUT + ACTIVITY_REPORT_LAG + CULL_EVERY
-        )
-
-    wait_until(
-        ann_kept_and_bob_culled,
-        what="bob's idle server to be culled and ann's cell to outlast the idle timeout",
-        timeout=IDLE_TIMEOUT * 3,
-        interval=2,
-    )
-    assert seen["bob warned"], "bob's idle server was culled without the warning state first"
-    # The hub heard of ann's busy kernel while the cell ran, long after the last message it sent.
-    last_activity = parse_timestamp(default_server(short_demo, "ann")["last_activity"])
-    assert (last_activity - cell_started).total_seconds() > IDLE_TIMEOUT
+        trainer.close()

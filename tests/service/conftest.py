@@ -18,7 +18,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -31,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from fracnb_testbed.demo import stop_hub
-from fracnb_testbed.procs import wait_until
+from fracnb_testbed.procs import free_port, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 # The one user whose quota is None (unlimited) in the hub's config; everyone else has 1 GPU.
@@ -96,12 +95,6 @@ c.FractionalSpawner.profile_list = [{{
 }}]
 {extra}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def find_chp() -> str:
