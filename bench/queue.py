@@ -85,7 +85,7 @@ async def queued(waiting: Any, task: asyncio.Future) -> None:
     def placed() -> bool:
         if waiting.queue.went_straight or task.done():
             raise RuntimeError(f"{waiting.pod_name} did not queue: the hub saw a free slot")
-        ticket = waiting.queue.ticket
+        ticket = getattr(waiting.queue.place, "ticket", None)  # its coordinator ticket, once it waits
         return ticket is not None and ticket.position is not None
 
     await wait_until_async(placed, what=f"{waiting.pod_name}'s place in the queue", timeout=60, interval=0.01)

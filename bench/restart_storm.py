@@ -40,8 +40,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from fracnb_spawner.common.podkeys import QUEUED_AT_ANNOTATION
-from fracnb_spawner.queue.order import pod_is_gated
+from fracnb_spawner.common.podkeys import QUEUED_AT_ANNOTATION, has_queue_gate
 from fracnb_testbed.binaries import find_bin_dir
 from fracnb_testbed.clusters import ClusterSpec, parse_cluster
 from fracnb_testbed.controlplane import down, up
@@ -191,7 +190,7 @@ class Storm:
         print(f"{len(self.running)} servers started in {time.monotonic() - began:.0f} s")
         for user in self.queued:
             self.start(user)
-        gated = lambda: [p for p in pods(self.testbed, self.namespace).values() if pod_is_gated(p)]  # noqa: E731
+        gated = lambda: [p for p in pods(self.testbed, self.namespace).values() if has_queue_gate(p)]  # noqa: E731
         wait(lambda: len(gated()) == len(self.queued), "queued", 300)
         self.places = {p["metadata"]["name"][len("jupyter-") :]: p["metadata"]["annotations"][QUEUED_AT_ANNOTATION]
                        for p in gated()}  # fmt: skip
@@ -227,7 +226,7 @@ class Storm:
         """Every running server listed ready by the hub, and each has its pod (and no other pod runs)."""
         models, found = self.hub.servers(), pods(self.testbed, self.namespace)
         ready = sorted(u for u, m in models.items() if m.get("ready"))
-        ungated = sorted(name[len("jupyter-") :] for name, p in found.items() if not pod_is_gated(p))
+        ungated = sorted(name[len("jupyter-") :] for name, p in found.items() if not has_queue_gate(p))
         return ready == ungated == self.running
 
     def all_resumed(self) -> bool:
@@ -236,7 +235,7 @@ class Storm:
         models, found = self.hub.servers(), pods(self.testbed, self.namespace)
         for user in self.queued:
             pod = found.get(f"jupyter-{user}")
-            if (models.get(user) or {}).get("pending") != "spawn" or pod is None or not pod_is_gated(pod):
+            if (models.get(user) or {}).get("pending") != "spawn" or pod is None or not has_queue_gate(pod):
                 return False
             if pod["metadata"]["uid"] == self.first_pods[f"jupyter-{user}"]:
                 return False

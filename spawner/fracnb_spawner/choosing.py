@@ -43,6 +43,7 @@ from fracnb_spawner.gpu.words import no_node_reason
 from fracnb_spawner.history.stops import NODE_LOST, StopNotice
 from fracnb_spawner.hubstate import HubState
 from fracnb_spawner.queue.config import FracnbQueue
+from fracnb_spawner.queue.engines import engine_of
 from fracnb_spawner.queue.spawning import SpawnQueue
 from fracnb_spawner.queue.text import node_lost_message
 from fracnb_spawner.quota import admission
@@ -140,7 +141,7 @@ class Choosing:
             raw = await maybe_future(host.profile_list(host)) if not fixed else host.profile_list
             profiles = initialize_profiles(raw)
             validate_profiles(profiles, *settings)
-            if not fixed and host.queue_settings().engine == "kueue":  # a fixed list was checked at start
+            if not fixed and engine_of(host.queue_settings()).counts_resource_requests:  # a fixed list: at start
                 check_kueue_backends(profiles, host.gpu_defaults())
             self.longest_queue_wait = max((queue_max_wait(p.get("queue")) for p in profiles), default=0)
         except ProfileConfigError as error:

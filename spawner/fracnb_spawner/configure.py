@@ -30,6 +30,7 @@ from fracnb_spawner.form import stopnotice
 from fracnb_spawner.gpu.backends import is_gpu_resource
 from fracnb_spawner.hibernation.settings import timeout_problem
 from fracnb_spawner.queue.config import FracnbQueue
+from fracnb_spawner.queue.engines import engine_of
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.reclaim.config import FracnbReclaim
 from fracnb_spawner.service.app import FracnbService
@@ -112,7 +113,7 @@ def check_config(c: Config) -> None:
         except ProfileConfigError as error:
             raise ProfileConfigError(f"FractionalSpawner.profile_list: {error}") from None
     FracnbQuotas(config=c).policy()
-    if FracnbQueue(config=c).engine == "kueue" and not callable(raw):
+    if engine_of(FracnbQueue(config=c)).counts_resource_requests and not callable(raw):
         check_kueue_backends(initialize_profiles(raw), settings.gpu_defaults())
     FracnbReclaim(config=c)
     check_cull_timing(c, settings, [] if callable(raw) else initialize_profiles(raw))

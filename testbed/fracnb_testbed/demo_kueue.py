@@ -6,7 +6,8 @@ creates the Kueue objects of helm-values/kueue/queues.yaml, what an admin ships,
 users and groups: the ResourceFlavor, the cohort and the WorkloadPriorityClasses as shipped; one
 ClusterQueue per team, from the shipped one, with a quota small enough that a team's second server
 waits; one ClusterQueue for users in no team; one LocalQueue per user, named by
-``c.FracnbQueue.kueue_local_queue``. Only the choices Kueue can count on that cluster are offered.
+``c.FracnbQueue.kueue_local_queue`` and annotated with its user (docs/queue.md, "Per-user LocalQueues"). Only
+the choices Kueue can count on that cluster are offered.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import Any
 
 import yaml
 
-from fracnb_spawner.queue import kueue as kueue_names
-from fracnb_spawner.queue.kueue import MILLI_RESOURCE
+from fracnb_spawner.queue import localqueues
+from fracnb_spawner.queue.kueue import model as kueue_names
+from fracnb_spawner.queue.kueue.model import MILLI_RESOURCE
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.kueue import BUILD_SCRIPT, KUEUE_DIR_ENV, KueueBuild, collection_path, default_build_dir
 from fracnb_testbed.state import TestbedState
@@ -79,7 +81,7 @@ def team_of(groups: Iterable[str]) -> str:
 
 def local_queue_name(user: str) -> str:
     """The user's LocalQueue, named by the hub's own rule."""
-    return kueue_names.local_queue_name(LOCAL_QUEUE_TEMPLATE, user)
+    return localqueues.local_queue_name(LOCAL_QUEUE_TEMPLATE, user)
 
 
 def shipped_objects() -> list[dict[str, Any]]:
@@ -97,7 +99,11 @@ def queue_objects(users: Mapping[str, Iterable[str]], namespace: str) -> list[di
         {
             "apiVersion": template["apiVersion"],
             "kind": "LocalQueue",
-            "metadata": {"name": local_queue_name(user), "namespace": namespace},
+            "metadata": {
+                "name": local_queue_name(user),
+                "namespace": namespace,
+                "annotations": {kueue_names.OWNER_ANNOTATION: user},  # the hub refuses a queue marked as another's
+            },
             "spec": {"clusterQueue": team_of(groups)},
         }
         for user, groups in users.items()

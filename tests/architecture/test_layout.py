@@ -15,7 +15,10 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "spawner" / "fracnb_spawner"
 BENCH = REPO / "bench"
 MOST_ROOT_MODULES = 8
-MOST_SPAWNER_CLASS_LINES = 300
+# The class holds KubeSpawner's hooks and the few steps of a start that set its own fields (the created pod's
+# token, the leftover pod's replacement, the running URL): 380 lines keep those methods in the class rather
+# than as module functions that take the spawner, which is where the 300-line cap had pushed them.
+MOST_SPAWNER_CLASS_LINES = 380
 
 
 def circles(edges: dict[str, set[str]]) -> list[str]:
@@ -73,6 +76,17 @@ def test_gpu_never_imports_cluster() -> None:
     arrows = room_arrows(graph(PACKAGE))
     crossing = arrows.get("fracnb_spawner.gpu", {}).get("fracnb_spawner.cluster", [])
     assert not crossing, "gpu/ imports cluster/: " + "; ".join(crossing)
+
+
+def test_the_shared_queue_modules_never_import_the_kueue_engine() -> None:
+    """``queue/kueue/`` builds on the shared queue modules, never the other way round: only ``queue/engines.py``,
+    which picks the engine from ``c.FracnbQueue.engine``, names it."""
+    kueue, chooser = "fracnb_spawner.queue.kueue", "fracnb_spawner.queue.engines"
+    edges = graph(PACKAGE)
+    assert any(target.startswith(kueue) for target in edges[chooser]), "the graph reads the imports"
+    shared = [m for m in edges if m.startswith("fracnb_spawner.queue.") and not m.startswith(kueue) and m != chooser]
+    crossing = [f"{m} imports {t}" for m in sorted(shared) for t in sorted(edges[m]) if t.startswith(kueue)]
+    assert not crossing, "shared queue modules import the Kueue engine: " + "; ".join(crossing)
 
 
 def test_the_package_root_holds_few_modules() -> None:

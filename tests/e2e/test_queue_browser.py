@@ -17,8 +17,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from playwright.sync_api import Page, expect
 
-from fracnb_spawner.common.podkeys import QUEUED_AT_ANNOTATION
-from fracnb_spawner.queue.order import pod_is_gated
+from fracnb_spawner.common.podkeys import QUEUED_AT_ANNOTATION, has_queue_gate
 from fracnb_testbed.demo import (
     RunningDemo,
     start_hub,
@@ -162,7 +161,7 @@ def test_queued_user_sees_place_and_estimate_then_gets_the_freed_slot(
     fill_every_slot(queue_demo, testbed)  # carol's idle server: the culler is due to stop it within 15 min
     page.add_init_script(RECORD_HEADLINES)
     queue_from_the_form(page, queue_demo, "ann")
-    assert pod_is_gated(pod_of(testbed, namespace, "ann"))
+    assert has_queue_gate(pod_of(testbed, namespace, "ann"))
     zone = datetime.now(ZoneInfo(BROWSER_ZONE)).tzname()
     headline = page.locator("#progress-message")
     expect(headline).to_have_text(
@@ -188,7 +187,7 @@ def test_stop_my_server_while_queued_leaves_the_queue_and_no_pod(
     namespace = queue_demo.settings.namespace
     fill_every_slot(queue_demo, testbed)
     queue_from_the_form(page, queue_demo, "bob")
-    assert pod_is_gated(pod_of(testbed, namespace, "bob"))
+    assert has_queue_gate(pod_of(testbed, namespace, "bob"))
     page.goto(f"{queue_demo.settings.url}/hub/home")
     page.click("#stop")
     expect(page.locator("#start")).to_be_visible(timeout=60_000)
@@ -216,13 +215,13 @@ def test_restarted_hub_keeps_the_place_and_the_form_offers_it_back(
     namespace = queue_demo.settings.namespace
     fill_every_slot(queue_demo, testbed)
     call(queue_demo, "users/ann/server", method="POST", body={"profile": "quarter"})
-    wait_until(lambda: pod_is_gated(pod_of(testbed, namespace, "ann") or {}), what="ann's pod queued", timeout=60)
+    wait_until(lambda: has_queue_gate(pod_of(testbed, namespace, "ann") or {}), what="ann's pod queued", timeout=60)
     queued_at = pod_of(testbed, namespace, "ann")["metadata"]["annotations"][QUEUED_AT_ANNOTATION]
     restart_hub(queue_demo)
     # The restarted hub forgets the pending spawn at once; her pod keeps its place in the queue.
     wait_until(lambda: server(queue_demo, "ann") is None, what="the hub to forget ann's spawn", timeout=60)
     kept = pod_of(testbed, namespace, "ann")
-    assert pod_is_gated(kept)
+    assert has_queue_gate(kept)
     assert kept["metadata"]["annotations"][QUEUED_AT_ANNOTATION] == queued_at
     # The form tells her, and starting the same choice again takes the place back.
     log_in(page, queue_demo, "ann")

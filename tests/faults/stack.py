@@ -24,8 +24,12 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
-from fracnb_spawner.queue.order import pod_is_gated
+from fracnb_spawner.common.podkeys import (
+    FRACTION_ANNOTATION,
+    SERVERNAME_ANNOTATION,
+    USERNAME_ANNOTATION,
+    has_queue_gate,
+)
 from fracnb_testbed.demo import RunningDemo, start_hub, stop_hub, wait_for_hub
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.procs import descendants, wait_until
@@ -209,7 +213,7 @@ class FaultStack:
 
     def gated(self, user: str) -> bool:
         pod = self.pod_of(user)
-        return pod is not None and pod_is_gated(pod)
+        return pod is not None and has_queue_gate(pod)
 
     def slots_in_use(self) -> int:
         """0.25 slots of the local A100 held by pods bound to it."""
@@ -327,7 +331,7 @@ def pairing_problems(servers: dict[tuple, Any], pods: dict[tuple, Any]) -> list[
         model = servers.get(key)
         if model is None:
             found.append(f"pod {pod['metadata']['name']} has no server in the hub")
-        elif pod_is_gated(pod) and model.get("pending") != "spawn":
+        elif has_queue_gate(pod) and model.get("pending") != "spawn":
             found.append(f"gated pod {pod['metadata']['name']} with no spawn waiting on it")
     for key, model in servers.items():
         if model.get("ready") and key not in pods:

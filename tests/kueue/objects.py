@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fracnb_spawner.queue.kueue import MILLI_RESOURCE
+from fracnb_spawner.queue.kueue.model import MILLI_RESOURCE
 from fracnb_testbed.errors import TestbedError
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.kueue import API, collection_path

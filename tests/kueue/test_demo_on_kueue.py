@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import urllib.request
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
@@ -21,6 +22,7 @@ from fracnb_testbed.handle import Testbed
 from fracnb_testbed.procs import wait_until
 from tests.e2e.stack import answer_of, demo_with_fake_gpu, progress_until, request, run_cell
 from tests.kueue.objects import API, condition, ensure_priority_class, gates, gpu_pod
+from tests.service.test_service_page import Tables, parse
 
 TOKEN = secrets.token_hex(16)
 SPAWN_TIMEOUT = 180.0
@@ -31,8 +33,8 @@ ADMISSION_GATE = "kueue.x-k8s.io/admission"
 def kueue_demo(kueue_testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDemo]:
     extra_config = "\n".join([
         f"c.JupyterHub.services = [{{'name': 'e2e', 'api_token': {TOKEN!r}}}]",
-        "c.JupyterHub.load_roles = [{'name': 'e2e', 'scopes': ['admin:users', 'admin:servers', 'access:servers'],"
-        " 'services': ['e2e']}]",
+        "c.JupyterHub.load_roles = [{'name': 'e2e', 'scopes': ['admin:users', 'admin:servers', 'access:servers',"
+        " 'tokens'], 'services': ['e2e']}]",
     ])  # fmt: skip
     state_dir = tmp_path_factory.mktemp("kueue-demo")
     with demo_with_fake_gpu(kueue_testbed, state_dir, engine="kueue", extra_config=extra_config) as running:
@@ -54,6 +56,22 @@ def wait_ready(demo: RunningDemo, user: str) -> None:
 
 def pod_of(testbed: Testbed, namespace: str, user: str) -> dict[str, Any]:
     return testbed.get(f"/api/v1/namespaces/{namespace}/pods/jupyter-{user}")
+
+
+def user_token(demo: RunningDemo, user: str) -> str:
+    body = {"note": "e2e", "expires_in": 900}
+    return answer_of(demo, f"hub/api/users/{user}/tokens", TOKEN, method="POST", body=body)["token"]
+
+
+def fracnb_page(demo: RunningDemo, token: str) -> Tables:
+    """The fracnb service's page as the user of ``token`` sees it."""
+    url, headers = f"{demo.settings.url}/services/fracnb/", {"Authorization": f"token {token}"}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as answer:  # noqa: S310
+        return parse(answer.read().decode())
+
+
+def words(tables: Tables, section: str) -> str:
+    return " ".join(tables.text.get(section, "").split())
 
 
 def workload_of(testbed: Testbed, namespace: str, pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -93,6 +111,17 @@ def test_a_teams_second_quarter_waits_on_kueue_with_its_reason_and_starts_when_t
     assert ADMISSION_GATE in gates(bob)
     assert condition(workload_of(testbed, ns, bob), "QuotaReserved")["status"] == "False"
     assert (server(demo, "bob") or {}).get("pending") == "spawn"
+    # The fracnb page says what holds bob back: team-a's ClusterQueue (its quota, use and nothing to borrow).
+    team_a = ["team-a", "0.25 GPU", "0.25 GPU; 1 waiting", "nothing to borrow now, from cohort university"]
+    bob_token = user_token(demo, "bob")
+    mine = wait_until(lambda: (p := fracnb_page(demo, bob_token)).rows["quota"] == [team_a] and p,
+                      what="bob's page to show team-a's quota with him waiting", timeout=30)  # fmt: skip
+    assert "Kueue admits each GPU server on team-a's quota, and 1 is waiting for it already" in words(mine, "quota")
+    assert "no limit" not in words(mine, "quota")
+    admin = fracnb_page(demo, user_token(demo, "admin"))
+    assert team_a in admin.rows["teams"]
+    assert ["team-b", "0.25 GPU", "0.25 GPU", "nothing to borrow now, from cohort university"] in admin.rows["teams"]
+    assert "Kueue admits a GPU server only within its team's quota" in words(admin, "kinds")
 
     status, answer = request(demo, "hub/api/users/ann/server", TOKEN, method="DELETE")
     assert status in (202, 204), answer

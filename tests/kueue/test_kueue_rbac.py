@@ -46,8 +46,10 @@ async def test_the_rules_of_rbac_yaml_are_enough_for_the_kueue_engine(kueue_spaw
         assert "kueue.x-k8s.io/admission" in gates(pod(testbed, ns, bob.pod_name))
         # The spawn form reads the team's quota; the fracnb service (the same account) Kueue's demand.
         assert f"waiting for {team}'s 0.25 GPU (all in use)" in html.unescape(await ann.render_options_form())
-        demand = await KubernetesPods(namespace=ns, kueue=True, core_api=api).kueue_demand()
+        service_pods = KubernetesPods(namespace=ns, kueue=True, core_api=api)
+        demand = await service_pods.kueue_demand()
         assert f"{ns}/fracnb-ann" in demand, demand  # bob waits for quota ann's idle server could give back
+        assert await service_pods.kueue_queues() is not None  # the page's team quotas
         await ann.stop(now=True)
         assert isinstance(await asyncio.wait_for(waiting, 60), str)
         watcher.cancel()

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from tornado import web
 
-from fracnb_spawner.queue import kueue
+from fracnb_spawner.queue.kueue import model as kueue
 from fracnb_testbed import kueue as testbed_kueue
 from fracnb_testbed.procs import wait_until_async
 from tests.kueue.objects import cluster_queue, create, ensure_priority_class, flavor, gates, gpu_pod, local_queue

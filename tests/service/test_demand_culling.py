@@ -53,10 +53,13 @@ def holding_pod(testbed, namespace, user, *, idle_timeout, under_demand, slot=SL
 
 
 @contextmanager
-def waiting(testbed, namespace, *, since: datetime, slot=SLOT, priority=0, user=None):
-    """A spawn waiting in the queue, as the hub creates it: gated, labelled, annotated."""
+def waiting(testbed, namespace, *, since: datetime, slot=SLOT, priority=0, user=None, kueue=False):
+    """A spawn waiting in the queue, as the hub creates it: gated, labelled, annotated; with ``kueue``, as the kueue
+    engine leaves it while the team has no quota: Kueue's gate and the user's LocalQueue instead of fracnb's gate."""
     user = user or f"waiter-{secrets.token_hex(3)}"
     name = f"jupyter-{user}"
+    gate = "kueue.x-k8s.io/admission" if kueue else "fracnb.io/queue"
+    local_queue = {"kueue.x-k8s.io/queue-name": f"fracnb-{user}"} if kueue else {}
     testbed.create_pod(
         namespace,
         {
@@ -77,10 +80,11 @@ def waiting(testbed, namespace, *, since: datetime, slot=SLOT, priority=0, user=
                     "component": "singleuser-server",
                     "fracnb.io/profile": "quarter",
                     "fracnb.io/slot-kind": slot,
+                    **local_queue,
                 },
             },
             "spec": {
-                "schedulingGates": [{"name": "fracnb.io/queue"}],
+                "schedulingGates": [{"name": gate}],
                 "containers": [{"name": "notebook", "image": "example.invalid/notebook"}],
             },
         },
@@ -212,12 +216,15 @@ def test_the_queue_is_listed_for_admins_only(hub, new_user, testbed, hub_namespa
         waiting(testbed, hub_namespace, since=base) as first,
         waiting(testbed, hub_namespace, since=base - timedelta(minutes=5), slot=OTHER_SLOT) as earlier,
         waiting(testbed, hub_namespace, since=base + timedelta(minutes=5), priority=10) as urgent,
+        waiting(testbed, hub_namespace, since=base + timedelta(minutes=1), kueue=True) as on_kueue,
     ):
         status, body = hub.http("GET", url, token=user_token(hub, admin))
         assert status == 200, body
-        mine = [entry for entry in body["queue"] if entry["user"] in {first, earlier, urgent}]
-        assert [entry["user"] for entry in mine] == [urgent, earlier, first]
+        mine = [entry for entry in body["queue"] if entry["user"] in {first, earlier, urgent, on_kueue}]
+        assert [entry["user"] for entry in mine] == [urgent, earlier, first, on_kueue]
         assert mine[0]["priority"] == 10
+        assert (mine[0]["engine"], mine[0]["local_queue"]) == ("builtin", "")
+        assert (mine[3]["engine"], mine[3]["local_queue"]) == ("kueue", f"{hub_namespace}/fracnb-{on_kueue}")
         assert mine[0]["slot_kind"] == SLOT
         assert mine[1]["queued_at"] == isoformat(base - timedelta(minutes=5))
         assert 15 * 60 <= mine[1]["waited_seconds"] < 20 * 60
@@ -241,7 +248,8 @@ def test_the_queue_is_listed_for_admins_only(hub, new_user, testbed, hub_namespa
         assert status == 200
         queue = html[html.index('<section id="queue">') :]
         queue = queue[: queue.index("</section>")]
-        assert queue.index(urgent) < queue.index(earlier) < queue.index(first)
+        assert queue.index(urgent) < queue.index(earlier) < queue.index(first) < queue.index(on_kueue)
+        assert "its team's quota in Kueue" in queue[queue.index(on_kueue) :]
         assert "15 min (since" in queue or "16 min (since" in queue
         _, html = hub.http("GET", hub.service_url, token=user_token(hub, researcher))
         assert 'id="queue"' not in html

@@ -8,7 +8,7 @@ from fractions import Fraction
 
 from traitlets.config import Config
 
-from fracnb_spawner.common.podkeys import QUEUE_GATE
+from fracnb_spawner.common.podkeys import KUEUE_ADMISSION_GATE, QUEUE_GATE
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods, check_request, held_words
 from fracnb_spawner.quota.words import quota_line
 from fracnb_spawner.service.choices import hub_choices, shares_text, slot_kind_uses
@@ -53,6 +53,11 @@ def pod(user: str, kind: str, *, units: int = 1, fraction: str = "1/4", node_nam
             "status": {"phase": "Running" if node_name else "Pending"}}  # fmt: skip
 
 
+def on_kueues_gate(waiting: dict) -> dict:
+    waiting["spec"]["schedulingGates"] = [{"name": KUEUE_ADMISSION_GATE}]
+    return waiting
+
+
 def demo_config(**spawner) -> Config:
     config = Config()
     config.FractionalSpawner.gpu_backend = "time-slicing"
@@ -93,6 +98,7 @@ def test_capacity_is_counted_per_slot_kind_on_the_selected_nodes_in_gpu_shares()
         pod("ann", kind),
         pod("bob", kind),
         pod("carol", kind, node_name=None, queued=True),
+        on_kueues_gate(pod("dave", kind, node_name=None)),  # waits too, for its team's quota (the kueue engine)
         {"metadata": {"name": "batch"}, "spec": {"nodeName": "local-0", "containers": [
             {"resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}]}, "status": {"phase": "Running"}},
     ]  # fmt: skip
@@ -104,7 +110,7 @@ def test_capacity_is_counted_per_slot_kind_on_the_selected_nodes_in_gpu_shares()
         "0.25 GPU (time-slicing)", ("0.25 GPU", "Small GPU memory"), "NVIDIA-A100-SXM4-80GB", 1,
     )  # fmt: skip
     assert [shares_text(x) for x in (use.gpus, use.in_use, use.waiting, use.free)] == [
-        "1 GPU", "0.75 GPU", "0.25 GPU", "0.25 GPU"
+        "1 GPU", "0.75 GPU", "0.5 GPU", "0.25 GPU"
     ]  # fmt: skip
     assert use.free_servers == 1
 

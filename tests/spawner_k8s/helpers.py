@@ -23,3 +23,8 @@ async def form_shows(viewer: Callable[[], Any], expected: int, timeout: float = 
         return await free_on_form(viewer()) == expected
 
     await wait_until_async(shown, what=f"the form to show {expected} free", timeout=timeout, interval=0.05)
+
+
+def ticket_of(spawner: Any) -> Any:
+    """The coordinator ticket of ``spawner``'s spawn while it holds one in fracnb's own queue, else None."""
+    return getattr(spawner.queue.place, "ticket", None)

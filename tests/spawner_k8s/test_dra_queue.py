@@ -16,6 +16,7 @@ from fracnb_spawner.form import spawnform
 from fracnb_spawner.queue.order import wait_deadline
 from fracnb_testbed.procs import wait_until_async
 from tests.spawner_k8s.dra import A100, allocation_of, claims_in, claims_owned_by, templates_in
+from tests.spawner_k8s.helpers import ticket_of
 
 pytestmark = pytest.mark.k8s
 
@@ -59,7 +60,7 @@ async def fill_the_a100(dra_spawner) -> list:
 async def queued(spawner) -> asyncio.Future:
     task = asyncio.ensure_future(spawner.start())
     await wait_until_async(
-        lambda: spawner.queue.ticket is not None and spawner.queue.ticket.position is not None,
+        lambda: ticket_of(spawner) is not None and ticket_of(spawner).position is not None,
         what=f"{spawner.user.name}'s place in the queue",
         timeout=30,
     )
@@ -140,7 +141,7 @@ async def test_waiters_start_in_queue_order_each_when_its_slice_fits(dra_spawner
     quarter = dra_spawner({"profile": "quarter"}, user="quarter", config=a100_config())
     half_task = await queued(half)
     quarter_task = await queued(quarter)
-    assert (half.queue.ticket.position, quarter.queue.ticket.position) == (1, 2)  # one queue for both sizes
+    assert (ticket_of(half).position, ticket_of(quarter).position) == (1, 2)  # one queue for both sizes
     # 20 GiB free: the quarter would fit, but the half came first and does not: nobody starts.
     await running[0].stop()
     await settle(half, 3)

@@ -15,6 +15,7 @@ from fracnb_spawner.common.podkeys import QUEUE_GATE, QUEUED_AT_ANNOTATION, SLOT
 from fracnb_spawner.hubstate import HubState
 from fracnb_testbed.procs import wait_until_async
 from tests.gpu_jobs import gpu_job
+from tests.spawner_k8s.helpers import ticket_of
 
 pytestmark = pytest.mark.k8s
 
@@ -78,9 +79,7 @@ async def queued(spawners) -> list:
         # (a hub going away) and find the gated pod keeping that place.
         await wait_until_async(
             lambda s=spawner: (
-                s.queue.ticket is not None
-                and s.queue.ticket.position is not None
-                and s.queue.pod_in_queue() is not None
+                ticket_of(s) is not None and ticket_of(s).position is not None and s.queue.pod_in_queue() is not None
             ),
             what=f"{spawner.user.name}'s place in the queue and its gated pod",
             timeout=60,
@@ -115,11 +114,11 @@ async def test_queued_spawns_start_in_order_as_slots_free(cluster_spawner, testb
     holding["spec"]["nodeSelector"] = {**TS4, "nvidia.com/gpu.replicas": "8"}
     testbed.create_pod(k8s_namespace, holding)  # fmt: skip
     await wait_until_async(
-        lambda: (dave.queue.ticket.position, carol.queue.ticket.position) == (1, 2),
+        lambda: (ticket_of(dave).position, ticket_of(carol).position) == (1, 2),
         what="dave 1st and carol 2nd",
         timeout=60,
     )
-    assert bob.queue.ticket.position == 3
+    assert ticket_of(bob).position == 3
     assert "1st in line" in dave.queue.status_text()
     waits = REGISTRY.get_sample_value("fracnb_queue_wait_seconds_count") or 0
     started = []
@@ -185,9 +184,7 @@ async def test_restarted_hub_keeps_the_place(cluster_spawner, testbed, k8s_names
     again_second = in_group(cluster_spawner({"profile": "quarter"}, user="iris", config=quarter_config()))
     again_first = in_group(cluster_spawner({"profile": "quarter"}, user="henry", config=quarter_config()))
     tasks = await queued([again_second, again_first])
-    await wait_until_async(
-        lambda: again_first.queue.ticket.position == 1, what="the first place taken over", timeout=60
-    )
+    await wait_until_async(lambda: ticket_of(again_first).position == 1, what="the first place taken over", timeout=60)
     # Taken over: deleted, made again.
     await wait_until_async(
         lambda: gated(testbed, k8s_namespace, first.pod_name), what="the pod gated again", timeout=60
@@ -244,7 +241,7 @@ async def test_fifty_concurrent_spawns_into_a_full_cluster(cluster_spawner, test
     assert all(isinstance(e, web.HTTPError) and e.status_code == 403 for e in refused), refused
     waiting = [s for s, t in zip(spawners, tasks, strict=True) if not t.done()]
     await wait_until_async(
-        lambda: sorted(s.queue.ticket.position or 0 for s in waiting) == list(range(1, 25)),
+        lambda: sorted(ticket_of(s).position or 0 for s in waiting) == list(range(1, 25)),
         what="places 1 to 24",
         timeout=60,
     )

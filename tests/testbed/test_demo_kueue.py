@@ -12,7 +12,8 @@ from traitlets.config import PyFileConfigLoader
 
 from fracnb_spawner import dryrun
 from fracnb_spawner.queue.config import FracnbQueue
-from fracnb_spawner.queue.kueue import local_queue_name, priority_class_name
+from fracnb_spawner.queue.kueue.model import priority_class_name
+from fracnb_spawner.queue.localqueues import local_queue_name
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_testbed import demo, demo_kueue
 from fracnb_testbed.clusters import load_cluster

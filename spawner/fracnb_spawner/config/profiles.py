@@ -25,7 +25,7 @@ from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.gpu.backends import BackendSettings, is_gpu_resource
 from fracnb_spawner.gpu.plan import GPUConfigError, GPUDefaults, GPUSpec
 from fracnb_spawner.gpu.resolve import parse_gpu_spec, plan_gpu
-from fracnb_spawner.queue.kueue import KueueConfigError, check_backend
+from fracnb_spawner.queue.kueue.model import KueueConfigError, check_backend
 
 UNLISTED = "unlisted-choice"
 UNLISTED_SUFFIX = "--unlisted-choice"

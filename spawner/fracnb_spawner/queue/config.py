@@ -12,7 +12,7 @@ from traitlets import Dict, Enum, Float, Int, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 from fracnb_spawner.common.clock import zone_named
-from fracnb_spawner.queue.kueue import local_queue_name
+from fracnb_spawner.queue.localqueues import local_queue_name
 from fracnb_spawner.queue.order import user_priority
 
 MAX_PRIORITY = 1000  # beyond any sensible number of tiers; keeps the annotation short
@@ -75,10 +75,14 @@ class FracnbQueue(Configurable):
     kueue_local_queue = Unicode(
         "fracnb-{username}",
         help="""
-        With engine "kueue": the name of each user's Kueue LocalQueue in the hub's namespace, where
-        `{username}` is the hub user's name made a DNS label (lowercase; other characters become "-").
-        The site creates these LocalQueues, each pointing to the user's team ClusterQueue
-        (helm-values/kueue/queues.yaml). Default: "fracnb-{username}".
+        With engine "kueue": the name of each user's Kueue LocalQueue in the hub's namespace. It must
+        contain `{username}`: the hub user's name as it is when that is a DNS label without "---"
+        ("ann" -> "fracnb-ann"), else its letters and digits and a hash of it, one for one
+        ("carol.smith" -> "fracnb-carol-smith---8a881d04"), within 63 characters. The site creates
+        these LocalQueues, each pointing to the user's team ClusterQueue and best annotated
+        fracnb.io/hub-user: <username>; a GPU spawn is refused unless the user's exists and any such
+        annotation names them (docs/queue.md "Per-user LocalQueues"; `fracnb-dry-run <config>
+        --kueue-queue-of <username>` prints one). Default: "fracnb-{username}".
 
         Example: c.FracnbQueue.kueue_local_queue = "{username}"
         """,

@@ -32,9 +32,8 @@ from fracnb_spawner.cluster.slots import Ask, Cluster, Ledger, servers_free
 from fracnb_spawner.cluster.view import object_key
 from fracnb_spawner.cluster.watches import ClusterWatches
 from fracnb_spawner.common.clock import SYSTEM_CLOCK, Clock
-from fracnb_spawner.common.podkeys import QUEUE_GATE, SLOT_KIND_LABEL, USERNAME_ANNOTATION
-from fracnb_spawner.queue.kueue import is_waiting_for_kueue
-from fracnb_spawner.queue.order import Waiting, pod_is_gated, queue_order, quota_share, wait_deadline, waiting_from_pod
+from fracnb_spawner.common.podkeys import QUEUE_GATE, SLOT_KIND_LABEL, USERNAME_ANNOTATION, has_queue_gate, is_waiting
+from fracnb_spawner.queue.order import Waiting, queue_order, quota_share, wait_deadline, waiting_from_pod
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
 
 SWEEP_SECONDS = 30  # how often expired places of spawns nobody waits on are looked for
@@ -123,8 +122,9 @@ class QueueCoordinator:
         return False
 
     def _adopt(self, ticket: Ticket, pods: list[dict[str, Any]]) -> bool:
-        """A gated pod of the same name that no spawn waits on (a hub restart): take over its place."""
-        pod = next((p for p in pods if object_key(p) == ticket.key and pod_is_gated(p)), None)
+        """A gated pod of the same name that no spawn waits on (a hub restart): take over its place. Only fracnb's
+        own gate: a place in Kueue's queue is Kueue's to keep (``SpawnQueue.take_over_kept_pod``)."""
+        pod = next((p for p in pods if object_key(p) == ticket.key and has_queue_gate(p)), None)
         waiting = waiting_from_pod(pod, Fraction(0)) if pod is not None else None
         if waiting is None or ticket.key in self.tickets:
             return False
@@ -133,11 +133,12 @@ class QueueCoordinator:
 
     def _kept_places(self, ask: Ask, pods: list[dict[str, Any]], *, besides: str = "") -> list[Ticket]:
         """Gated pods of ``ask``'s kind that no spawn of this process waits on (a hub restart), as tickets
-        nobody holds: they keep their place in the order until their spawn resumes."""
+        nobody holds: they keep their place in the order until their spawn resumes. Only fracnb's own gate: a pod
+        on Kueue's gate waits for its team's quota, not for a slot this queue gives."""
         kept, now = [], self.clock.now()
         for pod in pods:
             key = object_key(pod)
-            if key == besides or key in self.tickets or _kind_of(pod) != ask.kind or not pod_is_gated(pod):
+            if key == besides or key in self.tickets or _kind_of(pod) != ask.kind or not has_queue_gate(pod):
                 continue
             waiting, deadline = waiting_from_pod(pod, Fraction(0)), wait_deadline(pod)
             if waiting is None or (deadline is not None and deadline <= now):
@@ -175,25 +176,27 @@ class QueueCoordinator:
 
     def _in_flight(self, ask: Ask, cluster: Cluster) -> list[Ask]:
         """Servers of ``ask``'s kind given out but not yet placed: admitted, lifted or ungated pods the
-        scheduler has still to place (bound, for a device plugin; its claim allocated, for DRA)."""
+        scheduler has still to place (bound, for a device plugin; its claim allocated, for DRA). Only fracnb's own
+        gate keeps a pod out of this count: a pod on Kueue's gate (a site whose Kueue takes every pod of the
+        namespace) may be admitted at any moment, and then the scheduler places it, so it counts as on its way."""
         kind = ask.kind
         seen = {object_key(p): p for p in cluster.pods if _kind_of(p) == kind}
         known = {key: admitted for key, (admitted, _at) in self.admitted.items()}
         known.update({ticket.key: ticket.ask for ticket in self.tickets.values()})
         asks = []
         for key, pod in seen.items():
-            if not pod_is_gated(pod) and not ask.placed(pod, cluster):
+            if not has_queue_gate(pod) and not ask.placed(pod, cluster):
                 asks.append(known.get(key) or ask.of_pod(pod))
         now = self.clock.monotonic()
         for key, (admitted, at) in list(self.admitted.items()):
             pod = seen.get(key)
             if (pod is not None and ask.placed(pod, cluster)) or now - at > ADMITTED_GRACE:
                 del self.admitted[key]
-            elif admitted.kind == kind and (pod is None or pod_is_gated(pod)):
+            elif admitted.kind == kind and (pod is None or has_queue_gate(pod)):
                 asks.append(admitted)
         for ticket in self.tickets.values():
             pod = seen.get(ticket.key)
-            if ticket.kind == kind and ticket.lifted.is_set() and (pod is None or pod_is_gated(pod)):
+            if ticket.kind == kind and ticket.lifted.is_set() and (pod is None or has_queue_gate(pod)):
                 asks.append(ticket.ask)  # lifted, the watch not yet caught up
         return asks
 
@@ -289,8 +292,7 @@ class QueueCoordinator:
         for pod in pods:
             key = object_key(pod)
             deadline = wait_deadline(pod)
-            waiting = pod_is_gated(pod) or is_waiting_for_kueue(pod)
-            if key in self.tickets or not waiting or deadline is None or deadline > now:
+            if key in self.tickets or not is_waiting(pod) or deadline is None or deadline > now:
                 continue
             namespace, name = key.split("/", 1)
             self.log.info(

@@ -1,11 +1,12 @@
 """Demand for GPU slots, read from the pods the hub's queue leaves in the cluster. Pure.
 
 The hub creates a queued server's pod with the ``fracnb.io/queue`` scheduling gate and lifts
-the gate when the pod's turn comes (docs/contract.md). A pod still carrying the gate is a
-spawn waiting for a slot of the kind its ``fracnb.io/slot-kind`` label names; two pods compete
-for the same capacity exactly when those labels are equal, so they are only compared, never
-parsed. While any pod waits for kind K, the culler gives idle servers holding kind K their
-profile's shorter ``idle_timeout_under_demand``.
+the gate when the pod's turn comes (docs/contract.md); with the kueue engine, Kueue gates it
+(``kueue.x-k8s.io/admission``) until the team has quota. A pod carrying either gate
+(:func:`.podkeys.is_waiting`) is a spawn waiting for a slot of the kind its ``fracnb.io/slot-kind``
+label names; two pods compete for the same capacity exactly when those labels are equal, so they
+are only compared, never parsed. While any pod waits for kind K, the culler gives idle servers
+holding kind K their profile's shorter ``idle_timeout_under_demand``.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from fracnb_spawner.common.podkeys import (
     SERVERNAME_ANNOTATION,
     SLOT_KIND_LABEL,
     USERNAME_ANNOTATION,
+    has_queue_gate,
+    is_waiting,
 )
 from fracnb_spawner.culling import isoformat, parse_timestamp
-from fracnb_spawner.queue.kueue import is_waiting_for_kueue
+from fracnb_spawner.queue.localqueues import local_queue_of
 from fracnb_spawner.queue.order import Waiting, queue_order
-from fracnb_spawner.queue.order import pod_is_gated as is_queued
 from fracnb_spawner.quota.policy import pod_profile
 
 Pod = Mapping[str, Any]
@@ -62,7 +64,7 @@ def queue_priority(pod: Pod) -> int:
 def demand_since(pods: Iterable[Pod], *, kueue_gate: bool = True) -> dict[str, datetime]:
     """Slot kind -> since when someone has been waiting for it (the earliest waiting spawn's queue time), in the
     hub's queue or, with the kueue engine and ``kueue_gate``, on Kueue's gate (a notebook whose team's quota is
-    used). Where Kueue's own demand was read, per cohort (:func:`.kueuequota.local_queue_demand`), ``kueue_gate``
+    used). Where Kueue's own demand was read, per cohort (:func:`.kueue.quota.local_queue_demand`), ``kueue_gate``
     is False: a notebook on Kueue's gate waits for its cohort's quota, not for every server of its slot kind.
 
     Waiting pods without a slot kind or any readable time are skipped: they cannot say which
@@ -71,7 +73,7 @@ def demand_since(pods: Iterable[Pod], *, kueue_gate: bool = True) -> dict[str, d
     since: dict[str, datetime] = {}
     for pod in pods:
         kind = slot_kind(pod)
-        waiting = is_queued(pod) or (kueue_gate and is_waiting_for_kueue(pod))
+        waiting = is_waiting(pod) if kueue_gate else has_queue_gate(pod)
         moment = queued_at(pod) if kind and waiting else None
         if moment is not None and (kind not in since or moment < since[kind]):
             since[kind] = moment
@@ -79,10 +81,11 @@ def demand_since(pods: Iterable[Pod], *, kueue_gate: bool = True) -> dict[str, d
 
 
 def queue_lengths(pods: Iterable[Pod]) -> dict[str, int]:
-    """Slot kind -> how many spawns wait for it ("" for waiting pods without a slot kind)."""
+    """Slot kind -> how many spawns wait for it, in either engine's queue ("" for waiting pods without a slot
+    kind)."""
     lengths: dict[str, int] = {}
     for pod in pods:
-        if is_queued(pod):
+        if is_waiting(pod):
             kind = slot_kind(pod)
             lengths[kind] = lengths.get(kind, 0) + 1
     return lengths
@@ -98,6 +101,8 @@ class QueueEntry:
     queued_at: datetime | None
     namespace: str
     pod: str
+    engine: str = "builtin"  # whose gate holds it: "builtin" (fracnb's queue) or "kueue" (its team's quota)
+    local_queue: str = ""  # with "kueue": "namespace/name" of the LocalQueue it waits in
 
     def as_json(self, now: datetime) -> dict[str, Any]:
         waited = None if self.queued_at is None else max((now - self.queued_at).total_seconds(), 0.0)
@@ -111,18 +116,23 @@ class QueueEntry:
             "waited_seconds": waited,
             "namespace": self.namespace,
             "pod": self.pod,
+            "engine": self.engine,
+            "local_queue": self.local_queue,
         }
 
 
 def queue_entries(pods: Iterable[Pod]) -> list[QueueEntry]:
-    """The waiting spawns in the hub's order (``queue.order.queue_order``), unknown queue times last.
+    """The waiting spawns (:func:`.podkeys.is_waiting`) in the hub's order (``queue.order.queue_order``),
+    unknown queue times last.
 
     The service knows no quota shares, so within a priority it lists by arrival; the hub also
     puts the group using less of its quota first, so it may lift gates in a slightly different order.
+    Spawns on Kueue's gate (``engine`` "kueue") are in the same list by the same rule; Kueue admits
+    them in its own order, per team ClusterQueue.
     """
     entries: dict[str, QueueEntry] = {}
     for pod in pods:
-        if not is_queued(pod):
+        if not is_waiting(pod):
             continue
         metadata = pod.get("metadata") or {}
         annotations = metadata.get("annotations") or {}
@@ -135,6 +145,8 @@ def queue_entries(pods: Iterable[Pod]) -> list[QueueEntry]:
             queued_at=queued_at(pod),
             namespace=metadata.get("namespace", ""),
             pod=metadata.get("name", ""),
+            engine="builtin" if has_queue_gate(pod) else "kueue",
+            local_queue=local_queue_of(pod),
         )
         entries[f"{entry.namespace}/{entry.pod}"] = entry
     places = [

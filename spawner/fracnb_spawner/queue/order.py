@@ -13,15 +13,8 @@ from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from typing import Any
 
-from fracnb_spawner.common.podkeys import MAX_WAIT_ANNOTATION, PRIORITY_ANNOTATION, QUEUE_GATE, QUEUED_AT_ANNOTATION
+from fracnb_spawner.common.podkeys import MAX_WAIT_ANNOTATION, PRIORITY_ANNOTATION, QUEUED_AT_ANNOTATION
 from fracnb_spawner.quota.policy import Allocation, QuotaPolicy, used_by
-
-
-def pod_is_gated(pod: Mapping[str, Any]) -> bool:
-    """Whether the pod still waits for its turn (carries the queue's scheduling gate)."""
-    gates = (pod.get("spec") or {}).get("schedulingGates") or []
-    return any(gate.get("name") == QUEUE_GATE for gate in gates)
-
 
 # ---- order -------------------------------------------------------------------------------------
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
+from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION, is_waiting
 from fracnb_spawner.common.units import format_gpus, parse_fraction
 from fracnb_spawner.culling import CullPolicy, Reason, ServerActivity, decide, policy_from_annotations
-from fracnb_spawner.queue.demand import demand_since, is_queued, slot_kind
+from fracnb_spawner.queue.demand import demand_since, slot_kind
 
 ESTIMATE_HORIZON = timedelta(hours=4)  # beyond it a holder's user will likely have stopped or used it first
 
@@ -46,15 +46,22 @@ class CullDefaults:
 
 
 def holder_releases(
-    pods: Iterable[Mapping[str, Any]], kind: str, activity: Activity, now: datetime, defaults: CullDefaults
+    pods: Iterable[Mapping[str, Any]],
+    kind: str,
+    activity: Activity,
+    now: datetime,
+    defaults: CullDefaults,
+    *,
+    demand_from: datetime | None = None,
 ) -> list[Release]:
     """The due stops of the servers on a node holding slots of ``kind``, with the demand for ``kind``
-    that the waiting pods among ``pods`` make."""
+    that the waiting pods among ``pods`` make, and from ``demand_from`` on (a spawn that would join then: the
+    form's estimate is the one its progress page will give)."""
     pods = list(pods)
-    since = demand_since(pods).get(kind)
+    since = min((t for t in (demand_since(pods).get(kind), demand_from) if t is not None), default=None)
     releases = []
     for pod in pods:
-        if slot_kind(pod) != kind or is_queued(pod) or not (pod.get("spec") or {}).get("nodeName"):
+        if slot_kind(pod) != kind or is_waiting(pod) or not (pod.get("spec") or {}).get("nodeName"):
             continue
         release = _release((pod.get("metadata") or {}).get("annotations") or {}, activity, now, defaults, since)
         if release is not None:

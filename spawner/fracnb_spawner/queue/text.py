@@ -82,5 +82,9 @@ def form_text(free: int, waiting: int, wait_minutes: float | None) -> str:
     """The form's line per choice: "3 free now", "queue: 2 waiting, about 10 min"."""
     if free > 0 and waiting == 0:
         return f"{free} free now"
-    about = f"about {max(1, round(wait_minutes))} min" if wait_minutes is not None else "no estimate"
-    return f"queue: {waiting} waiting, {about}"
+    return f"queue: {waiting} waiting, {wait_words(wait_minutes)}"
+
+
+def wait_words(wait_minutes: float | None) -> str:
+    """The form's estimate: "about 10 min" (at least 1), or "no estimate" for None."""
+    return f"about {max(1, round(wait_minutes))} min" if wait_minutes is not None else "no estimate"

@@ -20,7 +20,7 @@ from fracnb_spawner.common.podkeys import (
     PROFILE_LABEL,
     SERVERNAME_ANNOTATION,
     USERNAME_ANNOTATION,
-    WAITING_GATES,
+    is_waiting,
 )
 from fracnb_spawner.common.units import (
     QuantityError,
@@ -134,14 +134,13 @@ def allocations_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Allocation]
         user = annotations.get(USERNAME_ANNOTATION)
         if not user:
             continue
-        gates = (pod.get("spec") or {}).get("schedulingGates") or []
         allocations.append(
             Allocation(
                 user=user,
                 server=annotations.get(SERVERNAME_ANNOTATION, ""),
                 fraction=fraction,
                 profile=pod_profile(metadata),
-                waiting=any(gate.get("name") in WAITING_GATES for gate in gates),
+                waiting=is_waiting(pod),
             )
         )
     return allocations

@@ -19,14 +19,13 @@ from traitlets.config import Config
 
 from fracnb_spawner.cluster.nodes import free_by_node
 from fracnb_spawner.cluster.slots import Ask, Cluster, ResourceAsk, servers_free
-from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, SLOT_KIND_LABEL
+from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, SLOT_KIND_LABEL, is_waiting
 from fracnb_spawner.config.profiles import InvalidUserOptionsError, initialize_profiles, select
 from fracnb_spawner.config.traits import configured_traits, spawner_section
 from fracnb_spawner.form.rows import RowKey, describe
 from fracnb_spawner.gpu.backends import is_gpu_resource
 from fracnb_spawner.gpu.plan import GPUConfigError, GPUPlan
 from fracnb_spawner.gpu.words import describe_plan, where
-from fracnb_spawner.queue.demand import is_queued
 from fracnb_spawner.quota.policy import gpus_text, parse_gpus
 from fracnb_spawner.spawnplan import SpawnContext, SpawnPlan, plan_spawn
 
@@ -214,7 +213,7 @@ def _waiting_shares(pods: Iterable[Mapping[str, Any]], kind: str) -> Fraction:
     total = Fraction(0)
     for pod in pods:
         metadata = pod.get("metadata") or {}
-        if (metadata.get("labels") or {}).get(SLOT_KIND_LABEL) != kind or not is_queued(pod):
+        if (metadata.get("labels") or {}).get(SLOT_KIND_LABEL) != kind or not is_waiting(pod):
             continue
         try:
             total += parse_gpus((metadata.get("annotations") or {}).get(FRACTION_ANNOTATION, "0"))

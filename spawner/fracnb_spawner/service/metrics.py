@@ -7,7 +7,8 @@ by servers nobody used, up to when the culler gave it back. Culls under demand (
 stopped sooner because someone waited for its kind of slot) carry ``reason="demand"``.
 
 The gauges of the queue and of allocated GPUs are as of the last culling pass, read from
-the pods it listed: a pod still carrying the ``fracnb.io/queue`` gate is waiting, any other
+the pods it listed: a pod still carrying the ``fracnb.io/queue`` gate or, with the kueue engine,
+Kueue's ``kueue.x-k8s.io/admission`` gate is waiting (:func:`.podkeys.is_waiting`), any other
 pod with a GPU fraction holds it. A waiting pod past its ``fracnb.io/max-wait`` is overdue:
 the hub gives up on a spawn at its maximum wait and deletes the pod, so one still there means
 the hub's queue is not being served (a hub down, or restarted without resuming it).
@@ -29,7 +30,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from fracnb_spawner.queue.demand import is_queued, queue_lengths, queued_at, slot_kind
+from fracnb_spawner.common.podkeys import is_waiting
+from fracnb_spawner.queue.demand import queue_lengths, queued_at, slot_kind
 from fracnb_spawner.queue.order import wait_deadline
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods, used_by
 from fracnb_spawner.service.gpuunits import GpuKind
@@ -90,19 +92,22 @@ class CullMetrics:
 
         self.queue_length = Gauge(
             "fracnb_queue_length",
-            "Spawns waiting in the queue for a GPU slot, by the kind of slot they wait for",
+            "Spawns waiting for a GPU slot (on fracnb's queue gate or Kueue's admission gate), by the kind of slot"
+            " they wait for",
             ["slot_kind"],
             registry=self.registry,
         )
         self.allocated = Gauge(
             "fracnb_allocated_gpus",
-            "GPUs (fractions summed) held now by servers of each profile, not counting queued spawns",
+            "GPUs (fractions summed) held now by servers of each profile, not counting spawns waiting on either"
+            " queue's gate",
             ["profile"],
             registry=self.registry,
         )
         self.group_allocated = Gauge(
             "fracnb_group_allocated_gpus",
-            "GPUs (fractions summed) held now by all members of each JupyterHub group, not counting queued spawns",
+            "GPUs (fractions summed) held now by all members of each JupyterHub group, not counting spawns waiting"
+            " on either queue's gate",
             ["group"],
             registry=self.registry,
         )
@@ -171,7 +176,7 @@ class CullMetrics:
         self._observe_waits(pods, now or datetime.now(timezone.utc))
         self.allocated.clear()
         by_profile: dict[str, Fraction] = {}
-        for allocation in allocations_from_pods(pod for pod in pods if not is_queued(pod)):
+        for allocation in allocations_from_pods(pod for pod in pods if not is_waiting(pod)):
             profile = allocation.profile or "unknown"
             by_profile[profile] = by_profile.get(profile, Fraction(0)) + allocation.fraction
         for profile, amount in by_profile.items():
@@ -181,7 +186,7 @@ class CullMetrics:
         longest: dict[str, float] = {}
         overdue: dict[str, int] = {}
         for pod in pods:
-            if not is_queued(pod):
+            if not is_waiting(pod):
                 continue
             kind = slot_kind(pod)
             since, deadline = queued_at(pod), wait_deadline(pod)
@@ -220,7 +225,7 @@ class CullMetrics:
 
     def observe_groups(self, pods: Iterable[Mapping[str, Any]], members: Mapping[str, Iterable[str]]) -> None:
         """Set the per-group gauge: what the members of each group hold (``members``: group -> user names)."""
-        held = allocations_from_pods(pod for pod in pods if not is_queued(pod))
+        held = allocations_from_pods(pod for pod in pods if not is_waiting(pod))
         self.group_allocated.clear()
         for group, users in members.items():
             self.group_allocated.labels(group=group).set(float(used_by(held, users)))

@@ -9,13 +9,17 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from fracnb_spawner.cluster.kube import list_pods, singleuser_selector
-from fracnb_spawner.queue.kueue import GROUP as KUEUE_GROUP
-from fracnb_spawner.queue.kueue import VERSION as KUEUE_VERSION
-from fracnb_spawner.queue.kueuequota import local_queue_demand
+from fracnb_spawner.queue.kueue.model import GROUP as KUEUE_GROUP
+from fracnb_spawner.queue.kueue.model import VERSION as KUEUE_VERSION
+from fracnb_spawner.queue.kueue.quota import local_queue_demand
 
 SINGLEUSER_SELECTOR = singleuser_selector()
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 log = logging.getLogger("fracnb.service")
+
+
+class KueueUnreadableError(Exception):
+    """Kueue's objects could not be listed (no RBAC, Kueue's CRDs missing, the apiserver away)."""
 
 
 class PodSource(Protocol):
@@ -85,26 +89,45 @@ class KubernetesPods:
 
     async def kueue_demand(self) -> Mapping[str, datetime] | None:
         """Kueue's LocalQueues whose servers' quota a waiting Workload could use, and since when
-        (:func:`fracnb_spawner.queue.kueuequota.local_queue_demand`): one LIST each of Workloads, LocalQueues
+        (:func:`fracnb_spawner.queue.kueue.quota.local_queue_demand`): one LIST each of Workloads, LocalQueues
         and ClusterQueues. Empty without ``kueue``; None when Kueue cannot be read (said once in the log)."""
         if not self.kueue:
             return {}
-        from kubernetes_asyncio import client  # noqa: PLC0415 -- hub extra only
-        from kubernetes_asyncio.client.exceptions import ApiException  # noqa: PLC0415
-
-        objects = client.CustomObjectsApi((await self._core_api()).api_client)
         try:
-            workloads, local, cluster = await asyncio.gather(*(
-                objects.list_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural)
-                for plural in ("workloads", "localqueues", "clusterqueues")
-            ))  # fmt: skip
-        except (ApiException, OSError) as error:
+            lists = await self._kueue_lists("workloads", "localqueues", "clusterqueues")
+        except KueueUnreadableError as error:
             if not self._kueue_refused:
                 log.warning("No demand from Kueue for the idle timeouts: cannot list its queues (%s)", error)
             self._kueue_refused = True
             return None
         self._kueue_refused = False
-        return local_queue_demand(*(answer.get("items") or [] for answer in (workloads, local, cluster)))
+        return local_queue_demand(*lists)
+
+    async def kueue_queues(self) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]] | None:
+        """Kueue's LocalQueues and ClusterQueues, one LIST each, for the page's team quotas; None without
+        ``kueue`` or when Kueue cannot be read."""
+        if not self.kueue:
+            return None
+        try:
+            local, cluster = await self._kueue_lists("localqueues", "clusterqueues")
+        except KueueUnreadableError as error:
+            log.info("No team quotas from Kueue on the page: cannot list its queues (%s)", error)
+            return None
+        return local, cluster
+
+    async def _kueue_lists(self, *plurals: str) -> list[list[Mapping[str, Any]]]:
+        """The items of one cluster-wide LIST of each of Kueue's ``plurals``."""
+        from kubernetes_asyncio import client  # noqa: PLC0415 -- hub extra only
+        from kubernetes_asyncio.client.exceptions import ApiException  # noqa: PLC0415
+
+        objects = client.CustomObjectsApi((await self._core_api()).api_client)
+        try:
+            answers = await asyncio.gather(*(
+                objects.list_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural) for plural in plurals
+            ))  # fmt: skip
+        except (ApiException, OSError) as error:
+            raise KueueUnreadableError(str(error)) from error
+        return [answer.get("items") or [] for answer in answers]
 
     async def close(self) -> None:
         if self._api is not None:
@@ -128,3 +151,10 @@ async def queue_demand(pods: PodSource) -> Mapping[str, datetime] | None:
     None where it could not be read."""
     reader = getattr(pods, "kueue_demand", None)
     return await reader() if reader is not None else {}
+
+
+async def kueue_queues(pods: PodSource) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]] | None:
+    """Kueue's LocalQueues and ClusterQueues, where ``pods`` reads them (:meth:`KubernetesPods.kueue_queues`);
+    None where it does not or could not."""
+    reader = getattr(pods, "kueue_queues", None)
+    return await reader() if reader is not None else None

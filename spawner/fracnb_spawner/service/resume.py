@@ -27,9 +27,8 @@ from urllib.parse import quote
 
 from tornado.httpclient import HTTPClientError
 
-from fracnb_spawner.common.podkeys import SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
-from fracnb_spawner.queue.kueue import is_waiting_for_kueue
-from fracnb_spawner.queue.order import pod_is_gated, queue_order, wait_deadline, waiting_from_pod
+from fracnb_spawner.common.podkeys import SERVERNAME_ANNOTATION, USERNAME_ANNOTATION, is_waiting
+from fracnb_spawner.queue.order import queue_order, wait_deadline, waiting_from_pod
 from fracnb_spawner.service.hub import HubAPI
 
 log = logging.getLogger("fracnb.service")
@@ -60,7 +59,7 @@ def kept_places(pods: Iterable[Mapping[str, Any]], now: datetime) -> list[KeptPl
     """Gated pods of hub servers still within their maximum wait, in queue order (priority, then first come)."""
     waiting = {}
     for pod in pods:
-        if not (pod_is_gated(pod) or is_waiting_for_kueue(pod)):
+        if not is_waiting(pod):
             continue
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
         user = annotations.get(USERNAME_ANNOTATION)

@@ -23,7 +23,7 @@ from tornado import web
 from fracnb_schemas import STOP_SAVE
 from fracnb_spawner.common.podkeys import SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
 from fracnb_spawner.history.stops import SAVED, StopNotice
-from fracnb_spawner.queue import kueue
+from fracnb_spawner.queue.kueue import model as kueue
 from fracnb_spawner.service.base import ServiceHandler
 from fracnb_spawner.service.sessions import require_server_token
 

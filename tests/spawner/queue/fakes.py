@@ -8,6 +8,7 @@
   applies it to the cluster as the apiserver would (the JSON patch's ``test`` operation included;
   404 for a pod that is not there).
 - :class:`FakeClock` is a :class:`fracnb_spawner.common.clock.Clock` that moves only when told.
+- :class:`FakeLocalQueues` answers the GET of a Kueue LocalQueue (the Kueue engine's check that it is the user's).
 """
 
 from __future__ import annotations
@@ -182,3 +183,38 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         self.wall += timedelta(seconds=seconds)
         self.count += seconds
+
+
+class FakeLocalQueues:
+    """The ``ApiClient`` a ``CustomObjectsApi`` GETs Kueue's LocalQueues through: the named one as the apiserver
+    holds it, or its 404; ``status``: the apiserver's failure (e.g. 503) for every call instead."""
+
+    client_side_validation = False
+
+    def __init__(self, *queues: dict[str, Any], status: int | None = None) -> None:
+        self.queues = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in queues}
+        self.status = status
+
+    def select_header_accept(self, accepts: list[str]) -> str:
+        return accepts[0]
+
+    async def call_api(self, path: str, method: str, path_params: dict[str, str], *_: Any, **__: Any) -> Any:
+        assert (method, path_params["plural"]) == ("GET", "localqueues"), f"{method} {path} is not a LocalQueue's GET"
+        if self.status is not None:
+            raise ApiException(status=self.status, reason="Service Unavailable")
+        found = self.queues.get((path_params["namespace"], path_params["name"]))
+        if found is None:
+            raise ApiException(status=404, reason="Not Found")
+        return copy.deepcopy(found)
+
+
+def local_queue(namespace: str, name: str, owner: str | None = None) -> dict[str, Any]:
+    """A LocalQueue of team-a, annotated as ``owner``'s (fracnb.io/hub-user) if one is given."""
+    annotations = {"fracnb.io/hub-user": owner} if owner is not None else {}
+    metadata = {"name": name, "namespace": namespace, "annotations": annotations}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": metadata,
+        "spec": {"clusterQueue": "team-a"},
+    }

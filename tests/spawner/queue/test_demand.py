@@ -5,20 +5,34 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 
+from fracnb_spawner.common.podkeys import has_queue_gate, is_waiting
 from fracnb_spawner.culling import Action, CullPolicy, Reason
-from fracnb_spawner.queue.demand import demand_since, is_queued, queue_entries, queue_lengths, queued_at
+from fracnb_spawner.queue.demand import demand_since, queue_entries, queue_lengths, queued_at
+from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
 from fracnb_spawner.service.core import CullSettings, index_pods, judge_for
 from fracnb_spawner.service.metrics import CullMetrics
-from fracnb_spawner.service.page import waiting_text
+from fracnb_spawner.service.page import use_rows, waiting_text
 from tests.hub_pods import MIG, SHARED, T0, pod
 
 
-def test_only_the_queue_gate_means_waiting() -> None:
-    assert is_queued(pod("a", queued=True))
-    assert not is_queued(pod("a"))
+def on_kueues_gate(waiting: dict, local_queue: str = "fracnb-bob") -> dict:
+    """A pod as the kueue engine leaves it while the team has no quota for it: Kueue's gate, not fracnb's."""
+    waiting["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    waiting["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = local_queue
+    return waiting
+
+
+def test_either_engines_gate_means_waiting_and_no_other() -> None:
+    assert is_waiting(pod("a", queued=True))
+    assert has_queue_gate(pod("a", queued=True))
+    assert not is_waiting(pod("a"))
+    assert not is_waiting(None)
+    kueue = on_kueues_gate(pod("a"))
+    assert is_waiting(kueue)
+    assert not has_queue_gate(kueue)  # not a place the hub's own queue orders and lifts
     other_gate = pod("a")
     other_gate["spec"]["schedulingGates"] = [{"name": "example.com/other"}]
-    assert not is_queued(other_gate)
+    assert not is_waiting(other_gate)
 
 
 def test_demand_per_slot_kind_since_the_earliest_wait() -> None:
@@ -35,11 +49,42 @@ def test_demand_per_slot_kind_since_the_earliest_wait() -> None:
 
 
 def test_a_notebook_waiting_on_kueues_gate_is_demand_for_its_slot_kind() -> None:
-    waiting = pod("kueue", queued_at="2026-11-23T14:02:00Z")
-    waiting["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    waiting = on_kueues_gate(pod("kueue", queued_at="2026-11-23T14:02:00Z"))
     assert demand_since([pod("running"), waiting]) == {SHARED: T0 + timedelta(minutes=2)}
-    assert not is_queued(waiting)  # not a place in the hub's own queue (its page, its metrics)
-    assert index_pods([waiting])[("kueue", "")].queued  # but it holds no GPU yet: the admin page says "(waiting)"
+
+
+def test_a_server_on_kueues_gate_waits_in_the_gauges_the_queue_listing_and_the_admin_page() -> None:
+    """With the kueue engine a server waiting for its team's quota holds no GPU: every reader says it waits."""
+    bob = on_kueues_gate(pod("bob", queued_at="2026-11-23T13:30:00Z", **{"fracnb.io/max-wait": "600"}))
+    pods = [pod("ann"), bob]
+    metrics = CullMetrics()
+    metrics.observe_pods(pods, T0)
+    metrics.observe_groups(pods, {"team-a": ["ann", "bob"]})
+    sample = metrics.registry.get_sample_value
+    assert sample("fracnb_queue_length", {"slot_kind": SHARED}) == 1
+    assert sample("fracnb_queue_longest_wait_seconds", {"slot_kind": SHARED}) == 30 * 60
+    assert sample("fracnb_queue_overdue_spawns", {"slot_kind": SHARED}) == 1  # its 10 min are over
+    assert sample("fracnb_allocated_gpus", {"profile": "quarter"}) == 0.25  # ann's only
+    assert sample("fracnb_group_allocated_gpus", {"group": "team-a"}) == 0.25
+    (entry,) = queue_entries(pods)
+    assert entry.as_json(T0) == {
+        "user": "bob",
+        "server": "",
+        "profile": "quarter",
+        "slot_kind": SHARED,
+        "priority": 0,
+        "queued_at": "2026-11-23T13:30:00Z",
+        "waited_seconds": 30 * 60.0,
+        "namespace": "jhub",
+        "pod": "jupyter-bob",
+        "engine": "kueue",
+        "local_queue": "jhub/fracnb-bob",
+    }
+    # The admin page's use rows say bob's share is "(waiting)"; its "Waiting for a GPU" list (api/queue's
+    # entries; "Nobody is waiting for a GPU" when empty) names him too.
+    _, users = use_rows(allocations_from_pods(pods), QuotaPolicy(), {"team-a": ["ann", "bob"]})
+    assert [(u.name, u.used_text) for u in users] == [("ann", "0.25 GPU"), ("bob", "0.25 GPU (waiting)")]
+    assert index_pods(pods)[("bob", "")].queued
 
 
 def test_where_kueues_demand_was_read_a_notebook_on_its_gate_counts_only_for_its_cohort() -> None:
@@ -80,6 +125,8 @@ def test_queue_order_priority_then_longest_wait() -> None:
         "waited_seconds": 31 * 60.0,
         "namespace": "jhub",
         "pod": "jupyter-high-early",
+        "engine": "builtin",
+        "local_queue": "",
     }
 
 

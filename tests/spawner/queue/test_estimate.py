@@ -3,13 +3,20 @@ no estimate past the horizon or the spawn's own wait, and the time read through 
 
 from __future__ import annotations
 
+import copy
 import re
 from datetime import timedelta
+from fractions import Fraction
 from types import SimpleNamespace
 
 from fracnb_spawner.cluster.view import trim_pod
+from fracnb_spawner.common.podkeys import KUEUE_ADMISSION_GATE, KUEUE_QUEUE_LABEL
 from fracnb_spawner.culling import CullPolicy, Reason, ServerActivity
+from fracnb_spawner.queue.builtin import BuiltinPlace
+from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.coordinator import Ticket
+from fracnb_spawner.queue.kueue.place import FormQuotaReads, KueuePlace
+from fracnb_spawner.queue.kueue.quota import TeamQuota
 from fracnb_spawner.queue.releases import ESTIMATE_HORIZON, CullDefaults, Release, estimate, holder_releases
 from fracnb_spawner.queue.spawning import SpawnQueue
 from fracnb_spawner.queue.text import queued_message
@@ -83,10 +90,12 @@ def test_an_estimate_past_the_horizon_or_the_spawns_wait_is_none() -> None:
 def spawn_queue(clock: FakeClock, *pods: dict) -> SpawnQueue:
     """Ann's spawn, waiting 1st in line for a quarter of :data:`KIND`, beside a hub watch holding ``pods``."""
     view = SimpleNamespace(pods=SimpleNamespace(objects=lambda: watched(*pods)))
-    host = SimpleNamespace(queue_settings=lambda: SimpleNamespace(zone=None))
-    queue = SpawnQueue(host, lambda: SimpleNamespace(view=view), hub_records, lambda: DEFAULTS, clock)
+    host = SimpleNamespace(queue_settings=lambda: SimpleNamespace(zone=None), pod_reflector=None)
+    coordinator = SimpleNamespace(view=view)
+    queue = SpawnQueue(host, lambda: coordinator, hub_records, lambda: DEFAULTS, clock)
     queue.reset(ask(), max_wait=3600)
-    queue.ticket = Ticket(
+    queue.place = place = BuiltinPlace(queue, coordinator)
+    place.ticket = Ticket(
         key="jhub/jupyter-ann", ask=queue.ask, user="ann", groups={}, priority=0,
         queued_at=T0 - timedelta(minutes=10), max_wait=3600, gated=True, position=1,
     )  # fmt: skip
@@ -110,3 +119,40 @@ def test_the_progress_pages_headline_carries_the_estimate_as_a_time_the_page_loc
         r'about <time datetime="\d{4}-\d\d-\d\dT14:04:\d\dZ" data-fracnb-time="clock">14:04 UTC</time>, in 4 min', html
     )
     assert re.sub(r"<[^>]+>", "", html) == queue.status_text()
+
+
+def in_local_queue(made: dict, local_queue: str) -> dict:
+    """``made`` in Kueue's hands through the LocalQueue ``local_queue`` (of its namespace, jhub)."""
+    made["metadata"]["labels"][KUEUE_QUEUE_LABEL] = local_queue
+    return made
+
+
+async def test_with_kueue_the_form_gives_the_estimate_that_the_progress_page_then_gives() -> None:
+    """The form said "no estimate" while the progress page, seconds after the start, gave a time: both read the
+    due stops of the servers holding the team's quota, with the demand the joining spawn makes."""
+    clock = FakeClock()
+    carol = in_local_queue(copy.deepcopy(CAROL), "fracnb-carol")
+    pods = [carol]
+    view = SimpleNamespace(pods=SimpleNamespace(objects=lambda: watched(*pods)))
+    host = SimpleNamespace(
+        queue_settings=lambda: FracnbQueue(engine="kueue"), pod_reflector=None, user=SimpleNamespace(name="bob")
+    )
+    queue = SpawnQueue(host, lambda: SimpleNamespace(view=view), hub_records, lambda: DEFAULTS, clock)
+    # team-a's quarter is carol's; fracnb-bob, bob's LocalQueue, is team-a's too.
+    quota = TeamQuota("team-a", 250, 250, 0, 0, "university", frozenset({"jhub/fracnb-carol", "jhub/fracnb-bob"}))
+
+    async def read() -> TeamQuota:
+        return quota
+
+    queue.form_quota = FormQuotaReads(read, clock)
+    form = await queue.form_text(ask(), 3600, Fraction(1, 4))
+    assert form == "queue: 0 waiting for team-a's 0.25 GPU (all in use), about 5 min"  # the warning lead: 5 min
+    # Bob starts it: his pod waits on Kueue's gate, next in line, and the progress page says the same time.
+    queue.reset(ask(), max_wait=3600)
+    bob = in_local_queue(gated("bob", T0), "fracnb-bob")
+    bob["spec"]["schedulingGates"] = [{"name": KUEUE_ADMISSION_GATE}]
+    pods.append(bob)
+    queue.place = place = KueuePlace(queue)  # as Kueue's view read it: bob next in line
+    place.text = "Waiting in the GPU queue: next in line; waiting for 0.25 GPU of team-a's quota."
+    place.position, place.holder_queues, place.queued_at = 0, quota.holder_queues, T0
+    assert "Estimated start about 14:05 UTC, in 5 min:" in queue.status_text()

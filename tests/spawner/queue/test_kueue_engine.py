@@ -24,15 +24,16 @@ from fracnb_spawner.configure import check_config
 from fracnb_spawner.culling import Reason
 from fracnb_spawner.gpu.plan import CPU_ONLY, GPUPlan
 from fracnb_spawner.history.hubstops import HubStops
-from fracnb_spawner.queue import kueue
 from fracnb_spawner.queue.config import FracnbQueue
-from fracnb_spawner.queue.kueueplace import ADMISSION_GRACE_SECONDS
-from fracnb_spawner.queue.kueuestop import note_stop
+from fracnb_spawner.queue.kueue import model as kueue
+from fracnb_spawner.queue.kueue.place import ADMISSION_GRACE_SECONDS
+from fracnb_spawner.queue.kueue.stop import note_stop
+from fracnb_spawner.queue.localqueues import local_queue_name
 from fracnb_spawner.queue.releases import Release
 from fracnb_spawner.queue.spawning import QueueTimeoutError, SpawnQueue
 from fracnb_spawner.queue.text import kueue_message
 from fracnb_spawner.service.resume import kept_places
-from tests.spawner.queue.fakes import T0, FakeClock, ask, gated, running
+from tests.spawner.queue.fakes import T0, FakeClock, FakeLocalQueues, ask, gated, local_queue, running
 
 QUARTER = GPUPlan("time-slicing", Fraction(1, 4), 20 * 2**30)
 
@@ -57,8 +58,8 @@ def cluster_queue(name, cohort, borrowed):
 
 
 def test_a_gpu_pod_gets_the_users_local_queue_and_a_priority_class():
-    assert kueue.pod_labels(kueue.local_queue_name("fracnb-{username}", "Ann.Lee@uni"), 0) == {
-        "kueue.x-k8s.io/queue-name": "fracnb-ann-lee-uni",
+    assert kueue.pod_labels(local_queue_name("fracnb-{username}", "Ann.Lee@uni"), 0) == {
+        "kueue.x-k8s.io/queue-name": "fracnb-ann-lee-uni---10ce9928",
         "kueue.x-k8s.io/priority-class": "fracnb-notebook",
     }
     assert kueue.priority_class_name(10) == "fracnb-notebook-10"
@@ -191,7 +192,8 @@ def kueue_spawn_queue(clock: FakeClock, max_wait: float, plan: GPUPlan = QUARTER
     pods: dict[str, dict] = {}
     host = SimpleNamespace(
         name="", namespace="jhub", pod_name="jupyter-ann", start_timeout=60, log=logging.getLogger("test"),
-        user=SimpleNamespace(name="ann", groups=[]), config=Config(), api=None,
+        user=SimpleNamespace(name="ann", groups=[]), config=Config(),
+        api=SimpleNamespace(api_client=FakeLocalQueues(local_queue("jhub", "fracnb-ann", "ann"))),
         pod_reflector=SimpleNamespace(pods=pods), queue_settings=lambda: FracnbQueue(engine="kueue"),
     )  # fmt: skip
     queue = SpawnQueue(host, lambda: None, lambda user, server: None, clock=clock)
@@ -208,10 +210,10 @@ async def test_the_wait_in_kueues_queue_is_counted_on_the_spawn_queues_clock():
     queue = kueue_spawn_queue(clock, max_wait=600)
     pod = V1Pod(metadata=V1ObjectMeta(name="jupyter-ann"), spec=V1PodSpec(containers=[]))
     await queue.join(None, pod)
-    assert queue.kueue.queued_at == T0
-    assert queue.kueue.remaining() == 600
+    assert queue.place.queued_at == T0
+    assert queue.place.remaining() == 600
     clock.advance(599)
-    assert queue.kueue.remaining() == 1
+    assert queue.place.remaining() == 1
     clock.advance(2)  # past the maximum wait on this clock, a moment after the start on the system's
     with pytest.raises(QueueTimeoutError):
         await queue.await_started(asyncio.get_running_loop().create_future())
@@ -224,7 +226,7 @@ async def test_a_profile_that_never_queues_still_waits_for_kueues_answer():
     await queue.join(None, pod)
     assert pod.metadata.labels[KUEUE_QUEUE_LABEL] == "fracnb-ann"  # it counts against the team's quota
     # Kueue's webhook gates the pod even when quota is free: its admission is not a wait in the queue
-    assert queue.kueue.remaining() == ADMISSION_GRACE_SECONDS
+    assert queue.place.remaining() == ADMISSION_GRACE_SECONDS
     clock.advance(ADMISSION_GRACE_SECONDS + 1)
     with pytest.raises(QueueTimeoutError):
         await queue.await_started(asyncio.get_running_loop().create_future())
@@ -234,7 +236,7 @@ async def test_a_cpu_only_spawn_is_not_given_to_kueue():
     queue = kueue_spawn_queue(FakeClock(), max_wait=600, plan=CPU_ONLY)
     pod = V1Pod(metadata=V1ObjectMeta(name="jupyter-ann"), spec=V1PodSpec(containers=[]))
     await queue.join(None, pod)
-    assert queue.kueue is None
+    assert queue.place is None
     assert not pod.metadata.labels
 
 

@@ -10,18 +10,20 @@ from datetime import datetime, timezone
 from fractions import Fraction
 
 from fracnb_spawner.culling import CullPolicy
-from fracnb_spawner.queue.kueue import local_queue_of
-from fracnb_spawner.queue.kueueplace import FormQuotaReads
-from fracnb_spawner.queue.kueuequota import TeamQuota, local_queue_demand, quota_form_text, team_quota
+from fracnb_spawner.queue.kueue.place import FormQuotaReads
+from fracnb_spawner.queue.kueue.quota import TeamQuota, local_queue_demand, quota_form_text, team_quota
+from fracnb_spawner.queue.localqueues import local_queue_of
 from fracnb_spawner.service.core import Judge, PodFacts
 from tests.spawner.queue.fakes import FakeClock
 
 
 def cluster_queue(name: str, nominal: str, used: str, *, cohort: str | None = "university", pending: int = 0,
-                  borrowing_limit: str | None = None) -> dict:  # fmt: skip
+                  borrowing_limit: str | None = None, lending_limit: str | None = None) -> dict:  # fmt: skip
     gpu = {"name": "fracnb.io/gpu-milli", "nominalQuota": nominal}
     if borrowing_limit is not None:
         gpu["borrowingLimit"] = borrowing_limit
+    if lending_limit is not None:
+        gpu["lendingLimit"] = lending_limit
     spec = {"resourceGroups": [{"coveredResources": ["cpu", "fracnb.io/gpu-milli"], "flavors": [
         {"name": "a100-ts4", "resources": [{"name": "cpu", "nominalQuota": "256"}, gpu]}]}]}  # fmt: skip
     if cohort:
@@ -33,7 +35,7 @@ def cluster_queue(name: str, nominal: str, used: str, *, cohort: str | None = "u
 
 def test_a_team_with_unused_quota_or_an_idle_cohort_to_borrow_from_shows_no_queue():
     queues = [cluster_queue("team-a", "1k", "250"), cluster_queue("team-b", "1000", "1000")]
-    assert team_quota(queues, "team-a") == TeamQuota("team-a", 1000, 250, 0, 0)
+    assert team_quota(queues, "team-a") == TeamQuota("team-a", 1000, 250, 0, 0, "university")
     assert quota_form_text(team_quota(queues, "team-a"), 500) is None
     queues = [cluster_queue("team-a", "250", "250"), cluster_queue("team-b", "250", "0")]
     assert team_quota(queues, "team-a").borrowable == 250
@@ -51,6 +53,24 @@ def test_quota_another_team_borrows_already_is_not_borrowable_twice():
     assert team_quota(queues, "team-a").borrowable == 250
     # Outside a cohort there is nothing to borrow.
     assert team_quota([cluster_queue("team-a", "250", "250", cohort=None)], "team-a").borrowable == 0
+
+
+def test_a_peer_lends_no_more_than_its_lending_limit():
+    # team-b keeps 0.75 of its 1 GPU (lendingLimit 0.25); team-c lends all of its idle 1 GPU.
+    queues = [cluster_queue("team-a", "250", "250"), cluster_queue("team-b", "1000", "0", lending_limit="250"),
+              cluster_queue("team-c", "1000", "0")]  # fmt: skip
+    assert team_quota(queues, "team-a").borrowable == 1250  # not 2000: team-b's 0.75 is not lent
+    # team-c now borrows 0.25 beyond its own: the cohort's lent quota (0.25 + 0.25 + 0.25) is all used.
+    queues = [cluster_queue("team-a", "250", "250"), cluster_queue("team-b", "1000", "0", lending_limit="250"),
+              cluster_queue("team-c", "250", "500")]  # fmt: skip
+    assert team_quota(queues, "team-a").borrowable == 0
+    assert quota_form_text(team_quota(queues, "team-a"), 250) == (
+        "queue: 0 waiting for team-a's 0.25 GPU (all in use), no estimate"
+    )
+    # A lending limit holds back only what others borrow: team-b's own quota is all its own.
+    assert team_quota(queues, "team-b") == TeamQuota("team-b", 1000, 0, 0, 0, "university")
+    queues[2] = cluster_queue("team-c", "1000", "0")
+    assert team_quota(queues, "team-b").borrowable == 1000  # team-c's idle 1 GPU
 
 
 def test_a_used_quota_with_nothing_to_borrow_says_the_spawn_would_wait():

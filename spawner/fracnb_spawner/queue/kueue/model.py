@@ -39,6 +39,7 @@ JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 MANAGED_FINALIZER = "kueue.x-k8s.io/managed"  # Kueue's webhook puts it on each pod it manages
 MILLI_RESOURCE = "fracnb.io/gpu-milli"
 PRIORITY_CLASS_PREFIX = "fracnb-notebook"
+OWNER_ANNOTATION = "fracnb.io/hub-user"  # on a LocalQueue: the one hub user whose queue it is
 # The name of the variable that holds the server's token in its pod's environment (Spawner.get_env).
 API_TOKEN_ENV = "JUPYTERHUB_API_TOKEN"  # noqa: S105 - a name, not a secret
 # Backends whose GPU ask is no countable resource request for Kueue v0.17: a DRA claim (not counted
@@ -54,7 +55,6 @@ UNCOUNTABLE_BACKENDS = {
     "kai": "KAI's GPU fractions are an annotation Kueue does not see; KAI has queues of its own, so use "
     "engine 'builtin' or a device-plugin backend",
 }
-_NAME_UNSAFE = re.compile(r"[^a-z0-9-]+")
 _HUMAN_PREEMPTION = {
     "InClusterQueue": "a higher-priority job of {team}",
     "InCohortReclamation": "{team} taking back its own quota",
@@ -77,12 +77,6 @@ _MORE_NEEDED = re.compile(r"insufficient unused quota for (\S+) in flavor \S+, (
 
 class KueueConfigError(ValueError):
     """A profile cannot work with the Kueue engine."""
-
-
-def local_queue_name(template: str, username: str) -> str:
-    """The user's LocalQueue: ``template`` with ``{username}`` made a DNS label (lowercase, [a-z0-9-])."""
-    safe = _NAME_UNSAFE.sub("-", username.lower()).strip("-") or "user"
-    return template.format(username=safe)[:63].rstrip("-")
 
 
 def priority_class_name(priority: int) -> str:
@@ -138,11 +132,28 @@ def missing_local_queue_text(local_queue: str, namespace: str) -> str:
     )
 
 
-def local_queue_of(pod: Mapping[str, Any]) -> str:
-    """ "namespace/name" of the LocalQueue a pod is in Kueue's hands through; "" for any other pod."""
-    metadata = pod.get("metadata") or {}
-    name = (metadata.get("labels") or {}).get(QUEUE_NAME_LABEL)
-    return f"{metadata.get('namespace')}/{name}" if name else ""
+def not_own_queue_text(local_queue: Mapping[str, Any] | None, user: str, name: str, namespace: str) -> str | None:
+    """Why a GPU spawn of ``user`` is refused before its pod exists, given their LocalQueue ``name`` as the
+    apiserver holds it (None: there is none); None when it is theirs. The rule (docs/queue.md "Per-user
+    LocalQueues"): it must exist, and if it carries the annotation ``fracnb.io/hub-user`` that must be ``user``
+    exactly. The name is the user's alone (:func:`local_queue_name` is one for one); the annotation guards
+    against a queue an admin named for someone else, e.g. by fracnb's earlier rule, which folded "carol.smith"
+    and "carol-smith" together."""
+    if local_queue is None:
+        return (
+            f"No GPU server was started: Kueue has no LocalQueue {name} in {namespace}, the GPU queue of hub user "
+            f"{user!r}, so it could never admit one. Ask your hub's admin to create it, pointing to your team's "
+            f"ClusterQueue and annotated {OWNER_ANNOTATION}: {user} (docs/queue.md); CPU-only servers still start."
+        )
+    owner = ((local_queue.get("metadata") or {}).get("annotations") or {}).get(OWNER_ANNOTATION)
+    if owner is None or owner == user:
+        return None
+    return (
+        f"No GPU server was started: the LocalQueue {name} in {namespace} has your queue's name but belongs to hub "
+        f"user {owner!r} (annotation {OWNER_ANNOTATION}), so its quota is not yours. Ask your hub's admin to move "
+        f"that user to a LocalQueue of their own name (fracnb-dry-run --kueue-queue-of) and to create yours, {name}, "
+        f"annotated {OWNER_ANNOTATION}: {user} (docs/queue.md)."
+    )
 
 
 def is_waiting_for_kueue(pod: Mapping[str, Any] | None) -> bool:

@@ -23,7 +23,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from fracnb_spawner.common.clock import SYSTEM_CLOCK, Clock
 from fracnb_spawner.history.stops import StopNotice
-from fracnb_spawner.queue import kueue
+from fracnb_spawner.queue.kueue import model as kueue
 
 POLL_SECONDS = 1.0  # how often a waiting stop looks at its pod
 
@@ -39,7 +39,13 @@ async def stop_past_kueue(
 ) -> None:
     """Await ``stopping`` (KubeSpawner's stop, which waits for the pod to be gone); meanwhile, once Kueue's
     finalizer has held ``pod()`` (the server's pod as the hub's watch has it) ``timeout`` seconds past its
-    grace period, remove it, or, if Kueue's webhook refuses that, end the stop with the pod left Terminating."""
+    grace period, remove it, or, if Kueue's webhook refuses that, end the stop with the pod left Terminating.
+    A pod without that finalizer (every pod of the builtin engine) is Kueue's for no moment of its stop: Kueue's
+    webhook puts the finalizer on at the pod's creation, so one the watch has without it never gets it."""
+    current = pod()
+    if current is not None and kueue.MANAGED_FINALIZER not in ((current.get("metadata") or {}).get("finalizers") or []):
+        await stopping
+        return
     task = asyncio.ensure_future(stopping)
     try:
         while not task.done():
