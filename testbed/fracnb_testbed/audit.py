@@ -8,6 +8,7 @@ what the hub asks for reads this log and counts the hub's client (its User-Agent
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,10 +92,33 @@ def parse_events(lines: Iterable[str]) -> Iterator[AuditedRequest]:
         )
 
 
+def log_files(directory: Path) -> list[Path]:
+    """The log's files, oldest first: the one the apiserver rotated out (it names it ``audit-<time>.log``, and
+    keeps one) and the current one. A long cluster's earlier requests are in the rotated file."""
+    current = directory / LOG_FILE
+    rotated = sorted(directory.glob(f"{current.stem}-*{current.suffix}"))
+    return rotated + ([current] if current.exists() else [])
+
+
 def requests_in(directory: Path) -> list[AuditedRequest]:
-    """Every audited request the log of this cluster holds so far (the current file only)."""
-    path = directory / LOG_FILE
-    if not path.exists():
-        return []
-    with path.open(encoding="utf-8", errors="replace") as log:
-        return list(parse_events(log))
+    """Every audited request the log of this cluster still holds, oldest first."""
+    requests: list[AuditedRequest] = []
+    for path in log_files(directory):
+        with path.open(encoding="utf-8", errors="replace") as log:
+            requests.extend(parse_events(log))
+    return requests
+
+
+def count_by_resource(
+    requests: Iterable[AuditedRequest], user_agent: str, verb: str = "list", cluster_wide: bool | None = None
+) -> Counter[str]:
+    """One client's requests of ``verb``, by resource; ``cluster_wide``: only those over all namespaces, or only
+    a namespace's (None: both). The testbed's scheduler, controllers, KWOK and runner list and watch pods too;
+    the apiserver's own request counts would add them."""
+    return Counter(
+        request.resource
+        for request in requests
+        if request.user_agent == user_agent
+        and request.verb == verb
+        and (cluster_wide is None or request.cluster_wide == cluster_wide)
+    )

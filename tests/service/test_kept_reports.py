@@ -1,5 +1,6 @@
 """Session reports kept while the database is away outlive a restart of the service: they are written to
-a file only the service's user can read, read back at start, and the file goes once all are stored."""
+a file only the service's user can read, read back at start, and the file goes once all are stored; so do the
+notices of the stops it made meanwhile."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from jupyterhub.services.auth import HubAuth
+from sqlalchemy import create_engine
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import sessionmaker
 
 from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.history import db
@@ -89,3 +92,39 @@ def test_a_stop_told_before_the_history_opens_is_written_once_it_is(tmp_path) ->
         assert stored.details["text"] == "preempted; 41 variables saved"
     finally:
         db.close(state.history)
+
+
+def test_a_stop_kept_while_the_database_is_away_outlives_a_restart(tmp_path) -> None:
+    database = f"sqlite:///{tmp_path / 'fracnb-service.sqlite'}"
+
+    def started_service() -> ServiceState:
+        service = FracnbService()
+        service.db_url = database
+        return service.build_state()
+
+    state = started_service()
+    now = datetime.now(timezone.utc)
+    notice = StopNotice("ann", "", now, "idle", 3600.0, {"hibernation": {"outcome": "saved", "saved_bytes": 1024}})
+    asyncio.run(state.write_stop(notice))  # the history is not open: kept
+    path = tmp_path / "fracnb-kept-reports.stops.jsonl"  # beside the kept reports
+    assert state.kept_stops_file == path
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    with path.open("a") as file:
+        file.write('{"user": "cut short')  # the service died in the middle of a write
+
+    restarted = started_service()  # the service started again, its database away
+    assert restarted.unwritten_stops == [notice]
+    restarted.history = sessionmaker(create_engine(f"sqlite:///{tmp_path / 'gone' / 'fracnb-service.sqlite'}"))
+    assert asyncio.run(restarted.write_unwritten_stops()) == 0
+    assert started_service().unwritten_stops == [notice]  # still kept, in the file too
+
+    restarted.history = db.open_database(database)  # the database answers again
+    try:
+        assert asyncio.run(restarted.write_unwritten_stops()) == 1
+        assert restarted.unwritten_stops == []
+        assert not path.exists()
+        (stored,) = latest_stops(restarted.history, "ann", now=now)
+        assert (stored.reason, stored.limit_seconds, stored.hibernation) == ("idle", 3600.0, notice.hibernation)
+    finally:
+        db.close(restarted.history)
+    assert started_service().unwritten_stops == []

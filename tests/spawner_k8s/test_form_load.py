@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 from traitlets.config import Config
 
+from fracnb_testbed.audit import count_by_resource
 from fracnb_testbed.procs import wait_until_async
 from tests.gpu_jobs import gpu_job
 from tests.spawner_k8s.helpers import form_shows, free_on_form
@@ -20,16 +21,8 @@ USERS = 40
 
 
 def hub_requests(testbed, hub_agent: str, verb: str = "list", cluster_wide: bool | None = None) -> Counter[str]:
-    """The hub's requests the apiserver has answered so far, by resource, from its audit log; ``cluster_wide``:
-    only those over all namespaces (the cluster view's) or only a namespace's. The testbed's scheduler,
-    controllers, KWOK and runner list and watch pods too; the apiserver's own request counts would add them."""
-    return Counter(
-        request.resource
-        for request in testbed.audited_requests()
-        if request.user_agent == hub_agent
-        and request.verb == verb
-        and (cluster_wide is None or request.cluster_wide == cluster_wide)
-    )
+    """The hub's requests the apiserver has answered so far, by resource (its audit log)."""
+    return count_by_resource(testbed.audited_requests(), hub_agent, verb, cluster_wide)
 
 
 def form_config() -> Config:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime, timezone
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -19,7 +20,13 @@ from bench.queue import A100_CEL
 from bench.reclaim import BATCH, WHOLE_NODE, batch_priority
 from fracnb_spawner.reclaim.victims import Policy
 from fracnb_spawner.service.choices import hub_choices
-from fracnb_spawner.service.reclaiming import KubeReclaimApi, Reclaimer, ReclaimMetrics, want_from_choices
+from fracnb_spawner.service.reclaiming import (
+    KubeReclaimApi,
+    Reclaimer,
+    ReclaimMetrics,
+    remember_recent_evictions,
+    want_from_choices,
+)
 from fracnb_testbed.procs import wait_until, wait_until_async
 from tests.spawner.queue.fakes import FakeClock
 from tests.spawner_k8s.dra import claims_owned_by
@@ -208,6 +215,46 @@ async def test_the_eviction_limit_per_minute(
     assert evicted[1:] == ((dra_namespace, second.pod_name), "evicted")
     assert (await second_started).startswith("http://")
     await reclaim.api.core.api_client.close()
+    for spawner in (first, second):
+        await spawner.stop()
+
+
+async def test_a_restarted_service_keeps_to_the_limit_and_times_the_reclaim_by_the_pod(
+    dra_spawner, dra_testbed, dra_namespace, batch_namespace, reclaimer
+) -> None:
+    """The count of the minute is read back from the Reclaimed events the service wrote before it restarted;
+    the latency runs to the notebook's own scheduling time, however late the pass that sees it."""
+    claim_template(dra_testbed, batch_namespace, "half-a100", "40Gi")
+    await holding(dra_testbed, batch_namespace, "train-1", "half-a100")
+    await holding(dra_testbed, batch_namespace, "train-2", "half-a100")
+    first = dra_spawner({"profile": "half"}, user="gus", config=a100_config())
+    second = dra_spawner({"profile": "half"}, user="hal", config=a100_config())
+    first_started, second_started = await queued(first), await queued(second)
+    (evicted,) = await reclaimer(per_minute=1).reclaim_pass()
+    assert evicted[1:] == ((dra_namespace, first.pod_name), "evicted")
+    assert (await first_started).startswith("http://")
+    await wait_until_async(  # the event goes out after the eviction's answer
+        lambda: [e for e in dra_testbed.events_for(batch_namespace, evicted[0][1]) if e["reason"] == "Reclaimed"],
+        what="the reclaim's event",
+        timeout=30,
+    )
+
+    clock = FakeClock()  # the restarted service: a monotonic count of its own, the wall time of now
+    clock.wall = datetime.now(timezone.utc)
+    restarted = reclaimer(per_minute=1, clock=clock)
+    await remember_recent_evictions(restarted)
+    assert await restarted.reclaim_pass() == []  # the minute's one eviction was made before the restart
+    assert gated(dra_testbed, dra_namespace, second.pod_name)
+    clock.count += 61  # a minute on the service's monotonic clock; its wall clock stays the pods' (real) time
+    (evicted,) = await restarted.reclaim_pass()
+    assert evicted[1:] == ((dra_namespace, second.pod_name), "evicted")
+    assert (await second_started).startswith("http://")
+    clock.count += 600  # the pass that sees hal served comes ten minutes late
+    assert await restarted.reclaim_pass() == []
+    latency = restarted.metrics.latency.collect()[0]
+    count, total = (next(s.value for s in latency.samples if s.name.endswith(suffix)) for suffix in ("_count", "_sum"))
+    assert count == 1
+    assert total < 60, total  # from the eviction to hal's PodScheduled condition, not to the late pass
     for spawner in (first, second):
         await spawner.stop()
 

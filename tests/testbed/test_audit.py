@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import json
 
-from fracnb_testbed.audit import AuditedRequest, apiserver_flags, parse_events, policy
+from fracnb_testbed.audit import (
+    AuditedRequest,
+    apiserver_flags,
+    count_by_resource,
+    log_files,
+    parse_events,
+    policy,
+    requests_in,
+)
 
 
 def event(verb: str, uri: str, stage: str, agent: str = "OpenAPI-Generator/35.0.0/python") -> str:
@@ -53,3 +61,36 @@ def test_the_policy_logs_lists_and_watches_of_pods_and_nodes_and_nothing_else(tm
     ]
     assert f"--audit-policy-file={tmp_path / 'audit-policy.yaml'}" in apiserver_flags(tmp_path)
     assert f"--audit-log-path={tmp_path / 'audit.log'}" in apiserver_flags(tmp_path)
+
+
+def test_the_rotated_file_is_read_first_and_a_missing_log_is_empty(tmp_path) -> None:
+    assert requests_in(tmp_path) == []  # the apiserver has not written yet
+    # The apiserver's rotation renames the full file to audit-<time>.log and starts audit.log again.
+    (tmp_path / "audit-2026-12-06T01-20-54.123.log").write_text(
+        event("list", "/api/v1/nodes", "ResponseComplete") + "\n"
+    )
+    (tmp_path / "audit.log").write_text(event("list", "/api/v1/namespaces/jhub/pods", "ResponseComplete") + "\n")
+    (tmp_path / "audit-policy.yaml").write_text("not a log\n")
+    assert [path.name for path in log_files(tmp_path)] == ["audit-2026-12-06T01-20-54.123.log", "audit.log"]
+    assert [request.resource for request in requests_in(tmp_path)] == ["nodes", "pods"]
+
+
+def test_one_clients_lists_by_resource_and_scope() -> None:
+    hub = "OpenAPI-Generator/35.0.0/python"
+    requests = list(
+        parse_events(
+            [
+                event("list", "/api/v1/nodes", "ResponseComplete"),
+                event("list", "/api/v1/pods", "ResponseComplete"),
+                event("list", "/api/v1/namespaces/jhub/pods", "ResponseComplete"),
+                event("list", "/api/v1/namespaces/jhub/pods", "ResponseComplete"),
+                event("watch", "/api/v1/pods?watch=true", "ResponseStarted"),
+                event("list", "/api/v1/pods", "ResponseComplete", agent="kube-scheduler/v1.36.3"),
+            ]
+        )
+    )
+    assert count_by_resource(requests, hub) == {"nodes": 1, "pods": 3}
+    assert count_by_resource(requests, hub, cluster_wide=True) == {"nodes": 1, "pods": 1}
+    assert count_by_resource(requests, hub, cluster_wide=False) == {"pods": 2}
+    assert count_by_resource(requests, hub, "watch") == {"pods": 1}
+    assert count_by_resource(requests, "kube-scheduler/v1.36.3") == {"pods": 1}

@@ -120,6 +120,14 @@ def _matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     )
 
 
+def pdb_covers(pdb: Mapping[str, Any], pod: Pod) -> bool:
+    """Whether the PodDisruptionBudget's selector matches ``pod`` in its namespace (no selector: none)."""
+    selector = (pdb.get("spec") or {}).get("selector")
+    namespace = (pdb.get("metadata") or {}).get("namespace", "")
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return selector is not None and pod_key(pod)[0] == namespace and _matches(selector, labels)
+
+
 def budgets_of(pdbs: Iterable[Mapping[str, Any]], pods: Iterable[Pod]) -> list[Budget]:
     """Each PodDisruptionBudget as the pods it covers and the disruptions it allows now.
 
@@ -129,15 +137,9 @@ def budgets_of(pdbs: Iterable[Mapping[str, Any]], pods: Iterable[Pod]) -> list[B
     pods = list(pods)
     budgets = []
     for pdb in pdbs:
-        namespace = (pdb.get("metadata") or {}).get("namespace", "")
-        selector = (pdb.get("spec") or {}).get("selector")
-        if selector is None:
+        if (pdb.get("spec") or {}).get("selector") is None:
             continue
-        covered = frozenset(
-            pod_key(pod)
-            for pod in pods
-            if pod_key(pod)[0] == namespace and _matches(selector, (pod.get("metadata") or {}).get("labels") or {})
-        )
+        covered = frozenset(pod_key(pod) for pod in pods if pdb_covers(pdb, pod))
         allowed = (pdb.get("status") or {}).get("disruptionsAllowed", 0)
         budgets.append(Budget(covered, allowed if isinstance(allowed, int) else 0))
     return budgets

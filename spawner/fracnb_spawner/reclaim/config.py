@@ -18,7 +18,7 @@ class FracnbReclaim(Configurable):
         Evict lower-priority pods whose DRA claims hold what a queued notebook needs. Off by
         default: evicting other teams' work is an admin's decision, and it needs RBAC beyond
         reading the hub's pods (list on nodes and on pods in every namespace, create on
-        pods/eviction and events, list on PodDisruptionBudgets, ResourceSlices and
+        pods/eviction and events, list on events, PodDisruptionBudgets, ResourceSlices and
         ResourceClaims: helm-values/rbac.yaml). Extended resources need none of this:
         kube-scheduler preempts for them itself. Default: False.
 
@@ -51,8 +51,10 @@ class FracnbReclaim(Configurable):
     evictions_per_minute = Integer(
         10,
         help="""
-        The most evictions in any 60 s. A notebook that needs more waits for the next minute's;
-        the count starts again when the service restarts. Default: 10.
+        The most evictions in any 60 s. A notebook that needs more waits for the next minute's.
+        A restarted service counts the evictions of the minute before it from the Reclaimed
+        events it wrote (list on events: helm-values/rbac.yaml; without it, its first minute
+        counts as spent). Default: 10.
 
         Example: c.FracnbReclaim.evictions_per_minute = 5
         """,

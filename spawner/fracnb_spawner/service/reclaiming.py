@@ -1,6 +1,7 @@
 """The fracnb service's reclaim pass: evicts lower-priority pods whose DRA claims hold what a queued
 notebook needs (docs/lending.md). The choice is :func:`.reclaim.victims.plan_reclaims`'s; this module
-reads the cluster, asks the Eviction API and writes an event on each evicted pod.
+reads the cluster, asks the Eviction API and writes an event on each evicted pod; at start it reads those
+events back, so that the per-minute limit holds across a restart (:mod:`.reclaim.times`).
 
 Each pass lists nodes, pods, ResourceSlices, ResourceClaims and PodDisruptionBudgets once, cluster-wide.
 The Eviction API itself honours the pod's grace period and refuses (429) what a budget forbids; a
@@ -13,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -25,16 +27,17 @@ from fracnb_spawner.common.clock import SYSTEM_CLOCK, Clock
 from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, USERNAME_ANNOTATION
 from fracnb_spawner.common.units import QuantityError, gpus_text, parse_fraction
 from fracnb_spawner.queue.demand import queue_entries, slot_kind
+from fracnb_spawner.reclaim.budgets import blocking_budgets, reclaim_candidates, warning_text
 from fracnb_spawner.reclaim.cluster import budgets_of, dra_cards, is_notebook, need_of, pod_key, usable_cards
 from fracnb_spawner.reclaim.config import FracnbReclaim
-from fracnb_spawner.reclaim.victims import PodKey, Policy, evictions_left, plan_reclaims
+from fracnb_spawner.reclaim.times import EVENT_REASON, EVENT_SELECTOR, EVENT_SOURCE, eviction_ages, reclaim_seconds
+from fracnb_spawner.reclaim.victims import Card, PodKey, Policy, evictions_left, plan_reclaims
 from fracnb_spawner.service.choices import HubChoices
 from fracnb_spawner.service.pods import LIVE_PODS, list_items
 
 log = logging.getLogger("fracnb.reclaim")
 Pod = Mapping[str, Any]
 OUTCOMES = ("evicted", "refused-by-budget", "gone", "failed")
-EVENT_REASON = "Reclaimed"
 # The Eviction API's 429 when a PodDisruptionBudget forbids the eviction ("Cannot evict pod as it would
 # violate the pod's disruption budget."); the apiserver's own throttling answers 429 with other words.
 BUDGET_REFUSAL = "disruption budget"
@@ -57,6 +60,8 @@ class ReclaimApi(Protocol):
         """Ask the Eviction API to evict ``pod``: one of :data:`OUTCOMES`."""
 
     async def record_event(self, pod: Pod, message: str) -> None: ...
+    async def reclaim_events(self) -> list[Pod]:
+        """The service's own ``Reclaimed`` events, in every namespace (:mod:`.reclaim.times`)."""
 
 
 class ReclaimMetrics:
@@ -72,7 +77,8 @@ class ReclaimMetrics:
             self.reclaims.labels(outcome=outcome)
         self.latency = Histogram(
             "fracnb_reclaim_seconds",
-            "Seconds from the first eviction for a queued notebook to its pod leaving the queue",
+            "Seconds from the first eviction for a queued notebook to its pod being scheduled (its PodScheduled"
+            " condition's time)",
             buckets=(1, 2.5, 5, 10, 15, 20, 30, 45, 60, 120, 300),
             registry=registry,
         )
@@ -116,14 +122,17 @@ class Reclaimer:
     ) -> None:
         self.api, self.policy, self.per_minute, self.want_of = api, policy, per_minute, want_of
         self.metrics, self.clock = metrics, clock
+        self.budgets_warned: set[tuple[PodKey, str]] = set()  # (budget, reason) said once, while it lasts
         self.recent: deque[float] = deque()  # monotonic times of the evictions of the last minute
-        self.started: dict[PodKey, float] = {}  # waiting notebook -> its first eviction's monotonic time
+        self.started: dict[PodKey, datetime] = {}  # waiting notebook -> its first eviction's wall time
 
     def waiters(self, snapshot: Snapshot) -> list[tuple[Pod, DraWant]]:
         """The queued notebooks of ``dra`` choices, in the hub's order."""
         by_key = {pod_key(pod): pod for pod in snapshot.pods}
         found = []
         for entry in queue_entries(snapshot.pods):
+            if entry.engine != "builtin":  # on Kueue's gate: it waits for its team's quota, not for a device
+                continue
             pod = by_key.get((entry.namespace, entry.pod))
             want = self.want_of(pod) if pod is not None and is_notebook(pod) else None
             if want is not None:
@@ -131,12 +140,31 @@ class Reclaimer:
         return found
 
     def observe_latency(self, waiting: set[PodKey], pods: Sequence[Pod]) -> None:
-        present = {pod_key(pod) for pod in pods}
-        now = self.clock.monotonic()
+        """The reclaim latency of each notebook served since the last pass, by its pod's own time
+        (:func:`.reclaim.times.reclaim_seconds`); one whose gate is lifted but not yet scheduled is looked at
+        again next pass, and one deleted meanwhile was given up, not served."""
+        present = {pod_key(pod): pod for pod in pods}
         for key in [key for key in self.started if key not in waiting]:
-            began = self.started.pop(key)
-            if key in present:  # its gate was lifted; a pod deleted meanwhile was given up, not served
-                self.metrics.latency.observe(now - began)
+            seconds = reclaim_seconds(self.started[key], present[key]) if key in present else None
+            if seconds is not None:
+                self.metrics.latency.observe(seconds)
+            if seconds is not None or key not in present:
+                del self.started[key]
+
+    def remember_evictions(self, ages: Iterable[float]) -> None:
+        """Count, towards the per-minute limit, evictions made ``ages`` seconds ago by the service before a
+        restart (:func:`remember_recent_evictions`)."""
+        now = self.clock.monotonic()
+        self.recent.extendleft(sorted((now - age for age in ages), reverse=True))
+
+    def warn_of_budgets(self, snapshot: Snapshot, cards: Sequence[Card]) -> None:
+        """Say once, while it lasts, of each PodDisruptionBudget over a pod reclaim could take that it allows
+        no eviction (:mod:`.reclaim.budgets`): the pass honours it, so a waiting notebook waits out its wait."""
+        blocking = blocking_budgets(snapshot.pdbs, snapshot.pods, reclaim_candidates(cards, self.policy))
+        for found in blocking:
+            if found not in self.budgets_warned:
+                log.warning("%s", warning_text(*found))
+        self.budgets_warned = set(blocking)
 
     async def reclaim_pass(self) -> list[tuple[PodKey, PodKey, str]]:
         """Evict what the queued notebooks need now: (victim, notebook, outcome) per eviction asked."""
@@ -152,6 +180,7 @@ class Reclaimer:
         ]
         cards = dra_cards(snapshot.slices, snapshot.claims, snapshot.pods)
         budgets = budgets_of(snapshot.pdbs, snapshot.pods)
+        self.warn_of_budgets(snapshot, cards)
         left = evictions_left(self.recent, now, self.per_minute)
         plan = plan_reclaims(needs, cards, self.policy, budgets, left)
         by_key = {pod_key(pod): pod for pod in snapshot.pods}
@@ -161,7 +190,7 @@ class Reclaimer:
             outcome = await self.api.evict(victim)
             self.metrics.reclaims.labels(outcome=outcome).inc()
             if outcome == "evicted":
-                self.started.setdefault(waiter, now)
+                self.started.setdefault(waiter, self.clock.now())
                 message = reason_text(by_key[waiter])
                 await self.api.record_event(by_key[victim], message)
                 log.info("Evicted %s/%s: %s", *victim, message)
@@ -212,6 +241,9 @@ class KubeReclaimApi:
             return "failed"
         return "evicted"
 
+    async def reclaim_events(self) -> list[Pod]:
+        return list(await list_items(self.core.list_event_for_all_namespaces, "events", field_selector=EVENT_SELECTOR))
+
     async def record_event(self, pod: Pod, message: str) -> None:
         metadata = pod.get("metadata") or {}
         now = self.clock.now().isoformat().replace("+00:00", "Z")
@@ -224,7 +256,7 @@ class KubeReclaimApi:
                 "namespace": metadata.get("namespace"), "uid": metadata.get("uid"),
             },
             "reason": EVENT_REASON, "message": message, "type": "Normal",
-            "source": {"component": "fracnb-service"}, "reportingComponent": "fracnb-service",
+            "source": {"component": EVENT_SOURCE}, "reportingComponent": EVENT_SOURCE,
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }  # fmt: skip
         try:
@@ -233,7 +265,28 @@ class KubeReclaimApi:
             log.warning("Could not write the reclaim event on %s: %s", metadata.get("name"), error)
 
 
+async def remember_recent_evictions(reclaimer: Reclaimer) -> None:
+    """Count the evictions of the last minute made before this start (the service's own events), so that a
+    restarted service keeps to ``evictions_per_minute``. Where the events cannot be read (no RBAC to list
+    them), the first minute counts as spent: waiting a minute is safer than evicting twice the limit."""
+    try:
+        events = await reclaimer.api.reclaim_events()
+    except Exception as error:
+        log.warning(
+            "Cannot read the service's Reclaimed events (%s; list on events: helm-values/rbac.yaml): no eviction"
+            " in the first minute",
+            error,
+        )
+        reclaimer.remember_evictions([0.0] * reclaimer.per_minute)
+        return
+    ages = eviction_ages(events, reclaimer.clock.now())
+    reclaimer.remember_evictions(ages)
+    if ages:
+        log.info("%d evictions of the last minute were made before this start: they count to the limit", len(ages))
+
+
 async def reclaim_forever(reclaimer: Reclaimer, every: float) -> None:
+    await remember_recent_evictions(reclaimer)
     while True:
         try:
             await reclaimer.reclaim_pass()

@@ -271,7 +271,9 @@ class ServiceTraits(HasTraits):
         File where the session reports that notebooks post while the session database is away are
         kept until it answers again (one JSON line each, readable by the service's user only), so
         that a restart of the service during the outage loses none; it is removed once all are
-        stored. "" keeps them in memory only. Default: fracnb-kept-reports.jsonl beside an SQLite
+        stored. The notices of the stops the service makes meanwhile are kept the same way, in a
+        file beside it (fracnb-kept-reports.jsonl -> fracnb-kept-reports.stops.jsonl). "" keeps
+        both in memory only. Default: fracnb-kept-reports.jsonl beside an SQLite
         db_url's file; with another database, "" (set a path on a volume that outlives the hub
         pod, as the hub's own database's does on Zero-to-JupyterHub).
 
