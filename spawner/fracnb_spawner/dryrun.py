@@ -33,9 +33,17 @@ from fracnb_spawner.configure import check_config
 from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.gpu.backends import KAI_FRACTION_ANNOTATION
 from fracnb_spawner.gpu.words import plan_summary
+from fracnb_spawner.placement.words import placement_lines
 from fracnb_spawner.queue.config import FracnbQueue
+from fracnb_spawner.queue.engine import Engine
+from fracnb_spawner.queue.engines import engine_of
+from fracnb_spawner.queue.kueue.model import GROUP as KUEUE_GROUP
+from fracnb_spawner.queue.kueue.model import OWNER_ANNOTATION
+from fracnb_spawner.queue.kueue.model import VERSION as KUEUE_VERSION
+from fracnb_spawner.queue.localqueues import local_queue_name
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.quota.policy import QuotaPolicy
+from fracnb_spawner.reclaim.budgets import manifest_warnings
 from fracnb_spawner.reclaim.config import FracnbReclaim
 from fracnb_spawner.reclaim.lending import lending_of
 from fracnb_spawner.service.gpuunused import measurability
@@ -68,13 +76,18 @@ def values_of(path: Path) -> dict:
         kinds = ", ".join(_object_name(doc) for doc in objects)
         raise NotHubConfigError(
             f"{path.name} holds Kubernetes objects to apply with kubectl ({kinds}), not hub values: "
-            f"there is nothing in it to check. {WHAT_TO_GIVE}"
+            f"there is nothing in it to check. {WHAT_TO_GIVE}{budget_notes(objects)}"
         )
     if len(documents) != 1 or not isinstance(documents[0], dict) or not set(VALUES_KEYS) & set(documents[0]):
         raise NotHubConfigError(
             f"{path.name} has no hub or singleuser values: there is nothing in it to check. {WHAT_TO_GIVE}"
         )
     return documents[0]
+
+
+def budget_notes(objects: list[dict]) -> str:
+    """The file's PodDisruptionBudgets that would allow reclaim no eviction of its workloads' pods, one per line."""
+    return "".join(f"\nWarning: {warning}" for warning in manifest_warnings(objects))
 
 
 def _object_name(document: dict) -> str:
@@ -265,9 +278,9 @@ def service_lines(service: Any) -> list[str]:
     ]
 
 
-def hibernation_lines(service: Any, spawner: Any, engine: str) -> list[str]:
+def hibernation_lines(service: Any, spawner: Any, engine: Engine) -> list[str]:
     """What the service and the spawner (``configured_traits``) do before stopping a GPU server, and what a
-    server Kueue preempts does (``engine``: ``c.FracnbQueue.engine``)."""
+    server the queue ``engine`` preempts does (``c.FracnbQueue.engine``)."""
     settings = service.hibernation()
     if not settings.enabled:
         return ["  off (FracnbService.hibernation_timeout = 0): GPU servers are stopped without saving variables"]
@@ -290,10 +303,49 @@ def hibernation_lines(service: Any, spawner: Any, engine: str) -> list[str]:
         + (
             f"yes, it saves on SIGTERM within {duration_text(settings.timeout)} of its grace period"
             " (FRACNB_STOP_HIBERNATION_TIMEOUT)"
-            if engine == "kueue"
-            else "not with the builtin engine (FracnbQueue.engine)"
+            if engine.preempts
+            else f"not with the {engine.name} engine (FracnbQueue.engine)"
         ),
     ]
+
+
+NAMING_EXAMPLES = ("ann", "carol.smith", "carol_smith")
+
+
+def kueue_queue_lines(queue: FracnbQueue) -> list[str]:
+    """How an admin names and marks the per-user LocalQueues with engine "kueue"; none with builtin."""
+    template = engine_of(queue).local_queue_template(queue)
+    if template is None:
+        return []
+    examples = ", ".join(f"{user} -> {local_queue_name(template, user)}" for user in NAMING_EXAMPLES)
+    return [
+        "per-user LocalQueues (engine kueue, docs/queue.md):",
+        f"  each user's, in the hub's namespace: {template} (FracnbQueue.kueue_local_queue); a name that is a DNS"
+        f" label without '---' is kept, any other gets a hash of it: {examples}",
+        f"  annotate each with {OWNER_ANNOTATION}: <exact hub username>; a GPU spawn is refused before its pod"
+        " unless the user's LocalQueue exists and any such annotation names that user",
+        "  a user's queue, ready to fill in: fracnb-dry-run <config> --kueue-queue-of <username> ...",
+    ]
+
+
+def local_queue_manifests(queue: FracnbQueue, users: Iterable[str]) -> str:
+    """The LocalQueue of each user (``--kueue-queue-of``), as YAML to fill in and apply."""
+    return yaml.safe_dump_all(
+        [
+            {
+                "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+                "kind": "LocalQueue",
+                "metadata": {
+                    "name": local_queue_name(queue.kueue_local_queue, user),
+                    "namespace": "<the hub's namespace>",
+                    "annotations": {OWNER_ANNOTATION: user},
+                },
+                "spec": {"clusterQueue": "<the user's team ClusterQueue>"},
+            }
+            for user in users
+        ],
+        sort_keys=False,
+    )
 
 
 def lending_lines(config: Config, backends: Iterable[str]) -> list[str]:
@@ -316,8 +368,12 @@ def summary(config: Config, *, choices: int = 1, backends: Iterable[str] = ()) -
         f"  CPU-only servers by default: {idle_policy_text(cpu.idle_timeout, cpu.max_age)}",
         *service_lines(FracnbService(config=config)),
         "hibernation (docs/hibernation.md):",
-        *hibernation_lines(FracnbService(config=config), configured_traits(config), FracnbQueue(config=config).engine),
+        *hibernation_lines(
+            FracnbService(config=config), configured_traits(config), engine_of(FracnbQueue(config=config))
+        ),
+        *placement_lines(configured_traits(config).placement, list(dict.fromkeys(backends))),
         *lending_lines(config, backends),
+        *kueue_queue_lines(FracnbQueue(config=config)),
     ]
     return lines
 
@@ -331,6 +387,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("config", type=Path, help="jupyterhub_config.py, or a Zero-to-JupyterHub values .yaml")
     parser.add_argument("--manifest", action="store_true", help="also print the full pod manifest of every choice")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument(
+        "--kueue-queue-of",
+        nargs="+",
+        metavar="USERNAME",
+        help="print only these hub users' Kueue LocalQueues (named by FracnbQueue.kueue_local_queue), to fill in",
+    )
     args = parser.parse_args(argv)
     if not args.config.exists():
         print(f"fracnb-dry-run: {args.config} does not exist", file=sys.stderr)
@@ -347,7 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         except (TraitError, ProfileConfigError, OverrideError) as error:
             print(f"fracnb-dry-run: configuration refused: {error}", file=sys.stderr)
             return 1
-    if args.json:
+    if args.kueue_queue_of:
+        print(local_queue_manifests(FracnbQueue(config=config), args.kueue_queue_of), end="")
+    elif args.json:
         print(json.dumps(rows, indent=2, default=str))
     else:
         _print_table(rows)

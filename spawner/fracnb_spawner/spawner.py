@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from jupyterhub.app import JupyterHub
 from jupyterhub.utils import maybe_future
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubespawner import KubeSpawner
@@ -29,8 +30,9 @@ from fracnb_spawner.gpu.companions import CompanionError, Companions
 from fracnb_spawner.hibernation.userstop import hibernate_before_user_stop, may_hold_kernels
 from fracnb_spawner.history.hubstops import record_user_stop
 from fracnb_spawner.hubstate import HubState
+from fracnb_spawner.placement.hub import place
 from fracnb_spawner.queue.config import FracnbQueue
-from fracnb_spawner.queue.kueuestop import note_stop, stop_past_kueue
+from fracnb_spawner.queue.kueue.stop import note_stop, stop_past_kueue
 from fracnb_spawner.queue.releases import CullDefaults
 from fracnb_spawner.queue.spawning import QueueTimeoutError, SpawnQueue, hub_server_activity, merge, ready_unless_left
 from fracnb_spawner.quota.config import FracnbQuotas
@@ -59,10 +61,12 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.hub_state.setting(self.config, "hub log", lambda: join_hub_log(self.log))  # fracnb's INFO lines too
+        if JupyterHub.initialized():  # its shutdown's stops are told as such, not as someone's request
+            self.hub_state.stops.watch_hub_shutdown(JupyterHub.instance())
         self.share_settings(self.hub_state.setting(self.config, "derived settings", dict))
         self.spawn_plan: SpawnPlan | None = None  # this spawn's, or the running server's (from the state)
         self.choosing = Choosing(self)
-        self.queue = SpawnQueue(self, self._running_queue, self._activity, lambda: _service_cull_defaults(self))
+        self.queue = SpawnQueue(self, self._running_queue, self._activity, self._service_cull_defaults)
         self.companions = Companions()
         self.values = SpawnValues()  # trait values a kubespawner_override changed, and start_timeout
         self._form_choice: dict = {}  # the last choice submitted on the form, shown again after a refusal
@@ -234,16 +238,16 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         self._pod_created = False
         cancelled, succeeded = True, False
         try:
-            result = await self.queue.await_started(inner, lambda: _running_url(self))
+            result = await self.queue.await_started(inner, self._running_url)
             cancelled = False
-            await _owning(self)
+            await self._owning()
             succeeded = True
             return result
         except QueueTimeoutError:
             cancelled = False
             await _cancelled(inner)  # KubeSpawner's own wait for the pod, before the pod goes
             message = self.queue.gave_up()
-            await _stop_quietly(self)
+            await self._stop_quietly()
             raise RefusedSpawnError(503, message, reason="queue-timeout") from None
         except Exception as error:
             cancelled = False
@@ -267,16 +271,15 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         """Queue (or not), create the pod and the plan's objects beside it at once, the pod their owner
         (:mod:`.gpu.companions`). Here, not in ``_start``: KubeSpawner applies the user's choice inside
         ``_start``, and retries this request after deleting a leftover pod of the same name."""
-        if self.queue.ask is not None:
-            await self.queue.join(self.hub_state.gpu_queue(self.api, self.log), pod)
+        await self._queued_and_placed(pod)
         try:
             made = await self.companions.with_pod(
-                self.api.api_client, self.namespace, create_pod=lambda: _created_pod(self, pod, request_timeout),
-                drop_pod=lambda: _replace_leftover(self), bound=lambda uid: _bound(self, uid), log=self.log,
+                self.api.api_client, self.namespace, create_pod=lambda: self._created_pod(pod, request_timeout),
+                drop_pod=self._replace_leftover, bound=self._bound, log=self.log,
             )  # fmt: skip
         except CompanionError as error:
             # The pod would wait for its claim forever: it goes now, and with it what it owns.
-            await _stop_quietly(self)
+            await self._stop_quietly()
             raise HubConfigError(f"This server could not start: {error}") from None
         if made is None:
             return False
@@ -342,83 +345,86 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         state = HubState.running()
         return state.gpu_queue(self.api, self.log) if state is not None and state.watches is not None else None
 
+    def _service_cull_defaults(self) -> CullDefaults:
+        """The fracnb service's default policy and warning lead (``c.FracnbService``), read once per hub
+        configuration: the queue's estimate decides a holder's deadline as the service does."""
 
-def _service_cull_defaults(spawner: FractionalSpawner) -> CullDefaults:
-    """The fracnb service's default policy and warning lead (``c.FracnbService``), read once per hub
-    configuration: the queue's estimate decides a holder's deadline as the service does."""
+        def read() -> CullDefaults:
+            service = FracnbService(config=self.config)
+            return CullDefaults(CullPolicy(service.default_idle_timeout, service.default_max_age), service.warning_lead)
 
-    def read() -> CullDefaults:
-        service = FracnbService(config=spawner.config)
-        return CullDefaults(CullPolicy(service.default_idle_timeout, service.default_max_age), service.warning_lead)
+        return self.hub_state.setting(self.config, "cull defaults", read)
 
-    return spawner.hub_state.setting(spawner.config, "cull defaults", read)
+    # ---- the pod of a start: KubeSpawner's creation and wait, with fracnb's queue, placement and objects ----
+
+    async def _queued_and_placed(self, pod: Any) -> None:
+        """Before the pod is created: its turn in the GPU queue (or a gated pod), then its card (:mod:`.placement`),
+        once per spawn (KubeSpawner's retry after a leftover pod finds the claim made already)."""
+        if self.queue.ask is not None:
+            await self.queue.join(self.hub_state.gpu_queue(self.api, self.log), pod)
+        if not self.companions.made:
+            await place(self, pod)
+
+    async def _created_pod(self, pod: Any, request_timeout: float) -> Any:
+        """KubeSpawner's ``_make_create_pod_request``, keeping the apiserver's answer (the pod as created: its uid
+        makes it the owner of its objects without reading it again). None: KubeSpawner's back-off tries again."""
+        self.log.info("Attempting to create pod %s, with timeout %s", pod.metadata.name, request_timeout)
+        try:
+            return await asyncio.wait_for(self.api.create_namespaced_pod(self.namespace, pod), request_timeout)
+        except asyncio.TimeoutError:
+            return None  # it may have been created: the next try meets it (409) and replaces it
+        except ApiException as error:
+            if error.status != 409:
+                self.log.exception("Failed for %s", pod.to_str())
+                raise
+        kept = await self.queue.take_over_kept_pod(pod)
+        if kept is not None:  # Kueue's queue: replacing the pod would send it to the back (a new Workload)
+            made, self.api_token = kept  # JupyterHub registers the token a spawner reuses
+            return made
+        self.log.info("Found existing pod %s, attempting to kill", pod.metadata.name)
+        await self._replace_leftover()
+        return None
+
+    async def _replace_leftover(self) -> None:
+        """Delete the pod of this server's name before KubeSpawner creates it again; this start keeps its quota."""
+        self._replacing_leftover = True
+        try:
+            await self.stop(True)
+        finally:
+            self._replacing_leftover = False
+
+    def _bound(self, uid: str) -> bool:
+        """Whether kube-scheduler bound this start's pod (``uid``), as KubeSpawner's pod reflector has it."""
+        pod = self.queue.reflected_pod() or {}
+        return pod.get("metadata", {}).get("uid") == uid and bool(pod.get("spec", {}).get("nodeName"))
+
+    def _running_url(self) -> str | None:
+        """KubeSpawner's result (the server's URL) once the pod runs, if all that is left of its start is its wait."""
+        pod = self.queue.reflected_pod() if self._pod_created else None
+        if not self.is_pod_running(pod) or self.internal_ssl or self.services_enabled:
+            return None
+        if self.after_pod_created_hook:  # it runs after KubeSpawner's own wait
+            return None
+        self.pod_id = pod["metadata"]["uid"]
+        return self._get_pod_url(pod)
+
+    async def _owning(self) -> None:
+        """Before a start returns: its pod owns its objects; if that failed, the start fails and the pod goes."""
+        try:
+            await self.companions.adopted()
+        except CompanionError as error:
+            await self._stop_quietly()
+            raise HubConfigError(f"This server could not start: {error}") from None
+
+    async def _stop_quietly(self) -> None:
+        try:
+            await self.stop(now=True)
+        except Exception as error:  # the refusal says why the spawn ended; the hub's next poll sees the rest
+            self.log.warning("fracnb: could not remove %s after its start was given up: %r", self._log_name, error)
 
 
 def _applied_by_load_user_options(spawner: FractionalSpawner, user_options: dict) -> None:
     """``apply_user_options``: nothing to do here (see ``FractionalSpawner.load_user_options``)."""
-
-
-def _running_url(spawner: FractionalSpawner) -> str | None:
-    """KubeSpawner's result (the server's URL) once the pod runs, if all that is left of its start is its wait."""
-    pod = spawner.queue.reflected_pod() if spawner._pod_created else None
-    if not spawner.is_pod_running(pod) or spawner.internal_ssl or spawner.services_enabled:
-        return None
-    if spawner.after_pod_created_hook:  # it runs after KubeSpawner's own wait
-        return None
-    spawner.pod_id = pod["metadata"]["uid"]
-    return spawner._get_pod_url(pod)
-
-
-async def _created_pod(spawner: FractionalSpawner, pod: Any, request_timeout: float) -> Any:
-    """KubeSpawner's ``_make_create_pod_request``, keeping the apiserver's answer (the pod as created: its uid
-    makes it the owner of its objects without reading it again). None: KubeSpawner's back-off tries again."""
-    spawner.log.info("Attempting to create pod %s, with timeout %s", pod.metadata.name, request_timeout)
-    try:
-        return await asyncio.wait_for(spawner.api.create_namespaced_pod(spawner.namespace, pod), request_timeout)
-    except asyncio.TimeoutError:
-        return None  # it may have been created: the next try meets it (409) and replaces it
-    except ApiException as error:
-        if error.status != 409:
-            spawner.log.exception("Failed for %s", pod.to_str())
-            raise
-    kept = await spawner.queue.take_over_kept_pod(pod)
-    if kept is not None:  # Kueue's queue: replacing the pod would send it to the back (a new Workload)
-        made, spawner.api_token = kept  # JupyterHub registers the token a spawner reuses
-        return made
-    spawner.log.info("Found existing pod %s, attempting to kill", pod.metadata.name)
-    await _replace_leftover(spawner)
-    return None
-
-
-async def _replace_leftover(spawner: FractionalSpawner) -> None:
-    """Delete the pod of this server's name before KubeSpawner creates it again; this start keeps its quota."""
-    spawner._replacing_leftover = True
-    try:
-        await spawner.stop(True)
-    finally:
-        spawner._replacing_leftover = False
-
-
-def _bound(spawner: FractionalSpawner, uid: str) -> bool:
-    """Whether kube-scheduler bound this start's pod (``uid``), as KubeSpawner's pod reflector has it."""
-    pod = spawner.queue.reflected_pod() or {}
-    return pod.get("metadata", {}).get("uid") == uid and bool(pod.get("spec", {}).get("nodeName"))
-
-
-async def _owning(spawner: FractionalSpawner) -> None:
-    """Before a start returns: its pod owns its objects; if that failed, the start fails and the pod goes."""
-    try:
-        await spawner.companions.adopted()
-    except CompanionError as error:
-        await _stop_quietly(spawner)
-        raise HubConfigError(f"This server could not start: {error}") from None
-
-
-async def _stop_quietly(spawner: FractionalSpawner) -> None:
-    try:
-        await spawner.stop(now=True)
-    except Exception as error:  # the refusal says why the spawn ended; the hub's next poll sees the rest
-        spawner.log.warning("fracnb: could not remove %s after its start was given up: %r", spawner._log_name, error)
 
 
 async def _cancelled(task: asyncio.Future) -> None:

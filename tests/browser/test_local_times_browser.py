@@ -64,7 +64,7 @@ def test_a_saves_time_is_said_in_the_browsers_zone_with_its_abbreviation(browser
         page = context.new_page()
         page.set_content(html)
         shown = page.inner_text(".announcement")
-        assert "Your server was stopped on request (at 19:37 EST)." in shown
+        assert "Your server was stopped on request by you or an admin (at 19:37 EST)." in shown
         assert "Variables of train.ipynb saved at 19:37 EST: 1 KiB, 2 variables." in shown
         assert page.inner_text(".hibernation") == "Variables of train.ipynb saved at 19:37 EST: 1 KiB, 2 variables."
         assert page.locator("time time").count() == 0

@@ -304,6 +304,7 @@ def test_a_stopped_server_is_explained_wherever_its_user_lands(
     shot(page, "culled-server-not-running")
     page.goto(f"{demo.settings.url}/services/fracnb/")
     expect(page.locator("section#stopped")).to_contain_text(said)
+    expect(page.locator("section#stopped h2")).to_have_text("Stopped by fracnb")
     # Started again, the notice is old news.
     call(demo, "hub/api/users/carol/server", method="POST", body={"profile": "cpu"})
     wait_until(lambda: (server(demo, "carol") or {}).get("ready"), what="carol's server again", timeout=120)
@@ -311,16 +312,21 @@ def test_a_stopped_server_is_explained_wherever_its_user_lands(
     expect(page.locator(".fracnb-stopped")).to_have_count(0)
     page.goto(f"{demo.settings.url}/services/fracnb/")
     expect(page.locator("section#stopped")).to_have_count(0)
-    # She stops it herself: her pages tell this stop (nothing saved: a CPU server), not the older cull's.
+    # She stops it herself: her pages tell this stop (nothing saved: a CPU server), not the older cull's; the
+    # home she stopped it from shows it without her reloading.
     page.goto(f"{demo.settings.url}/hub/home")
     page.locator("#stop").click()
-    wait_until(lambda: server(demo, "carol") is None, what="carol's own stop", timeout=120)
-    page.goto(f"{demo.settings.url}/hub/home")
     own = page.locator(".announcement .fracnb-stopped")
-    expect(own).to_contain_text(re.compile(r"Your server was stopped on request \(at \d\d:\d\d E[SD]T\)\. "))
+    expect(own).to_be_visible(timeout=120_000)
+    wait_until(lambda: server(demo, "carol") is None, what="carol's own stop", timeout=120)
+    expect(own).to_contain_text(
+        re.compile(r"Your server was stopped on request by you or an admin \(at \d\d:\d\d E[SD]T\)\. ")
+    )
     expect(own).to_contain_text("Running kernels were shut down: their variables and anything not saved are lost.")
     expect(own).not_to_contain_text("for being idle")
     shot(page, "own-stop-notice")
+    page.goto(f"{demo.settings.url}/services/fracnb/")  # not fracnb's doing: not headed as such
+    expect(page.locator("section#stopped h2")).to_have_text("Your server was stopped")
 
 
 def test_non_admins_get_a_styled_refusal_of_the_report(first_hour: RunningDemo, context: BrowserContext) -> None:

@@ -150,8 +150,10 @@ def test_an_idle_servers_variables_survive_its_cull_with_its_tab_open(short_demo
 
         # The hub log says so: the service's cull and the hibernation before it.
         hub_log = demo.log_file.read_text(errors="replace")
-        assert "Culled server '' of 'carol' (idle, HTTP " in hub_log
-        assert re.search(r"Hibernation of server '' of 'carol' before its stop \(idle\): partly-saved in ", hub_log)
+        assert "Culled the default server of 'carol' (idle, HTTP " in hub_log
+        assert re.search(
+            r"Hibernation of the default server of 'carol' before its stop \(idle\): partly-saved in ", hub_log
+        )
 
         # The open tab says why it stopped and what was saved.
         status = page.locator(".fracnb-meter-status")
@@ -217,7 +219,7 @@ def test_an_idle_servers_variables_survive_its_cull_with_its_tab_open(short_demo
         # from the server's event, on the socket it opened before, with why the hub stopped it.
         call(demo, "hub/api/users/carol/server", method="DELETE")
         wait_until(lambda: default_server(demo, "carol") is None, what="carol's server to stop", timeout=120)
-        own_stop = page.locator(TOAST, has_text="This server was stopped on request.")
+        own_stop = page.locator(TOAST, has_text="This server was stopped on request by you or an admin.")
         expect(own_stop).to_contain_text("Your variables were saved: open the notebook again to restore them.",
                                          timeout=60_000)  # fmt: skip
         page.locator(".fracnb-meter-status").click()
@@ -234,7 +236,9 @@ def test_an_idle_servers_variables_survive_its_cull_with_its_tab_open(short_demo
         # Her hub home tells this stop, not the cull before it: what it saved, and when.
         page.goto(f"{demo.settings.url}/hub/home")
         notice = page.locator(".announcement .fracnb-stopped")
-        expect(notice).to_contain_text(re.compile(r"Your server was stopped on request \(at \d\d:\d\d \w+\)\."))
+        expect(notice).to_contain_text(
+            re.compile(r"Your server was stopped on request by you or an admin \(at \d\d:\d\d \w+\)\.")
+        )
         expect(notice).not_to_contain_text("for being idle")
         expect(notice).to_contain_text("Your saved files are kept, and the variables listed here")
         shot(page, "hibernation-own-stop-notice")

@@ -19,6 +19,7 @@ from fracnb_spawner.history import db
 from fracnb_spawner.history.hubstops import LEFT_QUEUE_SECONDS, HubStops, record_user_stop
 from fracnb_spawner.history.stops import (
     CONSEQUENCES,
+    HUB_SHUTDOWN,
     LEFT_QUEUE,
     NOTHING_HELD_CONSEQUENCES,
     SAVED_CONSEQUENCES,
@@ -28,6 +29,7 @@ from fracnb_spawner.history.stops import (
     notice_html,
     notice_sentences,
     record_stop,
+    stops_heading,
 )
 from fracnb_spawner.hubstate import HubState
 from tests.shared_cases import shared_cases
@@ -78,7 +80,7 @@ def test_her_own_stop_replaces_the_older_culls_notice_and_says_nothing_was_saved
         user.spawner.orm_spawner.started = None  # as JupyterHub leaves a stopped server
         HubState.current().stops = HubStops()  # the hub restarted: only the history remembers
         shown = str(StoppedNotice()(user))
-        assert "Your server was stopped on request (at " in shown
+        assert "Your server was stopped on request by you or an admin (at " in shown
         assert CONSEQUENCES in shown  # her variables are lost, and the notice says so
         assert "saved at" not in shown
         assert "for being idle" not in shown
@@ -94,7 +96,7 @@ def test_a_stop_on_request_that_saved_says_what(tmp_path) -> None:
     asyncio.run(record_user_stop(user.spawner, hibernation))  # no history yet: this hub process keeps it
     user.spawner.orm_spawner.started = None
     shown = str(StoppedNotice()(user))
-    assert "Your server was stopped on request (at " in shown
+    assert "Your server was stopped on request by you or an admin (at " in shown
     assert SAVED_CONSEQUENCES in shown
     assert "Variables of train.ipynb saved at " in shown
 
@@ -158,7 +160,7 @@ def test_a_stop_that_found_nothing_to_save_does_not_contradict_itself() -> None:
         "hibernation": empty
     })  # fmt: skip
     assert notice_sentences(notice) == [
-        f"Your server was stopped on request (at 00:52 UTC). {NOTHING_HELD_CONSEQUENCES}"
+        f"Your server was stopped on request by you or an admin (at 00:52 UTC). {NOTHING_HELD_CONSEQUENCES}"
     ]
     assert "shut down" not in NOTHING_HELD_CONSEQUENCES
 
@@ -184,7 +186,7 @@ def test_the_stop_after_a_lost_node_keeps_the_nodes_notice(tmp_path) -> None:
     asyncio.run(record_user_stop(user.spawner, None))  # the hub's stop of the server its poll found gone
     user.spawner.orm_spawner.started = None
     assert stops.of_server("hal", "").details["text"] == text  # what the server's spawn form says
-    assert "on request" not in str(StoppedNotice()(user))
+    assert "request" not in str(StoppedNotice()(user))
 
 
 def test_on_a_tie_the_stored_notice_wins_over_the_hubs_own():
@@ -201,3 +203,45 @@ def test_on_a_tie_the_stored_notice_wins_over_the_hubs_own():
 
 def test_the_meter_is_told_a_stop_on_request_as_the_stop_records_it():
     assert ON_REQUEST == USER_STOP
+
+
+class HubApp:
+    """The part of JupyterHub's application its shutdown goes through: ``cleanup`` stops every server."""
+
+    def __init__(self, stop_all: Any) -> None:
+        self.stop_all = stop_all
+
+    async def cleanup(self) -> None:
+        await self.stop_all()
+
+
+def test_the_hubs_own_shutdown_is_not_told_as_someones_request(tmp_path) -> None:
+    """Ctrl-C on the demo (SIGTERM to JupyterHub) stops every server in the hub's cleanup: each notice says the
+    hub shut down, not "on request", and the service page's heading does not say fracnb stopped it."""
+    url = f"sqlite:///{tmp_path / 'fracnb-service.sqlite'}"
+    history = db.open_database(url)
+    try:
+        user = fake_user("dee", url, started=ago(10))
+        state = user.spawner.hub_state
+        state.stops = HubStops()
+        app = HubApp(lambda: record_user_stop(user.spawner, None))
+        state.stops.watch_hub_shutdown(app)
+        state.stops.watch_hub_shutdown(app)  # every spawner asks: the cleanup is wrapped once
+        asyncio.run(app.cleanup())
+        user.spawner.orm_spawner.started = None
+        stored = newest_stop(history, "dee", now=datetime.now(timezone.utc))
+        assert stored.reason == HUB_SHUTDOWN
+        shown = str(StoppedNotice()(user))
+        assert "Your server was stopped as JupyterHub shut down (at " in shown
+        assert "request" not in shown
+        assert stops_heading([stored]) == "Your server was stopped"
+    finally:
+        db.close(history)
+
+
+def test_only_the_services_own_stops_are_headed_as_fracnbs() -> None:
+    cull = StopNotice("ann", "", ago(30), "idle", 900)
+    own = StopNotice("ann", "gpu", ago(20), USER_STOP)
+    assert stops_heading([cull]) == "Stopped by fracnb"
+    assert stops_heading([own]) == "Your server was stopped"
+    assert stops_heading([own, cull]) == "Your servers were stopped"

@@ -94,3 +94,20 @@ def test_the_command_advises_over_the_hubs_choices_with_config(history, db_url, 
     assert "- 0.25 GPU: 95 % of 3 sessions peaked at 532.5 MiB or less; users are advised Small GPU memory" in out
     assert main(["--db-url", db_url]) == 0  # without the hub's choices: only those in the data
     assert "What users are advised: nothing" in capsys.readouterr().out
+
+
+def test_the_report_advises_from_as_many_sessions_as_a_user_needs(history) -> None:
+    """Two sessions that used no GPU memory: neither the user's panel nor the report advises yet (one rule), and
+    with a third both do. The report says that it pools every user's sessions."""
+    store.insert_many(history, [quarter("cy", n, peak_bytes=0) for n in range(2)])
+    profiles, rows, headroom = demo_rows()
+    newest_first = sorted(store.sessions_of(history, "cy"), key=lambda r: r["started_at"], reverse=True)
+    assert advise(past_sessions(newest_first, rows), offers_from_rows(profiles, rows)) is None
+    report = load_report(history, menu=report_menu(profiles, rows, headroom))
+    assert (report.rows[0].advised, report.advice) == (None, [])
+    assert "over every user's sessions of the choice together" in as_text(report)
+    assert "nothing before a choice has 3 sessions, as for each user" in as_text(report)
+    fewer = load_report(history, menu=report_menu(profiles, rows, headroom, min_sessions=2))
+    assert fewer.rows[0].advised == "Small GPU memory"  # c.FractionalSpawner.right_sizing_min_sessions = 2
+    store.insert_many(history, [quarter("dan", 2, peak_bytes=0)])  # another user's: the report pools them
+    assert load_report(history, menu=report_menu(profiles, rows, headroom)).rows[0].advised == "Small GPU memory"

@@ -6,9 +6,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy, Reason
-from fracnb_spawner.service.page import server_rows
+from fracnb_spawner.service.page import server_rows, waiting_html
 
 NOW = datetime(2026, 11, 25, 14, 0, tzinfo=timezone.utc)
 
@@ -47,3 +48,11 @@ def test_the_warning_says_the_variables_are_saved_first() -> None:
     assert row.deadline_text == "in 2 min (idle, at 14:02 UTC); its idle kernels' variables are saved first"
     (unsaved,) = server_rows(users, {("ann", ""): pod}, warned)
     assert unsaved.deadline_text == "in 2 min (idle, at 14:02 UTC)"
+
+
+def test_a_waiting_spawns_time_is_shown_in_the_readers_zone() -> None:
+    """The admin's "Waiting for a GPU" table says since when as the page's other times do: a <time> that the
+    page's script rewrites in the browser's zone (the hub's zone without JavaScript), not a fixed UTC."""
+    html = str(waiting_html(NOW - timedelta(minutes=25), NOW, ZoneInfo("Europe/Berlin")))
+    assert html == '25 min (since <time datetime="2026-11-25T13:35:00Z" data-fracnb-time="clock">14:35 CET</time>)'
+    assert str(waiting_html(None, NOW)) == "—"

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 from collections.abc import Iterator
 
 import pytest
 
-from fracnb_spawner.common.logsafe import join_hub_log
+from fracnb_spawner.common.logsafe import join_hub_log, server_shown
 from fracnb_spawner.hibernation.client import Hibernation
 from fracnb_spawner.hibernation.culled import outcome_text
 from fracnb_spawner.service.app import FracnbService
+from fracnb_spawner.service.core import PassReport
+from fracnb_spawner.service.loops import pass_summary
 
 
 @pytest.fixture
@@ -25,12 +28,27 @@ def fracnb_logger() -> Iterator[logging.Logger]:
     logger.setLevel(level)
 
 
-def test_the_service_logs_a_cull_at_its_default_level(fracnb_logger, capsys) -> None:
+def test_the_service_logs_a_cull_at_its_default_level_with_its_time(fracnb_logger, capsys) -> None:
+    """Its lines reach the hub log among the hub's own: with their time, as the hub writes its lines."""
     service = FracnbService()
     service._configure_logging()
-    logging.getLogger("fracnb.service").info("Culled server %r of %r (%s, HTTP %s)", "", "ann", "idle", 202)
-    assert "Culled server '' of 'ann' (idle, HTTP 202)" in capsys.readouterr().err
+    logging.getLogger("fracnb.service").info("Culled %s (%s, HTTP %s)", server_shown("ann", ""), "idle", 202)
+    written = capsys.readouterr().err
+    assert "Culled the default server of 'ann' (idle, HTTP 202)" in written
+    assert re.search(
+        r"^\[I \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} fracnb\.service test_service_log:\d+\] Culled", written, re.M
+    )
     assert service.log_level == logging.INFO
+
+
+def test_the_log_names_the_default_server_and_whom_a_pass_warned() -> None:
+    assert server_shown("ann", "") == "the default server of 'ann'"
+    assert server_shown("ann", "gpu") == "server 'gpu' of 'ann'"
+    report = PassReport(servers=3, warned=1, warned_servers=[server_shown("bob", "")], culled=[("ann", "", "idle")])
+    assert pass_summary(report) == (
+        "Culling pass: 3 servers, 1 warned of its coming stop (the default server of 'bob'), 1 culled in 0.00s"
+    )
+    assert pass_summary(PassReport(servers=2)) == "Culling pass: 2 servers, 0 warned, 0 culled in 0.00s"
 
 
 def test_the_hub_log_gets_fracnbs_info_lines(fracnb_logger) -> None:

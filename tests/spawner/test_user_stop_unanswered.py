@@ -100,7 +100,7 @@ def test_the_stop_of_a_server_that_did_not_answer_says_nothing_was_saved(hung_se
     asyncio.run(record_user_stop(spawner, hibernation))
     user = SimpleNamespace(name="ann", escaped_name="ann", spawner=spawner, spawners={"": spawner})
     shown = str(StoppedNotice()(user))
-    assert "Your server was stopped on request (at " in shown
+    assert "Your server was stopped on request by you or an admin (at " in shown
     assert f"Variables not saved: the server did not answer within {ANSWER_TIMEOUT:g} s." in shown
     assert "Running kernels were shut down" in shown
 

@@ -18,6 +18,12 @@ def shown(text: object, limit: int = 200) -> str:
     return value if len(value) <= limit else value[: limit - 3] + "..."
 
 
+def server_shown(user: str, server: str) -> str:
+    """A user's server for a log line: "server 'gpu' of 'ann'", and "the default server of 'ann'" for the one
+    without a name (not "server ''"); names as :func:`shown` writes them."""
+    return f"server {shown(server)} of {shown(user)}" if server else f"the default server of {shown(user)}"
+
+
 def escape_controls(text: str) -> str:
     """``text`` with every non-printable character (newline, CR, ESC, U+2028, bidi controls) escaped."""
     if text.isprintable():

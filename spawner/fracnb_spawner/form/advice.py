@@ -20,7 +20,7 @@ from prometheus_client import Counter
 from traitlets import Bool, Float, HasTraits, Int, Unicode, default
 
 from fracnb_spawner.form.rows import ChoiceRow, RowKey
-from fracnb_spawner.history.advice import Advice, Offer, PastSession, advise
+from fracnb_spawner.history.advice import DEFAULT_MIN_SESSIONS, Advice, Offer, PastSession, advise
 from fracnb_spawner.history.db import default_db_url
 from fracnb_spawner.history.reading import HistoryReader
 from fracnb_spawner.history.report import ReportMenu
@@ -72,10 +72,14 @@ def row_key(profile: str | None, choice: str | None, rows: Mapping[RowKey, Choic
     return (profile, None, None) if (profile, None, None) in rows else None
 
 
-def report_menu(profiles: Sequence[Mapping[str, Any]], rows: Mapping[RowKey, ChoiceRow], headroom: float) -> ReportMenu:
-    """The form's choices for the admins' report, located as the advice locates a stored session."""
+def report_menu(
+    profiles: Sequence[Mapping[str, Any]], rows: Mapping[RowKey, ChoiceRow], headroom: float,
+    min_sessions: int = DEFAULT_MIN_SESSIONS,
+) -> ReportMenu:  # fmt: skip
+    """The form's choices for the admins' report, located as the advice locates a stored session, advised on
+    from as many sessions as each user's advice needs."""
     offers = offers_from_rows(profiles, rows)
-    return ReportMenu(offers, lambda profile, choice: row_key(profile, choice, rows), headroom)
+    return ReportMenu(offers, lambda profile, choice: row_key(profile, choice, rows), headroom, min_sessions)
 
 
 def past_sessions(records: Sequence[Mapping[str, Any]], rows: Mapping[RowKey, ChoiceRow]) -> list[PastSession]:
@@ -145,7 +149,8 @@ class AdviceTraits(HasTraits):
     ).tag(config=True)
 
     right_sizing_db_url = Unicode(
-        help="""The session history database the advice reads (read-only). Default:
+        help="""The session history database the advice and the placement (users' busy time) read
+        (read-only). Default:
         c.FracnbService.db_url from the same configuration, else the service's default,
         fracnb-service.sqlite beside the hub's own SQLite database (c.JupyterHub.db_url).
         Example: c.FractionalSpawner.right_sizing_db_url = "postgresql+psycopg://fracnb@db/fracnb" """,

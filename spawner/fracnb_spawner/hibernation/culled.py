@@ -15,7 +15,7 @@ from typing import Any
 
 from tornado.httpclient import AsyncHTTPClient
 
-from fracnb_spawner.common.logsafe import shown
+from fracnb_spawner.common.logsafe import server_shown
 from fracnb_spawner.hibernation.client import Hibernation, ask_to_hibernate
 from fracnb_spawner.hibernation.settings import HibernationSettings
 from fracnb_spawner.hibernation.words import outcome
@@ -78,9 +78,8 @@ class Hibernator:
         hibernation = await ask_to_hibernate(url, self.token, self.settings, stop=reason, http=self.http)
         log.log(
             logging.WARNING if metric_outcome(hibernation) == "failed" else logging.INFO,
-            "Hibernation of server %r of %s before its stop (%s): %s in %.1fs",
-            server,
-            shown(user),
+            "Hibernation of %s before its stop (%s): %s in %.1fs",
+            server_shown(user, server),
             reason,
             outcome_text(hibernation),
             hibernation.seconds,

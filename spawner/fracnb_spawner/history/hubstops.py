@@ -20,7 +20,7 @@ from typing import Any
 from fracnb_spawner.common.clock import SYSTEM_CLOCK
 from fracnb_spawner.hibernation.client import Hibernation
 from fracnb_spawner.hibernation.culled import hibernation_json
-from fracnb_spawner.history.stops import LEFT_QUEUE, USER_STOP, StopNotice, naive_utc
+from fracnb_spawner.history.stops import HUB_SHUTDOWN, LEFT_QUEUE, USER_STOP, StopNotice, naive_utc
 
 LEFT_QUEUE_SECONDS = 3600.0  # "you left the queue" is news for an hour
 
@@ -30,6 +30,7 @@ class HubStops:
 
     def __init__(self) -> None:
         self._recent: dict[tuple[str, str], StopNotice] = {}
+        self.hub_shutting_down = False  # JupyterHub's cleanup has begun: its stops are not someone's request
 
     def note(self, notice: StopNotice) -> None:
         self._recent[(notice.user, notice.server)] = notice
@@ -37,6 +38,20 @@ class HubStops:
     def forget(self, user: str, server: str) -> None:
         """The server starts again: its last stop is old news."""
         self._recent.pop((user, server), None)
+
+    def watch_hub_shutdown(self, app: Any) -> None:
+        """Note when the JupyterHub application ``app`` begins its cleanup (on SIGTERM or SIGINT; with
+        ``c.JupyterHub.cleanup_servers`` it then stops every server), so that those stops are told as the hub's
+        shutdown. JupyterHub has no hook for it: the instance's ``cleanup`` is wrapped, once."""
+        if getattr(app, "_fracnb_watched_shutdown", False):
+            return
+        cleanup = app.cleanup
+
+        async def cleanup_noted() -> None:
+            self.hub_shutting_down = True
+            await cleanup()
+
+        app.cleanup, app._fracnb_watched_shutdown = cleanup_noted, True
 
     def of_server(self, user: str, server: str) -> StopNotice | None:
         return self._recent.get((user, server))
@@ -74,7 +89,9 @@ async def record_user_stop(spawner: Any, hibernation: Hibernation | None) -> Non
         if _told(await asyncio.to_thread(state.history.newest_stop, url, user, now, server), started):
             return
         details = {"hibernation": hibernation_json(hibernation)} if hibernation is not None else {}
-        notice = StopNotice(user, server, now, USER_STOP, details=details)
+        notice = StopNotice(
+            user, server, now, HUB_SHUTDOWN if state.stops.hub_shutting_down else USER_STOP, details=details
+        )
         state.stops.note(notice)
         await asyncio.to_thread(state.history.record_stop, url, notice)
     except Exception as error:  # the notice is for the user's next page: the stop goes ahead without it
@@ -83,6 +100,6 @@ async def record_user_stop(spawner: Any, hibernation: Hibernation | None) -> Non
 
 def _told(notice: StopNotice | None, started: datetime) -> bool:
     """Whether ``notice`` (of this server) already tells this stop: another reason's, since its start."""
-    if notice is None or notice.reason == USER_STOP:
+    if notice is None or notice.reason in (USER_STOP, HUB_SHUTDOWN):
         return False
     return naive_utc(notice.stopped_at) >= started

@@ -34,7 +34,14 @@ from sqlalchemy import case, func, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from fracnb_spawner.common.units import format_bytes, share_words
-from fracnb_spawner.history.advice import DEFAULT_HEADROOM, PEAK_SHARE, Offer, peak_words, suggestion
+from fracnb_spawner.history.advice import (
+    DEFAULT_HEADROOM,
+    DEFAULT_MIN_SESSIONS,
+    PEAK_SHARE,
+    Offer,
+    peak_words,
+    suggestion,
+)
 from fracnb_spawner.history.models import SessionDay, SessionRecord
 from fracnb_spawner.history.rollup import UNKNOWN_PEAK
 
@@ -81,6 +88,7 @@ class Report:
     rows: list[ChoiceRow] = field(default_factory=list)
     advice: list[str] = field(default_factory=list)
     headroom: float = DEFAULT_HEADROOM
+    min_sessions: int = DEFAULT_MIN_SESSIONS  # a choice's sessions (of all users) before it is advised on
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,8 @@ class ReportMenu:
     offers: Sequence[Offer]
     locate: Callable[[str, str], Hashable | None]
     headroom: float = DEFAULT_HEADROOM
+    # As each user's advice (c.FractionalSpawner.right_sizing_min_sessions): no advice on fewer sessions.
+    min_sessions: int = DEFAULT_MIN_SESSIONS
 
 
 def menu_of_totals(totals: Sequence[ChoiceTotals], headroom: float = DEFAULT_HEADROOM) -> ReportMenu:
@@ -173,7 +183,7 @@ def build_report(
     menu = menu or menu_of_totals(totals)
     headroom = menu.headroom if headroom is None else headroom
     offers = {offer.choice: offer for offer in menu.offers}
-    report = Report(headroom=headroom)
+    report = Report(headroom=headroom, min_sessions=menu.min_sessions)
     for item in sorted(totals, key=lambda t: (t.profile, t.budget_bytes or 0, t.choice)):
         histogram = histograms.get((item.profile, item.choice), {})
         current = offers.get(menu.locate(item.profile, item.choice))
@@ -196,7 +206,7 @@ def build_report(
             advised_fits_share=None,
         )
         p95 = _p95_bytes(histogram, item.budget_bytes or 0)
-        if current is not None and p95 is not None:
+        if current is not None and p95 is not None and sum(histogram.values()) >= menu.min_sessions:
             found = suggestion(
                 current, menu.offers, p95_bytes=p95, reached=item.reached_sessions,
                 sessions=sum(histogram.values()), headroom=headroom,
@@ -369,9 +379,10 @@ def text_lines(report: Report) -> Iterable[str]:
         "sessions whose memory reached 95 % of the budget or more."
     )
     yield (
-        "Advised: what the spawn form and the notebook advise the users of each choice, by the same rule: the "
-        f"smallest choice that fits 95 % of the peaks with {report.headroom * 100:.0f} % headroom, or the next "
-        "size up when one session in 20 reached the budget."
+        "Advised: what the spawn form and the notebook advise the users of each choice, by the same rule, here "
+        f"over every user's sessions of the choice together: the smallest choice that fits 95 % of the peaks with "
+        f"{report.headroom * 100:.0f} % headroom, or the next size up when one session in 20 reached the budget; "
+        f"nothing before a choice has {report.min_sessions} sessions, as for each user."
     )
     if report.advice:
         yield "What users are advised:"

@@ -45,9 +45,11 @@ SAVED = ("saved", "partly_saved")  # a kernel's statuses that saved variables
 NOTICE_DAYS = 7  # a stop older than this is not news any more
 # The reasons of the service's own stops (culls): those api/me's ``stopped`` tells (service-me.schema.json).
 SERVICE_REASONS = frozenset({"idle", "demand", "gpu-unused", "gpu-unused-busy", "max-age"})
-# The hub's own: a stop someone asked for ("Stop My Server", an admin), a spawn its user left while it waited in
-# the GPU queue, a pod the hub deleted because its node left the cluster. The last two carry their own text.
-USER_STOP, LEFT_QUEUE, NODE_LOST = "user", "left-queue", "node-lost"
+# The hub's own: a stop someone asked for ("Stop My Server", an admin), a stop of every server as JupyterHub
+# itself shuts down (with c.JupyterHub.cleanup_servers, as the demo's Ctrl-C does), a spawn its user left while
+# it waited in the GPU queue, a pod the hub deleted because its node left the cluster. The last two carry their
+# own text.
+USER_STOP, HUB_SHUTDOWN, LEFT_QUEUE, NODE_LOST = "user", "hub-shutdown", "left-queue", "node-lost"
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,8 @@ FIXED_PHRASES = {
     "demand": "for being idle while someone waited for a GPU",
     "gpu-unused": "for not using its GPU while idle",
     "gpu-unused-busy": "for not using its GPU for too long",
-    USER_STOP: "on request",
+    USER_STOP: "on request by you or an admin",
+    HUB_SHUTDOWN: "as JupyterHub shut down",
 }
 
 
@@ -116,6 +119,14 @@ def stop_phrase(reason: str, limit_seconds: float | None) -> str:
     if reason == "max-age":
         return f"at its maximum age of {duration_text(limit_seconds)}" if limit_seconds else "at its maximum age"
     return FIXED_PHRASES.get(reason, "")
+
+
+def stops_heading(stops: list[StopNotice]) -> str:
+    """The heading over a user's stop notices: "Stopped by fracnb" only when the fracnb service made them all
+    (a stop on request, or JupyterHub's own shutdown, was not fracnb's doing)."""
+    if all(stop.reason in SERVICE_REASONS for stop in stops):
+        return "Stopped by fracnb"
+    return "Your server was stopped" if len(stops) == 1 else "Your servers were stopped"
 
 
 def notice_headline(notice: StopNotice, zone: ZoneInfo | None = None) -> str:

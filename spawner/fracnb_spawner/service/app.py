@@ -6,6 +6,7 @@ import asyncio
 import ipaddress
 import logging
 import os
+import signal
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from fracnb_spawner.hibernation.settings import (
 )
 from fracnb_spawner.history.db import HistoryDatabaseError, open_database
 from fracnb_spawner.queue.config import FracnbQueue
+from fracnb_spawner.queue.engines import engine_of
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.reclaim.config import FracnbReclaim
 from fracnb_spawner.service import core, loops
@@ -34,6 +36,7 @@ from fracnb_spawner.service.choices import hub_choices
 from fracnb_spawner.service.claimsweep import sweep_claims_forever
 from fracnb_spawner.service.handlers import make_app
 from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.keptstops import kept_stops_file, read_kept_stops
 from fracnb_spawner.service.nextadvice import menu_from_config
 from fracnb_spawner.service.pending import PendingReports
 from fracnb_spawner.service.pods import KubernetesPods
@@ -79,6 +82,15 @@ class FracnbService(Application, ServiceTraits):
     def _default_log_level(self) -> int:
         # Each cull and hibernation is an INFO line (traitlets' default, WARN, would drop them from the hub log).
         return logging.INFO
+
+    @default("log_format")
+    def _default_log_format(self) -> str:
+        # The hub's own format (its time, level and logger), so that the service's lines in the hub log have times.
+        return "[%(levelname)1.1s %(asctime)s.%(msecs).03d %(name)s %(module)s:%(lineno)d] %(message)s"
+
+    @default("log_datefmt")
+    def _default_log_datefmt(self) -> str:
+        return "%Y-%m-%d %H:%M:%S"
 
     def get_default_logging_config(self) -> dict[str, Any]:
         """The app's stderr handler for tornado's and fracnb's loggers too, escaping control characters.
@@ -144,7 +156,7 @@ class FracnbService(Application, ServiceTraits):
                 namespace=None if self.all_namespaces else self.namespace,
                 kubeconfig=self.kubeconfig,
                 selector=singleuser_selector(component),
-                kueue=FracnbQueue(config=self.config).engine == "kueue",
+                kueue=engine_of(FracnbQueue(config=self.config)).kueue_objects,
             ),
             quotas=FracnbQuotas(parent=self),
             settings=self.settings(),
@@ -153,10 +165,14 @@ class FracnbService(Application, ServiceTraits):
             report_interval=self.session_report_interval,
         )
         state.pending_reports = PendingReports(path=Path(self.kept_reports_file) if self.kept_reports_file else None)
+        state.kept_stops_file = kept_stops_file(self.kept_reports_file)
+        state.unwritten_stops = read_kept_stops(state.kept_stops_file)
         state.advice_menu = menu_from_config(self.config)
         state.named_servers = bool(self.config.JupyterHub.get("allow_named_servers", False))
         state.choices = hub_choices(self.config)
-        state.zone = FracnbQueue(config=self.config).zone
+        queue = FracnbQueue(config=self.config)
+        state.zone = queue.zone
+        state.kueue_local_queue = engine_of(queue).local_queue_template(queue)
         return state
 
     async def open_history(self, state: ServiceState) -> None:
@@ -196,6 +212,10 @@ class FracnbService(Application, ServiceTraits):
         await loops.cull_forever(state, self.cull_every)
 
     def start(self) -> None:
+        # The hub stops its managed services with SIGINT. A hub started with SIGINT ignored (under nohup, or as
+        # a shell's background job) hands that on to the service, which would then run on until the hub's
+        # SIGTERM, its interrupt timeout later; asyncio handles SIGINT only where Python's own handler is set.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             asyncio.run(self.serve())
         except KeyboardInterrupt:  # the hub stops its managed services with SIGINT

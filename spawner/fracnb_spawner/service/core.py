@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any
 
-from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
+from fracnb_spawner.common.logsafe import server_shown
+from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION, is_waiting
 from fracnb_spawner.culling import (
     Action,
     CullDecision,
@@ -28,8 +29,8 @@ from fracnb_spawner.culling import (
 )
 from fracnb_spawner.hibernation.client import Hibernation, server_url
 from fracnb_spawner.hibernation.culled import Hibernator, metric_outcome, spares_server
-from fracnb_spawner.queue.demand import demand_since, is_queued, slot_kind
-from fracnb_spawner.queue.kueue import is_waiting_for_kueue, local_queue_of
+from fracnb_spawner.queue.demand import demand_since, slot_kind
+from fracnb_spawner.queue.localqueues import local_queue_of
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods, parse_gpus, pod_profile, usage_report
 from fracnb_spawner.service.hub import HubAPI
 from fracnb_spawner.service.meterfacts import MeterFacts
@@ -73,6 +74,7 @@ class PassReport:
 
     servers: int = 0
     warned: int = 0
+    warned_servers: list[str] = field(default_factory=list)  # each as the log names it (server_shown)
     culled: list[tuple[str, str, str]] = field(default_factory=list)
     failed: int = 0
     duration: float = 0.0
@@ -99,7 +101,7 @@ def index_pods(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], PodFa
         address, port = _reach(pod)
         index[key] = PodFacts(
             annotations=annotations, profile=profile, fraction=fraction, slot_kind=slot_kind(pod),
-            queued=is_queued(pod) or is_waiting_for_kueue(pod), address=address, port=port,
+            queued=is_waiting(pod), address=address, port=port,
             local_queue=local_queue_of(pod),
         )  # fmt: skip
     return index
@@ -122,7 +124,7 @@ class Judge:
 
     ``demand`` maps slot kinds to since when someone has waited for them (:func:`demand_since`);
     ``queue_demand`` Kueue's LocalQueues to since when a Workload has waited for quota a server in one could give
-    back (:func:`fracnb_spawner.queue.kueuequota.local_queue_demand`).
+    back (:func:`fracnb_spawner.queue.kueue.quota.local_queue_demand`).
     """
 
     default_policy: CullPolicy
@@ -232,9 +234,8 @@ async def _hibernate(
         metrics.record_hibernation(outcome)
     if spares_server(reason, hibernation):
         log.info(
-            "Not stopping server %r of %r: a kernel turned busy since its GPU-unused report",
-            verdict.server,
-            verdict.user,
+            "Not stopping %s: a kernel turned busy since its GPU-unused report",
+            server_shown(verdict.user, verdict.server),
         )
         report.spared += 1
         return False
@@ -259,16 +260,16 @@ async def _stop(
         if not await _hibernate(hibernator, metrics, report, verdict, reason):
             return
     except Exception:  # whatever happened, the server is stopped
-        log.exception("Hibernation of server %r of %r failed", verdict.server, verdict.user)
+        log.exception("Hibernation of %s failed", server_shown(verdict.user, verdict.server))
     if before_stop is not None:
         try:
             await before_stop(verdict, reason, report.hibernations.get((verdict.user, verdict.server)))
         except Exception:  # the record is for the notice: the stop goes ahead without it
-            log.exception("Could not record the stop of server %r of %r", verdict.server, verdict.user)
+            log.exception("Could not record the stop of %s", server_shown(verdict.user, verdict.server))
     try:
         code = await hub.stop_server(verdict.user, verdict.server)
     except Exception:
-        log.exception("Failed to stop server %r of %r", verdict.server, verdict.user)
+        log.exception("Failed to stop %s", server_shown(verdict.user, verdict.server))
         metrics.cull_failures.inc()
         report.failed += 1
         return
@@ -279,7 +280,7 @@ async def _stop(
         return  # already stopped or stopping by other means: nothing reclaimed by us
     activity = server_activity(model)
     idle_since = activity.last_activity or activity.started or clock()
-    log.info("Culled server %r of %r (%s, HTTP %s)", verdict.server, verdict.user, reason, code)
+    log.info("Culled %s (%s, HTTP %s)", server_shown(verdict.user, verdict.server), reason, code)
     metrics.record_cull(
         reason=reason,
         profile=pod.profile if pod else (model.get("user_options") or {}).get("profile", ""),
@@ -359,6 +360,7 @@ async def cull_pass(
                 report.servers += 1
                 if verdict.decision.action is Action.WARN:
                     report.warned += 1
+                    report.warned_servers.append(server_shown(verdict.user, verdict.server))
                 elif verdict.decision.action is Action.CULL:
                     stops.append(asyncio.ensure_future(stop_bounded(verdict)))
         await asyncio.gather(*stops)

@@ -9,6 +9,7 @@ import logging
 
 from fracnb_spawner.history.stops import purge_stops
 from fracnb_spawner.history.store import purge
+from fracnb_spawner.service.core import PassReport
 from fracnb_spawner.service.sessions import store_and_count
 from fracnb_spawner.service.state import ServiceState
 
@@ -22,17 +23,18 @@ async def cull_forever(state: ServiceState, every: float) -> None:
     while True:
         try:
             report = await state.cull_pass()
-            log.log(
-                logging.INFO if report.culled or report.failed else logging.DEBUG,
-                "Culling pass: %d servers, %d warned, %d culled in %.2fs",
-                report.servers,
-                report.warned,
-                len(report.culled),
-                report.duration,
-            )
+            log.log(logging.INFO if report.culled or report.failed else logging.DEBUG, "%s", pass_summary(report))
         except Exception:
             log.exception("Culling pass failed; trying again in %ss", every)
         await asyncio.sleep(every)
+
+
+def pass_summary(report: PassReport) -> str:
+    """ "Culling pass: 3 servers, 1 warned of its coming stop (the default server of 'ann'), 1 culled in 0.02s"."""
+    warned = f"{report.warned} warned"
+    if report.warned_servers:
+        warned += f" of {'its' if report.warned == 1 else 'their'} coming stop ({', '.join(report.warned_servers)})"
+    return f"Culling pass: {report.servers} servers, {warned}, {len(report.culled)} culled in {report.duration:.2f}s"
 
 
 async def resume_forever(state: ServiceState, every: float) -> None:

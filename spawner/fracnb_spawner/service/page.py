@@ -4,7 +4,8 @@ A user sees their own servers (share, GPU memory budget, idle deadline), their q
 their groups' use, and why a server of theirs was stopped lately. An admin also sees, per slot
 kind the hub's choices use, the GPU shares its nodes offer, in use, waiting and free (:mod:`.choices`),
 the use per group and per user, the servers in warning and the recent culls. Servers waiting in
-the GPU queue are said to be waiting, not holding a GPU. The
+the GPU queue are said to be waiting, not holding a GPU. With the kueue engine the team quotas are Kueue's
+ClusterQueues (their quota, use and borrowing), and what a user may start is what Kueue would admit. The
 handler in :mod:`.handlers` gathers the inputs and renders ``templates/page.html``.
 """
 
@@ -26,6 +27,7 @@ from fracnb_spawner.common.units import format_bytes, gpus_text, held_words, sha
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy, parse_timestamp
 from fracnb_spawner.history.stops import StopNotice
 from fracnb_spawner.queue.demand import QueueEntry
+from fracnb_spawner.queue.kueue.quota import TeamQuota, admission_text
 from fracnb_spawner.quota.policy import Allocation, QuotaPolicy, used_by
 from fracnb_spawner.service.choices import SlotKindUse
 
@@ -115,6 +117,11 @@ def waiting_text(queued_at: datetime | None, now: datetime, zone: ZoneInfo | Non
     return f"{waited} (since {clock_text(queued_at, zone)})"
 
 
+def waiting_html(queued_at: datetime | None, now: datetime, zone: ZoneInfo | None = None) -> Markup:
+    """:func:`waiting_text` with its time in the reader's zone (the page carries LOCAL_TIMES_SCRIPT)."""
+    return with_times(waiting_text(queued_at, now, zone), [queued_at] if queued_at else [], zone)
+
+
 @dataclass(frozen=True)
 class UseRow:
     """GPUs held by a user or a group, against its quota (``None``: no limit); ``waiting``: the part of
@@ -125,6 +132,7 @@ class UseRow:
     limit: Fraction | None
     servers: int = 0
     waiting: Fraction = Fraction(0)
+    no_limit_text: str = "no limit"  # its quota when fracnb has none (with Kueue, the team quota is elsewhere)
 
     @property
     def used_text(self) -> str:
@@ -132,7 +140,7 @@ class UseRow:
 
     @property
     def limit_text(self) -> str:
-        return share_text(self.limit)
+        return self.no_limit_text if self.limit is None else share_text(self.limit)
 
     @property
     def over(self) -> bool:
@@ -150,6 +158,12 @@ class UserView:
     # The user's servers' last stops by the service, newest first, of the servers not started since.
     stops: list[StopNotice] = field(default_factory=list)
     zone: ZoneInfo | None = None
+    kueue: bool = False  # the kueue engine: Kueue admits GPU servers on the team quota in ``team``
+    team: TeamQuota | None = None  # the user's team quota in Kueue; None: not read, or no LocalQueue of theirs
+
+    @property
+    def teams(self) -> list[TeamQuota]:
+        return [self.team] if self.team is not None else []
 
     @property
     def holding_text(self) -> str:
@@ -160,7 +174,14 @@ class UserView:
 
     @property
     def headroom_text(self) -> str:
-        """What the quotas leave for a server started now, for one user who may run one server or several."""
+        """What the quotas leave for a server started now, for one user who may run one server or several; with
+        Kueue, what Kueue would admit too."""
+        if not self.kueue:
+            return self._fracnb_headroom_text()
+        fracnb = self._fracnb_headroom_text() if self.available is not None else ""
+        return " ".join(filter(None, [fracnb, admission_text(self.team)]))
+
+    def _fracnb_headroom_text(self) -> str:
         if self.available is None:
             return "No quota limits what you can start."
         if not self.named_servers and self.servers:
@@ -190,6 +211,8 @@ class AdminView:
     culls: list[StopNotice]  # the service's stops since it started, newest first
     totals: dict[str, Fraction] = field(default_factory=dict)
     queue: list[QueueEntry] = field(default_factory=list)  # waiting spawns, in demand.queue_entries' order
+    kueue: bool = False  # the kueue engine: team quotas are Kueue's ClusterQueues (``teams``)
+    teams: list[TeamQuota] | None = None  # with kueue: every ClusterQueue's GPU quota; None: not read
 
 
 def _pod_budget(annotations: Mapping[str, str]) -> int | None:
@@ -255,38 +278,61 @@ def user_view(
     groups: Mapping[str, Iterable[str]],
     *,
     named_servers: bool = True,
+    kueue: bool = False,
+    team: TeamQuota | None = None,
 ) -> UserView:
-    """The user's part of the page; ``groups`` maps each of their groups to its members."""
+    """The user's part of the page; ``groups`` maps each of their groups to its members. With ``kueue`` (the
+    engine), ``team`` is the user's team quota in Kueue, and a group without a quota of fracnb's is left out:
+    Kueue's team quota is what limits it."""
     used = used_by(allocations, [user])
     limit = policy.user_limit(user)
     group_rows = [
-        _use_row(name, allocations, members, policy.groups.get(name)) for name, members in sorted(groups.items())
+        _use_row(name, allocations, members, policy.groups.get(name))
+        for name, members in sorted(groups.items())
+        if not kueue or name in policy.groups
     ]
     headrooms = [r.limit - r.used for r in [UseRow(user, used, limit), *group_rows] if r.limit is not None]
     available = max(min(headrooms), Fraction(0)) if headrooms else None
-    mine = _use_row(user, allocations, [user], limit, len(rows))
-    return UserView(user, rows, mine, group_rows, available, named_servers)
+    mine = _use_row(user, allocations, [user], limit, servers=len(rows))
+    return UserView(user, rows, mine, group_rows, available, named_servers, kueue=kueue, team=team)
 
 
 def _use_row(
-    name: str, allocations: list[Allocation], members: Iterable[str], limit: Fraction | None, servers: int = 0
+    name: str,
+    allocations: list[Allocation],
+    members: Iterable[str],
+    limit: Fraction | None,
+    *,
+    servers: int = 0,
+    no_limit_text: str = "no limit",
 ) -> UseRow:
     members = list(members)
     waiting = used_by(allocations, members, waiting_only=True)
-    return UseRow(name, used_by(allocations, members), limit, servers, waiting)
+    return UseRow(name, used_by(allocations, members), limit, servers, waiting, no_limit_text)
+
+
+KUEUE_GROUP_QUOTA = "none here; Kueue's team quotas apply"  # a group without a quota of fracnb's, with Kueue
 
 
 def use_rows(
     allocations: list[Allocation],
     policy: QuotaPolicy,
     group_members: Mapping[str, Iterable[str]],
+    *,
+    kueue: bool = False,
 ) -> tuple[list[UseRow], list[UseRow]]:
-    """Use per group (every group with a quota or a member holding GPUs) and per user holding GPUs."""
+    """Use per group (every group with a quota or a member holding GPUs) and per user holding GPUs; with
+    ``kueue`` (the engine) a group without a quota of fracnb's does not read "no limit": Kueue's team quotas
+    limit it."""
     holders = sorted({a.user for a in allocations if a.fraction > 0})
     users = [
-        _use_row(name, allocations, [name], policy.user_limit(name), sum(1 for a in allocations if a.user == name))
+        _use_row(name, allocations, [name], policy.user_limit(name), servers=sum(a.user == name for a in allocations))
         for name in holders
     ]
     names = sorted(set(policy.groups) | set(group_members))
-    groups = [_use_row(name, allocations, group_members.get(name, ()), policy.groups.get(name)) for name in names]
+    no_limit = KUEUE_GROUP_QUOTA if kueue else "no limit"
+    groups = [
+        _use_row(name, allocations, group_members.get(name, ()), policy.groups.get(name), no_limit_text=no_limit)
+        for name in names
+    ]
     return groups, users

@@ -26,7 +26,7 @@ def menu_from_config_file(config: Any) -> ReportMenu | None:
     from fracnb_spawner.service.nextadvice import menu_from_config  # noqa: PLC0415
 
     menu = menu_from_config(config)
-    return None if menu is None else report_menu(menu.profiles, menu.rows, menu.headroom)
+    return None if menu is None else report_menu(menu.profiles, menu.rows, menu.headroom, menu.min_sessions)
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:

@@ -181,7 +181,7 @@ def require_admin(model: dict[str, Any]) -> None:
 async def admins_report(state: Any) -> Any:
     """The report over every stored session, advised over the hub's profile list as users are."""
     menu = getattr(state, "advice_menu", None)  # None: advised over the choices in the data
-    located = None if menu is None else report_menu(menu.profiles, menu.rows, menu.headroom)
+    located = None if menu is None else report_menu(menu.profiles, menu.rows, menu.headroom, menu.min_sessions)
     return await in_history(state, "report", load_report, menu=located)
 
 

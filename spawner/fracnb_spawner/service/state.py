@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from jupyterhub.services.auth import HubAuth
 
+from fracnb_spawner.common.logsafe import server_shown
 from fracnb_spawner.hibernation.client import Hibernation
 from fracnb_spawner.hibernation.culled import Hibernator, hibernation_json
 from fracnb_spawner.history.metrics import HistoryMetrics
@@ -20,6 +22,7 @@ from fracnb_spawner.service import core
 from fracnb_spawner.service.choices import HubChoices
 from fracnb_spawner.service.gpuunits import gpu_kinds
 from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.keptstops import save_kept_stops
 from fracnb_spawner.service.meterfacts import MeterFacts
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.nextadvice import Menu
@@ -66,8 +69,12 @@ class ServiceState:
         self.named_servers = False  # the hub's JupyterHub.allow_named_servers (its default: one server a user)
         self.pending_reports = PendingReports()  # session reports kept while the database is away
         self.unwritten_stops: list[StopNotice] = []  # stop notices kept while the database is not open or away
+        self.kept_stops_file: Path | None = None  # where those outlive a restart (service/keptstops.py)
         self.choices = HubChoices()  # the hub's profile list: display names and slot kinds
         self.zone: ZoneInfo | None = None  # of the times the page shows: the hub's FracnbQueue.display_timezone
+        # With c.FracnbQueue.engine "kueue": its kueue_local_queue, naming each user's LocalQueue (the page's team
+        # quota is that LocalQueue's ClusterQueue); None with the builtin queue.
+        self.kueue_local_queue: str | None = None
 
     def hibernates(self, reason: str) -> bool:
         """Whether the service's stop of a GPU server for ``reason`` asks it to save its variables first."""
@@ -128,35 +135,45 @@ class ServiceState:
     async def write_stop(self, notice: StopNotice) -> None:
         """Keep ``notice`` in the session history; while that is not open yet (the first seconds after a start,
         when a notebook Kueue preempts may already tell its save) or cannot be written, keep it here until
-        :meth:`write_unwritten_stops` can."""
-        if self.history is None:
+        :meth:`write_unwritten_stops` can (in memory, and in :attr:`kept_stops_file` for a restart)."""
+        if not await self._stored(notice):
             self.unwritten_stops.append(notice)
-            return
+            save_kept_stops(self.kept_stops_file, self.unwritten_stops)
+
+    async def _stored(self, notice: StopNotice) -> bool:
+        if self.history is None:
+            return False
         try:
             await asyncio.to_thread(record_stop, self.history, notice)
         except Exception as error:
             self.history_metrics.database_errors.labels(operation="record-stop").inc()
-            log.warning("Could not write the stop of %r's server %r (%s); kept to write later", notice.user,
-                        notice.server, error)  # fmt: skip
-            self.unwritten_stops.append(notice)
+            log.warning("Could not write the stop of %s (%s); kept to write later",
+                        server_shown(notice.user, notice.server), error)  # fmt: skip
+            return False
+        return True
 
     async def write_unwritten_stops(self) -> int:
-        """Write the stop notices kept while the history was not open or away; how many were written."""
+        """Write the stop notices kept while the history was not open or away; how many were written. Those
+        kept meanwhile, and those it still cannot write, stay kept (the file too: it changes once, at the end)."""
         if self.history is None or not self.unwritten_stops:
             return 0
-        kept, self.unwritten_stops = self.unwritten_stops, []
-        for notice in kept:
-            await self.write_stop(notice)
-        return len(kept) - len(self.unwritten_stops)
+        written = {id(notice) for notice in list(self.unwritten_stops) if await self._stored(notice)}
+        self.unwritten_stops = [notice for notice in self.unwritten_stops if id(notice) not in written]
+        save_kept_stops(self.kept_stops_file, self.unwritten_stops)
+        return len(written)
 
     async def record_stop_save(self, user: str, server: str, report: dict[str, Any]) -> StopNotice | None:
         """Keep the notice of a stop Kueue made, with what the server saved as it stopped (service/stopsaves.py)."""
         pod = server_pod(await self.pods.list_pods(), user, server)
         notice = kueue_stop_notice(pod, user, server, report, self.zone)
         if notice is None:
-            log.info("%s's server %r saved at its stop, which Kueue did not make: no notice", user, server)
+            log.info(
+                "%s saved at its stop, which Kueue did not make (no eviction on its pod): the stop's own notice "
+                "stands, no Kueue notice",
+                server_shown(user, server),
+            )
             return None
-        log.info("%s's server %r: %s", user, server, notice.details["text"])
+        log.info("%s: %s", server_shown(user, server), notice.details["text"])
         await self.write_stop(notice)
         return notice
 

@@ -24,13 +24,22 @@ from tornado import web
 from fracnb_spawner.common.clock import duration_text, moment_text
 from fracnb_spawner.common.logsafe import shown
 from fracnb_spawner.common.timehtml import moment_html
-from fracnb_spawner.history.stops import StopNotice, hibernation_lines_html, notice_summary, notice_summary_html
+from fracnb_spawner.history.stops import (
+    StopNotice,
+    hibernation_lines_html,
+    notice_summary,
+    notice_summary_html,
+    stops_heading,
+)
 from fracnb_spawner.queue.demand import queue_entries
+from fracnb_spawner.queue.kueue import quota as kueuequota
+from fracnb_spawner.queue.kueue.quota import TeamQuota, team_quotas, user_team_quota
+from fracnb_spawner.queue.localqueues import local_queue_name
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
 from fracnb_spawner.service import page
 from fracnb_spawner.service.choices import SlotKindUse, shares_text, slot_kind_uses
 from fracnb_spawner.service.core import index_pods, judge_for
-from fracnb_spawner.service.pods import queue_demand
+from fracnb_spawner.service.pods import kueue_queues, queue_demand
 
 log = logging.getLogger("fracnb.service")
 
@@ -52,18 +61,36 @@ def recent_culls() -> deque[StopNotice]:
     return deque(maxlen=RECENT_CULLS)
 
 
+async def _team_of(state: Any, name: str) -> TeamQuota | None:
+    """With the kueue engine, the user's team quota: the ClusterQueue of their LocalQueue (None: not read)."""
+    queues = await kueue_queues(state.pods) if state.kueue_local_queue is not None else None
+    if queues is None:
+        return None
+    local_queue = local_queue_name(state.kueue_local_queue, name)
+    return user_team_quota(*queues, local_queue, getattr(state.pods, "namespace", None))
+
+
+async def _teams(state: Any) -> list[TeamQuota] | None:
+    """With the kueue engine, every ClusterQueue's GPU quota; None without it or when Kueue cannot be read."""
+    queues = await kueue_queues(state.pods) if state.kueue_local_queue is not None else None
+    return team_quotas(queues[1]) if queues is not None else None
+
+
 async def user_view(state: Any, name: str, now: datetime) -> page.UserView:
-    user, pods, stops, demand = await asyncio.gather(
-        state.hub.user(name), state.pods.list_pods(), state.latest_stops(name), queue_demand(state.pods)
-    )
+    user, pods, stops, demand, team = await asyncio.gather(
+        state.hub.user(name), state.pods.list_pods(), state.latest_stops(name), queue_demand(state.pods),
+        _team_of(state, name),
+    )  # fmt: skip
     groups = await state.hub.members_of(user.get("groups") or [])
     names = state.choices.profile_name
     judge = judge_for(state.settings, pods, now, state.facts, demand)
     busy, saves = partial(state.facts.busy, now=now), state.hibernates
     rows = page.server_rows([user], index_pods(pods), judge, names, state.zone, busy=busy, saves=saves)
+    kueue = state.kueue_local_queue is not None
     view = page.user_view(
-        name, rows, allocations_from_pods(pods), state.quota_policy, groups, named_servers=state.named_servers
-    )
+        name, rows, allocations_from_pods(pods), state.quota_policy, groups, named_servers=state.named_servers,
+        kueue=kueue, team=team,
+    )  # fmt: skip
     view.stops = [stop for stop in stops if not page.started_since(user, stop)]
     view.zone = state.zone
     return view
@@ -87,18 +114,20 @@ async def _kinds(sources: PageSources) -> tuple[list[SlotKindUse] | None, str]:
 
 async def admin_view(sources: PageSources, now: datetime) -> page.AdminView:
     state = sources.state
-    users, pods, (kinds, kinds_error), culls, demand = await asyncio.gather(
+    users, pods, (kinds, kinds_error), culls, demand, teams = await asyncio.gather(
         _active_users(state.hub, state.settings.page_size),
         state.pods.list_pods(),
         _kinds(sources),
         state.recent_culls(),
         queue_demand(state.pods),
+        _teams(state),
     )
+    kueue = state.kueue_local_queue is not None
     policy: QuotaPolicy = state.quota_policy
     group_names = set(policy.groups) | {g for user in users for g in user.get("groups") or []}
     members = await state.hub.members_of(group_names)
     allocations = allocations_from_pods(pods)
-    groups, holders = page.use_rows(allocations, policy, members)
+    groups, holders = page.use_rows(allocations, policy, members, kueue=kueue)
     judge = judge_for(state.settings, pods, now, state.facts, demand)
     busy = partial(state.facts.busy, now=now)
     names, saves = state.choices.profile_name, state.hibernates
@@ -111,7 +140,38 @@ async def admin_view(sources: PageSources, now: datetime) -> page.AdminView:
         warnings=[row for row in rows if row.warning],
         culls=culls,
         queue=queue_entries(pods),
+        kueue=kueue,
+        teams=teams,
     )
+
+
+def page_arguments(
+    state: Any, me: page.UserView, admin: page.AdminView | None, now: datetime, hub_home: str
+) -> dict[str, Any]:
+    """What ``templates/page.html`` is rendered with, besides tornado's own names and ``local_times_script``."""
+    return {
+        "me": me,
+        "admin": admin,
+        "now": now,
+        "hub_home": hub_home,
+        "settings": state.settings,
+        "duration_text": duration_text,
+        "waiting_html": partial(page.waiting_html, zone=state.zone),
+        "moment_text": partial(moment_text, zone=state.zone),
+        "moment_html": partial(moment_html, zone=state.zone),
+        "stop_reason_text": page.stop_reason_text,
+        "notice_summary": notice_summary,
+        "notice_summary_html": notice_summary_html,
+        "hibernation_lines_html": hibernation_lines_html,
+        "stops_heading": stops_heading,
+        "zone": state.zone,
+        "choices": state.choices,
+        "shares_text": shares_text,
+        "server_name": page.server_name,
+        "team_quota_text": kueuequota.quota_text,
+        "team_use_text": kueuequota.use_text,
+        "team_borrowing_text": kueuequota.borrowing_text,
+    }
 
 
 class PageHandler(HubOAuthenticated, web.RequestHandler):
@@ -163,26 +223,7 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
             admin_view(self.sources, now) if admin else asyncio.sleep(0, None),
         )
         self.set_header("Cache-Control", "no-store")
-        self.render(
-            "page.html",
-            me=mine,
-            admin=everything,
-            now=now,
-            hub_home=self.hub_home(),
-            settings=state.settings,
-            duration_text=duration_text,
-            waiting_text=partial(page.waiting_text, zone=state.zone),
-            moment_text=partial(moment_text, zone=state.zone),
-            moment_html=partial(moment_html, zone=state.zone),
-            stop_reason_text=page.stop_reason_text,
-            notice_summary=notice_summary,
-            notice_summary_html=notice_summary_html,
-            hibernation_lines_html=hibernation_lines_html,
-            zone=state.zone,
-            choices=state.choices,
-            shares_text=shares_text,
-            server_name=page.server_name,
-        )
+        self.render("page.html", **page_arguments(state, mine, everything, now, self.hub_home()))
 
 
 class OAuthCallbackHandler(HubOAuthCallbackHandler):
