@@ -24,10 +24,8 @@ from .contract import Budget, ContractError, gpu_withheld, read_budget
 from .gpuunused import MAX_READING_GAP_SECONDS, WINDOW_SECONDS, GpuUnused, sharing_blocks, work_of
 from .hibernation import handlers as hibernation_handlers
 from .hibernation.atstop import SaveAtStop
-from .hibernation.kernelcall import call_in_kernel
-from .hibernation.notice import HIBERNATED_EVENT, HIBERNATED_SCHEMA, NOTICE_WAIT_S, LastHibernation, stop_follows
-from .hibernation.retention import prune
-from .hibernation.serverside import hibernate, kernel_views
+from .hibernation.hibernator import HibernationLimits, Hibernator
+from .hibernation.notice import HIBERNATED_EVENT, HIBERNATED_SCHEMA
 from .hubservice import ServiceReports
 from .kernelwatch import SYNC_SECONDS, KernelWatch
 from .memoryhistory import MemoryHistory, record_usage
@@ -215,9 +213,15 @@ class FracnbMeter(ExtensionApp):
         self.gpu_unused = GpuUnused(self.gpu_unused_window) if counting and self.no_gpu_reason is None else None
         self.gpu_sharing_blocks = sharing_blocks(self.budget.backend, self.budget.isolation, os.environ)
         self._cached: tuple[float, str, bool] | None = None  # when, the document, whether it has the hibernation
-        self.last_hibernation = LastHibernation()
         self.serverapp.event_logger.register_event_schema(HIBERNATED_SCHEMA)
-        self._hibernation: asyncio.Future[dict[str, Any]] | None = None  # the one under way
+        self.hibernation = Hibernator(
+            HibernationLimits(self.hibernation_max_bytes, self.hibernation_keep_days, self.restore_timeout),
+            server=lambda: {**self._web_settings, "root_dir": self.serverapp.root_dir},
+            kernels=self._kernels,
+            emit=lambda data: self.serverapp.event_logger.emit(schema_id=HIBERNATED_EVENT, data=data),
+            on_notice=self._forget_cached_document,
+            log=self.log,
+        )
         self._sampling = asyncio.Lock()
         self._activity: PeriodicCallback | None = None
         self.memory_history, self._history_origin = MemoryHistory(self.wall_clock()), self.clock()
@@ -261,7 +265,8 @@ class FracnbMeter(ExtensionApp):
             return Budget(), str(error)
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
-        self.prune_saved_states()
+        if self.hibernation_enabled:
+            self.hibernation.prune()
         self._enable_kernel_culling(serverapp.kernel_manager)
         hook_requests(serverapp.web_app.settings, self.use)
         ignore_control_requests(serverapp.kernel_manager)
@@ -341,7 +346,7 @@ class FracnbMeter(ExtensionApp):
         if self.kernel_watch is not None:
             self.kernel_watch.stop()
         if self.hibernation_enabled:  # jupyter_server stops its extensions before its kernels: they answer here
-            await self.save_at_stop.run(lambda timeout: self.hibernate(timeout, None, at_stop=True), self.log)
+            await self.save_at_stop.run(lambda timeout: self.hibernation.save(timeout, None, at_stop=True), self.log)
         await self.report_session(ended=True)
         self.sampler.close()
 
@@ -381,7 +386,7 @@ class FracnbMeter(ExtensionApp):
                 document = await self.sample()
                 self._cached = (now, json.dumps(document), document["hibernation"] is not None)
             if page:
-                self.last_hibernation.served(with_report=self._cached[2])
+                self.hibernation.notice.served(with_report=self._cached[2])
             return self._cached[1]
 
     async def record_reading(self) -> None:
@@ -394,8 +399,8 @@ class FracnbMeter(ExtensionApp):
         (document["quota"], document["cull"]), document["advice"] = await asyncio.gather(
             self.service.latest(), self.advice.latest()
         )
-        document["hibernation"] = self.last_hibernation.report
-        document["hibernation_stop"] = self.last_hibernation.stop
+        document["hibernation"] = self.hibernation.notice.report
+        document["hibernation_stop"] = self.hibernation.notice.stop
         return document
 
     async def measure(self) -> dict[str, Any]:
@@ -436,47 +441,9 @@ class FracnbMeter(ExtensionApp):
             return unavailable(self.no_gpu_reason)
         return self.sampler.read()
 
-    async def hibernate(
-        self, timeout_s: float, max_bytes: int | None, *, at_stop: bool = False, stop: str | None = None
-    ) -> dict[str, Any]:
-        """Save every idle kernel's variables (hibernation-report.schema.json). A request while one is
-        under way joins it and answers its report: two saves of one kernel at once would only queue
-        behind each other in the kernel. ``at_stop``: the server is stopping (hibernation/atstop.py);
-        ``stop``: why the hub is about to stop it, for the open pages' notice."""
-        if self._hibernation is None or self._hibernation.done():
-            self._hibernation = asyncio.ensure_future(self._hibernate(timeout_s, max_bytes, at_stop=at_stop, stop=stop))
-        return await asyncio.shield(self._hibernation)
-
-    async def _hibernate(
-        self, timeout_s: float, max_bytes: int | None, *, at_stop: bool, stop: str | None
-    ) -> dict[str, Any]:
-        manager = self._web_settings["kernel_manager"]
-        limit = self.hibernation_max_bytes if max_bytes is None else min(max_bytes, self.hibernation_max_bytes)
-
-        async def call(kernel_id: str, function: str, arguments: dict[str, Any], timeout: float) -> dict[str, Any]:
-            return await call_in_kernel(manager.get_kernel(kernel_id), function, arguments, timeout)
-
-        started = self.clock()
-        views = kernel_views(
-            await self._kernels(), manager, self._web_settings.get("kernel_spec_manager"), self.serverapp.root_dir
-        )
-        report = await hibernate(views, call, limit_bytes=limit, timeout_s=timeout_s, if_changed=at_stop)
-        if at_stop or not stop_follows(report, stop):
-            return report  # no page can read it (the server stopped answering requests), or no stop follows
-        self.prune_saved_states()
-        # The stop follows the answer: a page that polls the usage document reads the outcome first.
-        self.last_hibernation.keep(report, stop)
+    def _forget_cached_document(self) -> None:
+        """A hibernation's notice is news: the next usage request reads a fresh document with it."""
         self._cached = None
-        self.serverapp.event_logger.emit(schema_id=HIBERNATED_EVENT, data={"report": report, "stop": stop})
-        await self.last_hibernation.wait_for_page(min(NOTICE_WAIT_S, timeout_s - (self.clock() - started)))
-        return report
-
-    def prune_saved_states(self) -> None:
-        """Remove saved states older than hibernation_keep_days (fracnb_meter.hibernation.retention)."""
-        if not self.hibernation_enabled:
-            return
-        for entry in prune(os.environ, self.hibernation_keep_days, time.time()):
-            self.log.info("fracnb: removed the saved state %s (older than %g days)", entry, self.hibernation_keep_days)
 
     async def _kernels(self) -> list[KernelInfo]:
         manager = self._web_settings["kernel_manager"]

@@ -145,13 +145,25 @@ def restore_offer(saved_at: datetime, size_bytes: int, now: datetime, zone: tzin
     return f"Restore variables from {saved_when(saved_at, now, zone)} ({format_bytes(size_bytes)})"
 
 
+def conflict_line(report: Mapping[str, Any]) -> str:
+    """'Nothing was restored yet: lr (yours 0.5, saved 0.1) differs.'; without the values (a report of an
+    older fracnb), 'lr differs between this kernel and the saved state.' (src/offers.ts conflictQuestion
+    writes the same)."""
+    values = {item["name"]: item for item in report.get("conflict_values", [])}
+    names = ", ".join(
+        f"{name} (yours {values[name]['kernel']}, saved {values[name]['saved']})" if name in values else name
+        for name in report["conflicts"]
+    )
+    verb = "differs" if len(report["conflicts"]) == 1 else "differ"
+    where = "" if values else " between this kernel and the saved state"
+    return f"Nothing was restored yet: {names} {verb}{where}."
+
+
 def restore_summary(report: Mapping[str, Any]) -> list[str]:
     """What a restore did, one line each (restore-report.schema.json), for the magic and the widget."""
     status, lines = report["status"], []
     if status == "conflict":
-        names = ", ".join(report["conflicts"])
-        verb = "differs" if len(report["conflicts"]) == 1 else "differ"
-        return [f"Nothing was restored yet: {names} {verb} between this kernel and the saved state."]
+        return [conflict_line(report)]
     if status in ("none", "refused", "confirm") or (status == "failed" and not report["failed"]):
         lines.append(report["reason"] or "Nothing was restored.")
         lines += [f"  {warning}" for warning in report["warnings"]] if status == "confirm" else []

@@ -30,12 +30,19 @@ export interface ISavedState {
   path: string | null;
   notebook_file: string | null;
   saved_at: string | null;
+  /**
+   * The bytes of the variables that can be restored.
+   */
   bytes: number;
   device_bytes: number;
   /**
-   * The saved variables' names.
+   * The names of the saved variables that can be restored (a damaged state's lost ones are in lost).
    */
   variables: string[];
+  /**
+   * The saved variables a damaged state has lost (a file cut short), each with why; bytes then counts only the others. Read from the files' sizes, never unpickled, as the restore would find it.
+   */
+  lost: ISkippedVariable[];
   skipped: ISkippedVariable[];
   versions: {
     [k: string]: string;
@@ -109,9 +116,20 @@ export interface IRestoreReport {
    */
   conflicts: string[];
   /**
+   * For each name of conflicts, its value in the kernel and its saved value, each as a short repr (at most 40 characters), for the question the user answers.
+   */
+  conflict_values?: {
+    name: string;
+    kernel: string;
+    saved: string;
+  }[];
+  /**
    * One line each, e.g. GPU arrays restored to host memory and why.
    */
   notices: string[];
+  /**
+   * The saved bytes of the variables restored (not of those lost or kept as they were).
+   */
   bytes: number;
   saved_at: string | null;
   seconds: number;

@@ -23,12 +23,15 @@ export { offerText } from './offers';
 import {
   conflictQuestion,
   discardQuestion,
+  namesWithin,
   offerKey,
   offerText,
+  restoreHeadline,
   restoreResult,
   stateStamp,
   statesToOffer,
-  withdrawnOffers
+  withdrawnOffers,
+  withinNotification
 } from './offers';
 
 /** How often the states are read again while an offer is on screen. */
@@ -104,7 +107,15 @@ export async function discardState(
  * offers: one notification per saved state and new kernel of its notebook.
  */
 export class Hibernation {
-  constructor(private readonly sessions: Session.IManager) {
+  /**
+   * ``isOpen`` and ``open``: whether a notebook is open in this page, and opening it. An offer for a
+   * notebook that is not open (its kernel runs, its tab is elsewhere or closed) has an Open button.
+   */
+  constructor(
+    private readonly sessions: Session.IManager,
+    private readonly isOpen: (path: string) => boolean = () => true,
+    private readonly open: (path: string) => void = () => undefined
+  ) {
     sessions.runningChanged.connect(this._onSessions, this);
     void this.refresh();
   }
@@ -148,6 +159,19 @@ export class Hibernation {
     this._checkWhileOffered();
   }
 
+  /**
+   * The server stopped: its saved states are listed no longer (their Restore and Discard would reach a
+   * server that is gone, and the stop may have saved newer ones; the stop notice and the hub home say
+   * what was saved). The next successful read lists them again.
+   */
+  serverStopped(): void {
+    if (this._states.length > 0) {
+      this._states = [];
+      this._statesText = '';
+      this._changed.emit(this._states);
+    }
+  }
+
   /** Ask before deleting saved work; true when the user confirmed. */
   async confirmDiscard(state: ISavedState): Promise<boolean> {
     const result = await showDialog({
@@ -156,7 +180,8 @@ export class Hibernation {
       buttons: [
         Dialog.cancelButton({ label: 'Keep them' }),
         Dialog.warnButton({ label: 'Discard' })
-      ]
+      ],
+      defaultButton: 0 // Enter keeps the saved work: deleting it takes a click
     });
     return result.button.accept;
   }
@@ -180,7 +205,7 @@ export class Hibernation {
       return;
     }
     if (report.status === 'conflict') {
-      Notification.warning(`${state.path}: ${conflictQuestion(report)}`, {
+      Notification.warning(withinNotification(`${state.path}: ${conflictQuestion(report)}`), {
         autoClose: false,
         actions: [
           {
@@ -214,7 +239,21 @@ export class Hibernation {
     const ok = report.status === 'restored';
     const failed = report.status === 'failed' || report.status === 'refused';
     const type = ok ? 'success' : failed ? 'error' : 'warning';
-    Notification.emit(restoreResult(report), type, { autoClose: ok ? 8000 : false });
+    // Lab cuts a notification at 140 characters: the line names what was not restored, Details says why.
+    const headline = restoreHeadline(report);
+    const full = restoreResult(report);
+    const details = {
+      label: 'Details',
+      caption: 'What was restored, and why the others were not',
+      callback: (event: Event) => {
+        event.preventDefault(); // the notification stays
+        void showDialog({ title: 'Restore', body: full, buttons: [Dialog.okButton()] });
+      }
+    };
+    Notification.emit(headline, type, {
+      autoClose: ok && headline === full ? 8000 : false,
+      actions: headline === full ? [] : [details]
+    });
     await this.refresh();
   }
 
@@ -245,9 +284,32 @@ export class Hibernation {
         state.skipped.length === 0
           ? ''
           : ` ${state.skipped.length} could not be saved: ${state.skipped.map(s => s.name).join(', ')}.`;
-      const id = Notification.info(`${state.path}: ${offerText(state)}?${skipped}`, {
+      const lost =
+        state.lost.length === 0
+          ? ''
+          : ` Lost (damaged): ${namesWithin(
+              state.lost.map(s => s.name),
+              40
+            )}.`;
+      const offer = `${state.path}: ${offerText(state)}?${lost}${skipped}`;
+      const path = state.path;
+      const openIt: Notification.IAction[] =
+        path === null || this.isOpen(path)
+          ? []
+          : [
+              {
+                label: 'Open',
+                caption: `Open ${path}, whose kernel these variables would be restored into`,
+                callback: event => {
+                  event.preventDefault(); // the offer stays, beside the notebook now open
+                  this.open(path);
+                }
+              }
+            ];
+      const id = Notification.info(withinNotification(offer), {
         autoClose: false,
         actions: [
+          ...openIt,
           {
             label: 'Restore',
             caption: `Load ${state.variables.length} saved variables into the notebook's kernel`,

@@ -62,6 +62,23 @@ export function savedAny(usage: IUsage | null): boolean {
 }
 
 /**
+ * What the stop did to the notebooks open in this tab when none of them was saved although others were
+ * (it was running a cell, say): "train.ipynb was running a cell: its variables were not saved." Its
+ * toast then says that, not "Your variables were saved". null when one of them was saved, or the
+ * report does not name them.
+ */
+export function unsavedOpenLine(usage: IUsage | null, openPaths: string[]): string | null {
+  const open = (usage?.hibernation?.kernels ?? []).filter(
+    kernel => kernel.path !== null && openPaths.includes(kernel.path)
+  );
+  if (open.some(kernel => kernel.status === 'saved' || kernel.status === 'partly_saved')) {
+    return null;
+  }
+  const lines = open.map(kernel => kernelLine(kernel)).filter(line => line !== null);
+  return lines.length > 0 ? lines[0] : null;
+}
+
+/**
  * Whether the last document's hibernation was answered and found no kernel holding variables (none
  * running, or all empty): then nothing was lost, and the notice says so once.
  */

@@ -14,7 +14,7 @@ import { DEFAULT_REFRESH_MS, HIBERNATED_EVENT, HibernationStop, UsageModel } fro
 import { BudgetNotifier } from './notify';
 import { MeterPanel } from './panel';
 import { MeterStatusItem } from './statusbar';
-import { hubHomeUrl } from './stopped';
+import { hubHomeUrl, SERVER_NOT_RUNNING } from './stopped';
 import type { IHibernationReport } from './usage';
 import { reportTyping } from './use';
 
@@ -49,7 +49,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // The kernel's times (the widget, %fracnb_restore) in the zone of this browser.
     void tellDisplayZone();
     // Saved variables: the offer to restore them when their notebook opens in a new kernel.
-    const hibernation = new Hibernation(app.serviceManager.sessions);
+    const openPaths = (): string[] =>
+      Array.from(app.shell.widgets('main'))
+        .map(widget => (widget as { context?: { path?: unknown } }).context?.path)
+        .filter((path): path is string => typeof path === 'string');
+    const hibernation = new Hibernation(
+      app.serviceManager.sessions,
+      path => openPaths().includes(path),
+      openPath
+    );
+    model.changed.connect((_, state) => {
+      if (state.errorStatus === SERVER_NOT_RUNNING) {
+        hibernation.serverStopped();
+      }
+    });
     const panel = new MeterPanel(model, openPath, hubHome, hibernation);
     app.shell.add(panel, 'right', { rank: 900 });
 
@@ -60,7 +73,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     palette?.addItem({ command: OPEN_COMMAND, category: 'GPU' });
     const openPanel = () => void app.commands.execute(OPEN_COMMAND);
-    const notifier = new BudgetNotifier(model, openPanel, hubHome);
+    // The notebooks open in this tab: its stop toast says what became of their variables.
+    const notifier = new BudgetNotifier(model, openPanel, hubHome, openPaths);
 
     const item = new MeterStatusItem(model, openPanel);
     if (statusBar) {

@@ -15,7 +15,8 @@ export class BudgetNotifier {
   constructor(
     private readonly model: UsageModel,
     private readonly openPanel: () => void,
-    private readonly hubHome: string | null
+    private readonly hubHome: string | null,
+    private readonly openPaths: () => string[] = () => []
   ) {
     model.changed.connect(this._onChanged, this);
   }
@@ -98,7 +99,7 @@ export class BudgetNotifier {
   }
 
   private _announceStop(state: IUsageState): void {
-    const notice = stopNoticeOf(state);
+    const notice = stopNoticeOf(state, this.openPaths());
     if (this._stopToast !== null) {
       // A report that came after the first failed poll (the server's event): the toast says it.
       if (notice.toast !== this._stopText) {

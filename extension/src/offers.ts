@@ -55,9 +55,18 @@ export function withdrawnOffers(
 
 /** The question a restore asks when names of the state already hold values in the kernel. Pure. */
 export function conflictQuestion(report: IRestoreReport): string {
-  const names = report.conflicts.join(', ');
+  // "lr (yours 0.5, saved 0.1)": fracnb_meter.wording.conflict_line writes the same.
+  const values = new Map((report.conflict_values ?? []).map(item => [item.name, item]));
+  const names = report.conflicts
+    .map(name => {
+      const value = values.get(name);
+      return value === undefined ? name : `${name} (yours ${value.kernel}, saved ${value.saved})`;
+    })
+    .join(', ');
   const verb = report.conflicts.length === 1 ? 'differs' : 'differ';
-  return `Nothing was restored yet: ${names} ${verb} between this kernel and the saved state. Keep yours, or take the saved ones?`;
+  // The values say which is which; without them (an older server), the line says where they differ.
+  const where = values.size > 0 ? '' : ' between this kernel and the saved state';
+  return `Nothing was restored yet: ${names} ${verb}${where}. Keep yours, or take the saved ones?`;
 }
 
 /** One line on what a restore did, for a notification. Pure. */
@@ -84,6 +93,59 @@ export function restoreResult(report: IRestoreReport): string {
     return parts.join(' ');
   }
   return report.reason ?? 'Nothing was restored.';
+}
+
+/** JupyterLab cuts a notification's message at this many characters, in the toast and the notification centre. */
+export const NOTIFICATION_MAX = 140;
+
+/** ``names`` joined within ``room`` characters: "big, small and 3 more". Pure. */
+export function namesWithin(names: string[], room: number): string {
+  for (let shown = names.length; shown > 0; shown--) {
+    const more = names.length - shown;
+    const text = names.slice(0, shown).join(', ') + (more > 0 ? ` and ${more} more` : '');
+    if (text.length <= room) {
+      return text;
+    }
+  }
+  return `${names.length} ${names.length === 1 ? 'variable' : 'variables'}`;
+}
+
+/** ``text`` cut to ``NOTIFICATION_MAX`` characters, with an ellipsis where it was cut. Pure. */
+export function withinNotification(text: string): string {
+  return text.length <= NOTIFICATION_MAX ? text : `${text.slice(0, NOTIFICATION_MAX - 1)}…`;
+}
+
+/**
+ * A restore's outcome within what a notification shows (``NOTIFICATION_MAX``), naming the variables
+ * not restored: "Restored 3 of 5 variables (1.2 KiB). Not restored: big, small." ``restoreResult``
+ * has the reasons (the notification's Details). Pure.
+ */
+export function restoreHeadline(report: IRestoreReport): string {
+  const full = restoreResult(report);
+  const done = report.status === 'restored' || report.status === 'partly_restored';
+  if (full.length <= NOTIFICATION_MAX || !done) {
+    return withinNotification(full);
+  }
+  const count = report.restored.length;
+  const of = report.failed.length > 0 ? ` of ${count + report.failed.length}` : '';
+  const head = `Restored ${count}${of} ${count + report.failed.length === 1 ? 'variable' : 'variables'} (${formatBytes(report.bytes)}).`;
+  if (report.failed.length === 0) {
+    return withinNotification(head);
+  }
+  const prefix = `${head} Not restored: `;
+  return `${prefix}${namesWithin(
+    report.failed.map(f => f.name),
+    NOTIFICATION_MAX - prefix.length - 1
+  )}.`;
+}
+
+/** What a damaged state has lost, by reason: "big, small (arrays.bin is cut short (1000 bytes))"; '' when nothing. Pure. */
+export function lostText(state: ISavedState): string {
+  const byReason = new Map<string, string[]>();
+  for (const item of state.lost) {
+    byReason.set(item.reason, [...(byReason.get(item.reason) ?? []), item.name]);
+  }
+  return Array.from(byReason, ([reason, names]) => `${names.join(', ')} (${reason})`).join('; ');
 }
 
 /** What one offer is: a state as saved at one moment, for one kernel. A newer save is another offer. */

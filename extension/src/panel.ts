@@ -280,8 +280,9 @@ function quotaView(quota: IQuota): HTMLElement {
   return section('Quota', facts(quotaRows(quota)));
 }
 
-function cullView(cull: ICullStatus): HTMLElement {
-  const view = section('Automatic shutdown', facts(cullRows(cull)));
+function cullView(cull: ICullStatus, usage: IUsage): HTMLElement {
+  const running = usage.kernels.some(kernel => kernel.execution_state === 'busy');
+  const view = section('Automatic shutdown', facts(cullRows(cull, running)));
   view.classList.toggle('fracnb-meter-cull-warning', cull.deadline?.warning ?? false);
   return view;
 }
@@ -354,7 +355,7 @@ export function renderUsage(
       current === null ? null : section('Kernels', kernelsView(current, openPath)),
       current === null ? null : section('Budget', budgetView(current.budget)),
       current === null || current.quota === null ? null : quotaView(current.quota),
-      current === null || current.cull === null ? null : cullView(current.cull)
+      current === null || current.cull === null ? null : cullView(current.cull, current)
     );
   }
   return el(
@@ -365,7 +366,7 @@ export function renderUsage(
     section('Kernels', kernelsView(usage, openPath)),
     section('Budget', budgetView(usage.budget)),
     usage.quota === null ? null : quotaView(usage.quota),
-    usage.cull === null ? null : cullView(usage.cull),
+    usage.cull === null ? null : cullView(usage.cull, usage),
     section(
       usage.gpus.length === 1 ? 'Device' : 'Devices',
       el('ul', 'fracnb-meter-devices', ...usage.gpus.map(gpu => deviceRow(gpu, usage.simulated)))

@@ -4,7 +4,7 @@
  */
 import type { ISavedState } from './hibernation-api';
 import type { Hibernation } from './hibernation';
-import { offerText } from './offers';
+import { lostText, offerText } from './offers';
 
 function button(label: string, title: string, onClick: () => void, disabled = false): HTMLElement {
   const node = document.createElement('button');
@@ -34,6 +34,7 @@ function stateRow(hibernation: Hibernation, state: ISavedState): HTMLElement {
     text.textContent =
       `${offerText(state)}: ${count} ${count === 1 ? 'variable' : 'variables'}` +
       (skipped ? `; not saved: ${skipped}` : '') +
+      (state.lost.length > 0 ? `; lost, the saved state is damaged: ${lostText(state)}` : '') +
       (state.restored_at === null ? '' : '; restored once');
   }
   const kernel = hibernation.kernelFor(state.path);

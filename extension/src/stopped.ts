@@ -4,7 +4,7 @@
  */
 import type { IUsageState } from './model';
 import { formatDuration } from './format';
-import { heldNothing, savedAny, stopHibernationLines } from './hibernationnotice';
+import { heldNothing, savedAny, stopHibernationLines, unsavedOpenLine } from './hibernationnotice';
 import type { IUsage } from './usage';
 
 /**
@@ -14,7 +14,14 @@ import type { IUsage } from './usage';
 export const SERVER_NOT_RUNNING = 424;
 
 export type StopCause =
-  'idle' | 'demand' | 'max-age' | 'gpu-unused' | 'gpu-unused-busy' | 'user' | 'unknown';
+  | 'idle'
+  | 'demand'
+  | 'max-age'
+  | 'gpu-unused'
+  | 'gpu-unused-busy'
+  | 'user'
+  | 'hub-shutdown'
+  | 'unknown';
 
 export interface IStopNotice {
   cause: StopCause;
@@ -85,7 +92,9 @@ export function stopPhrase(cause: StopCause, limitSeconds: number): string {
         ? `at its maximum age of ${formatDuration(limitSeconds)}`
         : 'at its maximum age';
     case 'user':
-      return 'on request';
+      return 'on request by you or an admin';
+    case 'hub-shutdown':
+      return 'as JupyterHub shut down';
     default:
       return '';
   }
@@ -120,14 +129,19 @@ export function stopCause(last: IUsage | null, secondsUntilStop: number): StopCa
 }
 
 /** The notice for a poller state whose requests fail because the server is not running. */
-export function stopNoticeOf(state: IUsageState): IStopNotice {
+export function stopNoticeOf(state: IUsageState, openPaths: string[] = []): IStopNotice {
   const { receivedAt, failingSince } = state;
   const elapsed =
     receivedAt === null || failingSince === null ? 0 : (failingSince - receivedAt) / 1000;
-  return stopNotice(state.usage, elapsed);
+  return stopNotice(state.usage, elapsed, openPaths);
 }
 
-export function stopNotice(last: IUsage | null, secondsUntilStop: number): IStopNotice {
+/** ``openPaths``: the notebooks open in this tab, whose own outcome its toast tells. */
+export function stopNotice(
+  last: IUsage | null,
+  secondsUntilStop: number,
+  openPaths: string[] = []
+): IStopNotice {
   const cause = stopCause(last, secondsUntilStop);
   const cull = last?.cull ?? null;
   const limit = cause === 'max-age' ? cull?.max_age_seconds : cull?.idle_timeout_seconds;
@@ -139,7 +153,11 @@ export function stopNotice(last: IUsage | null, secondsUntilStop: number): IStop
       cause,
       headline,
       consequences: `${SAVED_CONSEQUENCES} ${saved.join(' ')}`,
-      toast: `${headline} Your variables were saved: open the notebook again to restore them.`,
+      // This tab's notebook may be the one that was running a cell: its toast says so.
+      toast: `${headline} ${
+        unsavedOpenLine(last, openPaths) ??
+        'Your variables were saved: open the notebook again to restore them.'
+      }`,
       saved
     };
   }

@@ -243,8 +243,12 @@ export function minutesLeft(deadline: IDeadline): number {
   return Math.max(1, Math.ceil(deadline.seconds_left / 60));
 }
 
-/** The automatic shutdown section's rows, for every state of the hub's culling status. */
-export function cullRows(cull: ICullStatus): Array<[string, string]> {
+/**
+ * The automatic shutdown section's rows, for every state of the hub's culling status. ``running``: a
+ * kernel is running a cell, which is use: an idle deadline moves on with it and never comes, so none is
+ * shown.
+ */
+export function cullRows(cull: ICullStatus, running = false): Array<[string, string]> {
   const idle = cull.idle_timeout_seconds;
   const maxAge = cull.max_age_seconds;
   const rows: Array<[string, string]> = [
@@ -255,7 +259,12 @@ export function cullRows(cull: ICullStatus): Array<[string, string]> {
     ['Maximum age', maxAge > 0 ? `${formatDuration(maxAge)} after start` : 'none']
   ];
   const deadline = cull.deadline;
-  if (deadline === null) {
+  if (
+    running &&
+    (deadline === null || deadline.reason === 'idle' || deadline.reason === 'demand')
+  ) {
+    rows.push(['Next stop', 'none while in use: a cell is running']);
+  } else if (deadline === null) {
     rows.push(['Next stop', 'none scheduled']);
   } else if (deadline.reason === 'idle') {
     rows.push(['Stops in', `${formatMinutes(minutesLeft(deadline))} unless used`]);
@@ -263,6 +272,12 @@ export function cullRows(cull: ICullStatus): Array<[string, string]> {
     rows.push([
       'Stops in',
       `${formatMinutes(minutesLeft(deadline))} unless used: someone is waiting for a GPU`
+    ]);
+  } else if (deadline.reason === 'gpu-unused' || deadline.reason === 'gpu-unused-busy') {
+    const even = deadline.reason === 'gpu-unused-busy' ? ', even while a cell runs,' : '';
+    rows.push([
+      'Stops in',
+      `${formatMinutes(minutesLeft(deadline))}${even} unless it uses the GPU`
     ]);
   } else {
     rows.push([

@@ -9,6 +9,7 @@ Discarding asks first, everywhere; an offer goes as soon as its state is restore
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import datetime
@@ -214,7 +215,8 @@ def test_a_restore_asks_before_replacing_newer_values_and_withdraws_replaced_off
         offers.get_by_role("button", name="Restore", exact=True).click()
 
         question = page.locator(
-            TOAST, has_text="Nothing was restored yet: lr differs between this kernel and the saved state."
+            TOAST,
+            has_text="train.ipynb: Nothing was restored yet: lr (yours 0.5, saved 0.1) differs. Keep yours, or take the saved ones?",
         )
         expect(question).to_be_visible(timeout=60_000)
         wait_for_animations(page)
@@ -261,3 +263,136 @@ def assert_not_squeezed(page: Page, row: object) -> None:
     for label in ("Restore", "Discard"):
         button = row.get_by_role("button", name=label).bounding_box()
         assert button["x"] + button["width"] <= panel["x"] + panel["width"] - 8, (label, button, panel)
+
+
+def test_a_damaged_state_names_what_it_lost_and_enter_keeps_it(
+    page: Page, fake_gpu: FakeGpu, tmp_path_factory: pytest.TempPathFactory, artifacts: Path
+) -> None:
+    """A saved ``arrays.bin`` cut short (``truncate -s 1000``) loses the array whose bytes it held: the
+    offer, the panel and the restore's notification name it (within the 140 characters Lab shows), the
+    restore counts only what it restored, and Details says why. Enter in the Discard question keeps the
+    saved work."""
+    home = tmp_path_factory.mktemp("home")
+    environment = {**BUDGET_ENV, **gpu_environment(fake_gpu), "HOME": str(home), "JUPYTERHUB_SERVER_NAME": ""}
+    notebook = {"cells": [], "metadata": {"kernelspec": KERNELSPEC}, "nbformat": 4, "nbformat_minor": 5}
+    code = "lr = 0.1\nepochs = 7\nnotes = {'run': 'baseline'}\nweights = __import__('numpy').arange(1_000_000.0)"
+    with running_lab(tmp_path_factory.mktemp("lab"), environment, artifacts / "lab-damaged.log") as server:
+        server.api("PUT", f"api/contents/{NOTEBOOK}", {"type": "notebook", "content": notebook})
+        run_in_new_kernel(server, NOTEBOOK, code)
+        assert outcome_of(server.api("POST", "fracnb/api/hibernate", {"timeout_seconds": 60})) == "saved"
+        close_sessions(server, NOTEBOOK)
+        (arrays,) = home.rglob("arrays.bin")
+        with arrays.open("r+b") as damaged:
+            damaged.truncate(1000)
+
+        open_notebook(page, server)
+        offer = page.locator(
+            TOAST, has_text=re.compile(r"train\.ipynb: Restore variables from .*Lost \(damaged\): weights\.")
+        )
+        expect(offer).to_be_visible(timeout=30_000)
+        expect(offer).not_to_contain_text("MiB")  # the 7.6 MiB of weights cannot come back
+        page.locator(".fracnb-meter-status").click()
+        saved = page.locator(".fracnb-meter-saved .fracnb-meter-state", has_text=NOTEBOOK)
+        expect(saved).to_contain_text("3 variables")
+        expect(saved).to_contain_text(
+            "lost, the saved state is damaged: weights (arrays.bin is cut short (1000 bytes))"
+        )
+
+        # Enter in the Discard question keeps the saved work; deleting it takes a click.
+        offer.get_by_role("button", name="Discard", exact=True).click()
+        dialog = page.locator(".jp-Dialog")
+        expect(dialog.get_by_role("button", name="Keep them")).to_be_focused()
+        page.keyboard.press("Enter")
+        expect(dialog).to_have_count(0)
+        assert [s["path"] for s in server.api("GET", "fracnb/api/hibernation/states")["states"]] == [NOTEBOOK]
+
+        offer.get_by_role("button", name="Restore", exact=True).click()
+        done = page.locator(
+            TOAST, has_text=re.compile(r"Restored 3 of 4 variables \(\d+ B\)\. Not restored: weights\.")
+        )
+        expect(done).to_be_visible(timeout=60_000)
+        wait_for_animations(page)
+        page.screenshot(path=artifacts / "lab-restore-damaged.png")
+        done.get_by_role("button", name="Details").click()
+        expect(dialog).to_contain_text("The saved state is damaged: arrays.bin is cut short (1000 bytes)")
+        expect(dialog).to_contain_text("Not restored: weights (the saved state is damaged")
+        dialog.get_by_role("button", name="Ok").click()
+        # The notification centre keeps the same line, not one cut at 140 characters.
+        page.locator(".jp-Notification-Status").click()
+        expect(page.locator(".jp-Notification-Center")).to_contain_text("Not restored: weights.")
+
+        # The server stops (JupyterHub answers 424 for it from now on): the panel no longer lists its
+        # states with Restore and Discard buttons for a server that is gone.
+        page.route(
+            re.compile(r"/fracnb/api/(usage|hibernation)"),
+            lambda route: route.fulfill(
+                status=424,
+                content_type="application/json",
+                body=json.dumps({"status": 424, "message": "ann's server is not running"}),
+            ),
+        )
+        expect(page.locator(".fracnb-meter-status")).to_have_text("Server stopped", timeout=30_000)
+        expect(page.locator(".fracnb-meter-saved")).to_have_count(0)
+        expect(page.locator("#fracnb-meter-panel").get_by_role("button", name="Restore")).to_have_count(0)
+
+
+def test_the_stop_toast_of_a_notebook_that_was_running_a_cell_says_its_variables_were_not_saved(
+    page: Page, fake_gpu: FakeGpu, tmp_path_factory: pytest.TempPathFactory, artifacts: Path
+) -> None:
+    """The user stops the server while this tab's notebook runs a cell: the other notebook's variables
+    are saved, this one's are not, and this tab's toast says so rather than "Your variables were saved"."""
+    home = tmp_path_factory.mktemp("home")
+    environment = {**BUDGET_ENV, **gpu_environment(fake_gpu), "HOME": str(home), "JUPYTERHUB_SERVER_NAME": ""}
+    notebook = {"cells": [], "metadata": {"kernelspec": KERNELSPEC}, "nbformat": 4, "nbformat_minor": 5}
+    with running_lab(tmp_path_factory.mktemp("lab"), environment, artifacts / "lab-busy-stop.log") as server:
+        server.api("PUT", f"api/contents/{NOTEBOOK}", {"type": "notebook", "content": notebook})
+        server.api("PUT", f"api/contents/{CLASSIC}", {"type": "notebook", "content": notebook})
+        run_in_new_kernel(server, CLASSIC, "steps = [1, 2, 3]")
+        open_notebook(page, server)
+        run_cell(page, "import time\nlr = 0.1\ntime.sleep(600)")
+        page.locator('.jp-Notebook-ExecutionIndicator[data-status="busy"]').first.wait_for(timeout=60_000)
+        report = server.api("POST", "fracnb/api/hibernate?stop=user", {"timeout_seconds": 60})
+        assert {k["path"]: k["status"] for k in report["kernels"]} == {NOTEBOOK: "busy", CLASSIC: "saved"}
+
+        page.route(
+            re.compile(r"/fracnb/api/(usage|hibernation)"),
+            lambda route: route.fulfill(
+                status=424,
+                content_type="application/json",
+                body=json.dumps({"status": 424, "message": "ann's server is not running"}),
+            ),
+        )
+        stopped = page.locator(TOAST, has_text="This server was stopped")
+        expect(stopped).to_contain_text("train.ipynb was running a cell: its variables were not saved.", timeout=30_000)
+        expect(stopped).not_to_contain_text("Your variables were saved")
+        wait_for_animations(page)
+        page.screenshot(path=artifacts / "lab-busy-stop.png")
+
+
+def test_an_offer_for_a_notebook_that_is_not_open_opens_it(
+    page: Page, fake_gpu: FakeGpu, tmp_path_factory: pytest.TempPathFactory, artifacts: Path
+) -> None:
+    """After a restart a notebook's new kernel runs while its tab is not open in this page: the offer
+    that names it has an Open button, which opens it."""
+    home = tmp_path_factory.mktemp("home")
+    environment = {**BUDGET_ENV, **gpu_environment(fake_gpu), "HOME": str(home), "JUPYTERHUB_SERVER_NAME": ""}
+    notebook = {"cells": [], "metadata": {"kernelspec": KERNELSPEC}, "nbformat": 4, "nbformat_minor": 5}
+    with running_lab(tmp_path_factory.mktemp("lab"), environment, artifacts / "lab-offer-open.log") as server:
+        for path in (NOTEBOOK, CLASSIC):
+            server.api("PUT", f"api/contents/{path}", {"type": "notebook", "content": notebook})
+        run_in_new_kernel(server, CLASSIC, "steps = [1, 2, 3]")
+        report = server.api("POST", "fracnb/api/hibernate", {"timeout_seconds": 60})
+        assert {k["path"]: k["status"] for k in report["kernels"]} == {CLASSIC: "saved"}
+        close_sessions(server, CLASSIC)
+        run_in_new_kernel(server, CLASSIC, "started = True")  # its new kernel, with no tab here
+
+        open_notebook(page, server)
+        offer = page.locator(TOAST, has_text=re.compile(r"classic\.ipynb: Restore variables from"))
+        expect(offer).to_be_visible(timeout=30_000)
+        offer.get_by_role("button", name="Open", exact=True).click()
+        expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=CLASSIC)).to_be_visible(timeout=30_000)
+        expect(offer).to_be_visible()  # still there, to restore into the notebook now open
+        expect(offer.get_by_role("button", name="Open", exact=True)).to_be_visible()
+        wait_for_animations(page)
+        page.screenshot(path=artifacts / "lab-offer-opened.png")
+        page.close()  # before the server goes: a page left open reads a server that is gone

@@ -177,3 +177,34 @@ def test_after_an_idle_shutdown_the_page_says_why_and_where_to_go(
         page.screenshot(path=artifacts / "lab-after-idle-cull.png")
     finally:
         service.scenario = None
+
+
+def test_a_busy_server_shows_no_idle_deadline_that_moves_on(
+    page: Page, lab_server: LabServer, service: ReportServer
+) -> None:
+    """A running cell is use: the hub's idle deadline moves on with it and never comes. The panel says
+    that the server is in use rather than a "Stops in" time that keeps moving."""
+    service.scenario = IDLE_WARNING
+    kernelspec = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    notebook = {"cells": [], "metadata": {"kernelspec": kernelspec}, "nbformat": 4, "nbformat_minor": 5}
+    lab_server.api("PUT", "api/contents/busy.ipynb", {"type": "notebook", "content": notebook})
+    try:
+        wait_until(
+            lambda: (lab_server.usage()["cull"] or {}).get("deadline") is not None,
+            what="the usage document to carry the idle deadline",
+            timeout=UPDATE_TIMEOUT_MS / 1000,
+            interval=0.1,
+        )
+        page.goto(f"{lab_server.url}lab/tree/busy.ipynb?reset&token={lab_server.token}")
+        page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for(timeout=60_000)
+        page.locator(STATUS).click()
+        shutdown = page.locator(PANEL).locator(".fracnb-meter-section", has_text="Automatic shutdown")
+        expect(shutdown).to_contain_text("Stops in", timeout=UPDATE_TIMEOUT_MS)
+        run_cell(page, "import time\ntime.sleep(300)")
+        expect(shutdown).to_contain_text("none while in use: a cell is running", timeout=UPDATE_TIMEOUT_MS)
+        expect(shutdown).not_to_contain_text("Stops in")
+    finally:
+        service.scenario = None
+        for session in lab_server.api("GET", "api/sessions"):
+            if session["path"] == "busy.ipynb":
+                lab_server.api("DELETE", f"api/sessions/{session['id']}")

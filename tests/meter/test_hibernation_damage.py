@@ -12,9 +12,12 @@ import numpy as np
 import pytest
 
 from fracnb_meter.hibernation import layout, serverside
+from fracnb_meter.hibernation.damage import lost_in_entry, lost_variables
 from fracnb_meter.hibernation.kernelside import current_versions, package_version
+from fracnb_meter.hibernation.layout import find_entry
+from fracnb_meter.hibernation.magic import listing
 from fracnb_meter.hibernation.placement import Placement
-from fracnb_meter.hibernation.restorer import find_entry, restore_namespace
+from fracnb_meter.hibernation.restorer import brief, restore_namespace
 from fracnb_meter.hibernation.saver import SaveRequest, save_namespace
 from fracnb_meter.wording import restore_summary
 from fracnb_schemas import HIBERNATION_STATES, RESTORE_REPORT, check
@@ -148,8 +151,12 @@ def test_names_the_kernel_already_holds_are_replaced_only_when_the_user_says_so(
     assert asked["conflicts"] == ["lr", "steps"]
     assert asked["restored"] == []
     assert mine == {"lr": 0.5, "steps": 99, "math": math}
+    assert asked["conflict_values"] == [
+        {"name": "lr", "kernel": "0.5", "saved": "0.1"},
+        {"name": "steps", "kernel": "99", "saved": "10"},
+    ]
     assert restore_summary(asked) == [
-        "Nothing was restored yet: lr, steps differ between this kernel and the saved state."
+        "Nothing was restored yet: lr (yours 0.5, saved 0.1), steps (yours 99, saved 10) differ."
     ]
 
     kept = restore(mine, env, on_conflict="keep")
@@ -271,3 +278,65 @@ def test_a_manifest_of_the_wrong_shape_is_listed_as_damaged_not_a_crash(env: dic
     [state] = listing["states"]
     assert state["problem"].startswith("the saved state is damaged: ")
     assert state["problem"].endswith("discard it")
+
+
+def test_a_cut_short_state_names_its_lost_variables_before_and_after_a_restore(env: dict) -> None:
+    """The states listing (the panel and the offer) and %fracnb_restore --list name what a cut lost,
+    and count only what can come back; the restore counts only what it restored."""
+    big = np.arange(1_000_000)  # 7.6 MiB, as in the report of a damaged state
+    entry = save({"lr": 0.1, "big": big, "note": "kept", "small": np.arange(10)}, env)
+    manifest = json.loads((entry / layout.MANIFEST).read_text())
+    arrays = generation_file(entry, layout.ARRAYS)
+    cut(arrays, 1000)  # as `truncate -s 1000 arrays.bin`
+
+    (state,) = serverside.list_states(env)["states"]
+    check(HIBERNATION_STATES, {"directory": "d", "states": [state]})
+    assert [item["name"] for item in state["lost"]] == ["big", "small"]
+    assert state["lost"][0]["reason"] == "arrays.bin is cut short (1000 bytes)"
+    assert state["variables"] == ["lr", "note"]
+    assert state["bytes"] < 1000 < manifest["bytes"]["total"]
+    assert listing(manifest, lost_in_entry(entry, manifest)).splitlines()[1:] == [
+        "Lost: big (the saved state is damaged: arrays.bin is cut short (1000 bytes)).",
+        "Lost: small (the saved state is damaged: arrays.bin is cut short (1000 bytes)).",
+    ]
+
+    report = restore({}, env)
+    assert report["restored"] == ["lr", "note"]
+    assert [item["name"] for item in report["failed"]] == ["big", "small"]
+    assert report["bytes"] == state["bytes"]  # not the 7.6 MiB that was lost
+
+
+def test_an_undamaged_state_lists_every_variable_and_loses_none(env: dict) -> None:
+    entry = save({"lr": 0.1, "big": np.arange(100_000)}, env)
+    manifest = json.loads((entry / layout.MANIFEST).read_text())
+    (state,) = serverside.list_states(env)["states"]
+    assert (state["variables"], state["lost"], state["bytes"]) == (["lr", "big"], [], manifest["bytes"]["total"])
+    assert "Lost" not in listing(manifest, lost_in_entry(entry, manifest))
+
+
+def test_a_cut_in_the_objects_file_loses_that_variable_and_every_later_one() -> None:
+    manifest = {
+        "arrays": {"out_of_band": [[0, 64], [64, 64]], "device": [[128, 32]]},
+        "variables": [
+            {"name": "a", "offset": 0, "length": 10, "bytes": 74, "buffers": [0, 1]},
+            {"name": "b", "offset": 10, "length": 10, "bytes": 10, "buffers": [1, 0]},
+            {"name": "c", "offset": 20, "length": 10, "bytes": 106, "buffers": [1, 1]},
+        ],
+    }
+    assert lost_variables(manifest, 30, 160) == []
+    assert [item["name"] for item in lost_variables(manifest, 15, 160)] == ["b", "c"]
+    # c's buffers are the arrays file's last two records (a numpy buffer and a device array's copy)
+    assert [item["name"] for item in lost_variables(manifest, 30, 150)] == ["c"]
+    assert [item["name"] for item in lost_variables(manifest, 30, 60)] == ["a", "c"]
+
+
+def test_a_conflicts_values_are_shown_short() -> None:
+    assert brief("x" * 100) == repr("x" * 100)[:13] + "..." + repr("x" * 100)[-14:]
+    assert len(brief(np.arange(1_000_000.0))) <= 40
+    assert brief(np.arange(1_000_000.0)).startswith("array([0.0")
+
+    class Unprintable:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+    assert brief(Unprintable()).startswith("<Unprintable instance")  # a repr that fails is no crash

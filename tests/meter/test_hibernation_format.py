@@ -18,9 +18,10 @@ import pytest
 
 from fracnb_meter.hibernation import frameworks, layout, serverside
 from fracnb_meter.hibernation.kernelside import current_versions, package_version
+from fracnb_meter.hibernation.layout import find_entry
 from fracnb_meter.hibernation.namespace import user_variables, version_differences
 from fracnb_meter.hibernation.placement import Placement, choose_placement
-from fracnb_meter.hibernation.restorer import find_entry, restore_namespace
+from fracnb_meter.hibernation.restorer import restore_namespace
 from fracnb_meter.hibernation.saver import SaveRequest, save_namespace
 from fracnb_schemas import HIBERNATION_MANIFEST, HIBERNATION_REPORT, RESTORE_REPORT, check
 

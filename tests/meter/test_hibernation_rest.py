@@ -201,7 +201,7 @@ def test_the_hibernation_is_told_on_the_events_socket_of_open_pages(server: Mete
     event, report = asyncio.run(scenario())
     check(HIBERNATION_REPORT, event["report"])
     assert event["report"] == report
-    assert event["stop"] == "user"  # why, as the hub said: the tab says "stopped on request"
+    assert event["stop"] == "user"  # why, as the hub said: the tab says "stopped on request by you or an admin"
     assert server.usage()["hibernation_stop"] == "user"  # and so does a page that polls
     [saved] = [kernel for kernel in event["report"]["kernels"] if kernel["path"] == "event.ipynb"]
     assert saved["status"] == "saved"

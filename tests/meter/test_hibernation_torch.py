@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from fracnb_meter.hibernation.kernelside import current_versions, package_version
+from fracnb_meter.hibernation.layout import find_entry
 from fracnb_meter.hibernation.placement import Placement
-from fracnb_meter.hibernation.restorer import find_entry, restore_namespace
+from fracnb_meter.hibernation.restorer import restore_namespace
 from fracnb_meter.hibernation.saver import SaveRequest, save_namespace
 from fracnb_schemas import RESTORE_REPORT, check
 

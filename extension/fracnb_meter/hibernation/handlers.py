@@ -23,7 +23,7 @@ from tornado import web
 from fracnb_schemas import HIBERNATION_REQUEST, RESTORE_REQUEST, problems
 
 from . import serverside
-from .kernelcall import KernelCallError, call_in_kernel
+from .hibernator import RestoreRefusedError, RestoreRequest
 from .notice import STOP_REASONS
 
 KEY_PATTERN = r"(?P<key>[^/]+)"
@@ -70,7 +70,7 @@ class HibernateHandler(_HibernationHandler):
         stop = self.get_argument("stop", None)  # in the query: a hub that says nothing of it is as welcome
         if stop is not None and stop not in STOP_REASONS:
             raise web.HTTPError(400, reason=f"stop={stop!r} is none of {', '.join(STOP_REASONS)}")
-        report = await self.meter.hibernate(float(body["timeout_seconds"]), body.get("max_bytes"), stop=stop)
+        report = await self.meter.hibernation.save(float(body["timeout_seconds"]), body.get("max_bytes"), stop=stop)
         self.set_header("Cache-Control", "no-store")
         self.finish(json.dumps(report))
 
@@ -111,29 +111,17 @@ class RestoreHandler(_HibernationHandler):
     async def post(self) -> None:
         self.check_enabled()
         body = self.body_of(RESTORE_REQUEST)
-        manager = self.settings["kernel_manager"]
-        if body["kernel_id"] not in manager:
-            raise web.HTTPError(404, reason=f"there is no kernel {body['kernel_id']} on this server")
-        states = {state["key"]: state for state in serverside.list_states(os.environ)["states"]}
-        state = states.get(body["key"])
-        if state is None:
-            raise web.HTTPError(404, reason=f"there is no saved state {body['key']}")
-        if state["problem"]:
-            raise web.HTTPError(409, reason=state["problem"])
-        if body.get("saved_at") not in (None, state["saved_at"]):
-            raise web.HTTPError(
-                409, reason=f"{state['path']} was saved again since this offer: its newer state is offered"
-            )
-        arguments = {"notebook_file": state["notebook_file"], "force": bool(body.get("force"))}
-        arguments["on_conflict"] = body.get("on_conflict")
+        request = RestoreRequest(
+            kernel_id=body["kernel_id"],
+            key=body["key"],
+            saved_at=body.get("saved_at"),
+            force=bool(body.get("force")),
+            on_conflict=body.get("on_conflict"),
+        )
         try:
-            report = await call_in_kernel(
-                manager.get_kernel(body["kernel_id"]), "restore_json", arguments, self.meter.restore_timeout
-            )
-        except KernelCallError as error:
-            raise web.HTTPError(502, reason=f"the kernel did not restore: {error}") from None
-        if report.get("status") == "refused":
-            raise web.HTTPError(409, reason=str(report.get("reason")))
+            report = await self.meter.hibernation.restore(request)
+        except RestoreRefusedError as refused:
+            raise web.HTTPError(refused.status, reason=refused.reason) from None
         self.set_header("Cache-Control", "no-store")
         self.finish(json.dumps(report))
 

@@ -1,4 +1,4 @@
-"""One silent call into a kernel, from the Jupyter server: the I/O under fracnb_meter.hibernation.server.
+"""One silent call into a kernel, from the Jupyter server: the I/O under :mod:`.hibernator`.
 
 The request is an ``execute_request`` with an empty cell, ``silent=True`` (no execution count, no
 output in the notebook, nothing in the history), ``stop_on_error=False`` (a failure cannot abort

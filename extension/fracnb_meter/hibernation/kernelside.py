@@ -23,6 +23,7 @@ from importlib import metadata
 from typing import Any
 
 from . import layout
+from .damage import lost_in_entry
 from .placement import Placement, choose_placement
 
 
@@ -218,13 +219,13 @@ def restore(
 ) -> dict[str, Any]:
     """Restore the saved variables of ``notebook`` (default: this kernel's) into the namespace;
     names already set there are replaced only with ``on_conflict="take"`` (restorer.ON_CONFLICT)."""
-    from .restorer import find_entry, restore_namespace  # noqa: PLC0415
+    from .restorer import restore_namespace  # noqa: PLC0415
 
     target = notebook_file(notebook)
     if target is None:
         return _no_notebook()
     namespace = user_ns if user_ns is not None else _shell().user_ns
-    entry = find_entry(os.environ, target)
+    entry = layout.find_entry(os.environ, target)
     with _quiet():
         return restore_namespace(
             namespace,
@@ -265,38 +266,41 @@ def _no_notebook() -> dict[str, Any]:
 
 def saved_state(notebook: str | None = None) -> dict[str, Any] | None:
     """The manifest of this notebook's saved state (JSON only), or None when there is none or it is unsafe."""
-    from .restorer import find_entry  # noqa: PLC0415
 
     target = notebook_file(notebook)
     if target is None:
         return None
     try:
-        return layout.read_manifest(find_entry(os.environ, target), layout.state_root(os.environ))
+        return layout.read_manifest(layout.find_entry(os.environ, target), layout.state_root(os.environ))
     except (OSError, ValueError, layout.UnsafeStateError):
         return None
 
 
+def lost_variables(notebook: str | None, manifest: dict[str, Any]) -> list[dict[str, str]]:
+    """The variables of ``notebook``'s saved state (``manifest``) that its damaged files have lost."""
+    target = notebook_file(notebook)
+    return [] if target is None else lost_in_entry(layout.find_entry(os.environ, target), manifest)
+
+
 def unrestored_state(notebook: str | None = None) -> dict[str, Any] | None:
     """The manifest of this notebook's saved state while it was not restored yet, else None."""
-    from .restorer import find_entry  # noqa: PLC0415
 
     manifest = saved_state(notebook)
     target = notebook_file(notebook)
     if manifest is None or target is None:
         return None
-    restored = layout.read_restored(find_entry(os.environ, target))
+    restored = layout.read_restored(layout.find_entry(os.environ, target))
     return None if restored and restored.get("generation") == manifest.get("generation") else manifest
 
 
 def discard(notebook: str | None = None) -> bool:
     """Remove this notebook's saved state; False when there was none. Raises layout.UnsafeStateError
     rather than delete through a symbolic link."""
-    from .restorer import find_entry  # noqa: PLC0415
 
     target = notebook_file(notebook)
     if target is None:
         return False
-    entry = find_entry(os.environ, target)
+    entry = layout.find_entry(os.environ, target)
     layout.refuse_links(entry, layout.state_root(os.environ))
     existed = (entry / layout.MANIFEST).exists()
     layout.discard(entry, layout.state_root(os.environ))

@@ -70,6 +70,11 @@ def entry_key(notebook_file: str) -> str:
     return hashlib.sha256(os.path.normpath(notebook_file).encode()).hexdigest()[:32]
 
 
+def find_entry(env: Mapping[str, str], notebook_file: str) -> Path:
+    """The folder of ``notebook_file``'s saved states under this server's."""
+    return server_dir(env) / entry_key(notebook_file)
+
+
 def make_private_dirs(path: Path) -> None:
     """Create ``path`` and its missing parents as 0700 (existing ones are left as they are)."""
     missing = []

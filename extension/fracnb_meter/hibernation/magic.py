@@ -42,7 +42,9 @@ def fracnb_restore(line: str) -> None:
         return
     notebook = names[0] if names else None
     if "--list" in flags:
-        print(listing(kernelside.saved_state(notebook)))  # noqa: T201
+        manifest = kernelside.saved_state(notebook)
+        lost = [] if manifest is None else kernelside.lost_variables(notebook, manifest)
+        print(listing(manifest, lost))  # noqa: T201
     elif "--discard" in flags:
         print(discarding(notebook, confirmed="--yes" in flags, line=line))  # noqa: T201
     else:
@@ -76,13 +78,18 @@ def discarding(notebook: str | None, *, confirmed: bool, line: str = "--discard"
     return "The saved variables were discarded." if removed else "There was no saved state."
 
 
-def listing(manifest: dict[str, Any] | None) -> str:
+def listing(manifest: dict[str, Any] | None, lost: list[dict[str, str]] | None = None) -> str:
+    """What ``--list`` prints: the variables that can be restored, and those a damaged state has ``lost``."""
     if manifest is None:
         return "No saved variables for this notebook."
+    gone = {item["name"] for item in lost or []}
+    kept = [variable for variable in manifest["variables"] if variable["name"] not in gone]
+    total = manifest["bytes"]["total"] if not gone else sum(int(v.get("bytes", 0)) for v in kept)
     saved_at = datetime.fromisoformat(manifest["saved_at"])
-    offer = restore_offer(saved_at, manifest["bytes"]["total"], datetime.now(timezone.utc), display_zone(os.environ))
-    names = ", ".join(variable["name"] for variable in manifest["variables"])
-    lines = [f"{offer}: {names}."]
+    offer = restore_offer(saved_at, total, datetime.now(timezone.utc), display_zone(os.environ))
+    names = ", ".join(variable["name"] for variable in kept)
+    lines = [f"{offer}: {names or 'nothing'}."]
+    lines += [f"Lost: {item['name']} (the saved state is damaged: {item['reason']})." for item in lost or []]
     lines += [f"Not saved: {item['name']} ({item['reason']})." for item in manifest["skipped"]]
     device = manifest["bytes"]["device_arrays"]
     if device:

@@ -20,6 +20,7 @@ import json
 import os
 import pickle
 import pickletools
+import reprlib
 import time
 from collections.abc import Callable, Mapping, MutableMapping
 from datetime import datetime, timezone
@@ -29,7 +30,7 @@ from typing import Any
 from . import frameworks, layout
 from .arrays import Record, file_size, read_records
 from .manifestcheck import check_manifest
-from .namespace import version_differences
+from .namespace import type_name, version_differences
 from .pickler import DEVICE_ARRAY, MAIN_NAMESPACE, describe_error
 from .placement import Placement
 
@@ -87,10 +88,6 @@ def memo_entries(record: bytes) -> int:
     return sum(1 for opcode, _arg, _pos in pickletools.genops(record) if opcode.name == "MEMOIZE")
 
 
-def find_entry(env: Mapping[str, str], notebook_file: str) -> Path:
-    return layout.server_dir(env) / layout.entry_key(notebook_file)
-
-
 _MISSING = object()
 
 
@@ -115,7 +112,15 @@ def restore_namespace(
     started = clock()
     root = layout.state_root(env)
     report: dict[str, Any] = {"status": "failed", "reason": None, "restored": [], "failed": [], "skipped_at_save": []}
-    report |= {"warnings": [], "notices": [], "conflicts": [], "bytes": 0, "saved_at": None, "seconds": 0.0}
+    report |= {
+        "warnings": [],
+        "notices": [],
+        "conflicts": [],
+        "conflict_values": [],
+        "bytes": 0,
+        "saved_at": None,
+        "seconds": 0.0,
+    }
     try:
         manifest = _manifest_of(entry, root, report)
         saved_versions = manifest.get("versions") or {}
@@ -130,6 +135,7 @@ def restore_namespace(
         finally:
             _put_back(user_ns, before)
         _assign(user_ns, load.values, report, on_conflict)
+        report["bytes"] = restored_bytes(manifest, report["restored"])
     except _StopError as stop:
         return {**report, "status": stop.status, "reason": stop.reason}
     except layout.UnsafeStateError as error:
@@ -160,6 +166,13 @@ def _manifest_of(entry: Path, root: Path, report: dict[str, Any]) -> dict[str, A
     return manifest
 
 
+def restored_bytes(manifest: Mapping[str, Any], restored: list[str]) -> int:
+    """The saved bytes of the variables restored: a damaged state's lost ones, or the kernel's own values
+    kept, are not counted."""
+    names = set(restored)
+    return sum(int(v.get("bytes", 0)) for v in manifest["variables"] if str(v["name"]) in names)
+
+
 def _put_back(user_ns: MutableMapping[str, Any], before: Mapping[str, Any]) -> None:
     """The namespace as it was before the load. cloudpickle's function loader writes each function's
     saved globals (and ``__builtins__``) into its globals, which are this namespace: a value the user
@@ -176,6 +189,9 @@ def _assign(
 ) -> None:
     """Put the loaded values into the namespace, unless some differ from the kernel's and the user has not chosen."""
     report["conflicts"] = conflicts(user_ns, values)
+    report["conflict_values"] = [
+        {"name": name, "kernel": brief(user_ns[name]), "saved": brief(values[name])} for name in report["conflicts"]
+    ]
     if report["conflicts"] and on_conflict not in ON_CONFLICT:
         raise _StopError("conflict", f"other values in this kernel: {', '.join(report['conflicts'])}")
     keep = set(report["conflicts"]) if on_conflict == "keep" else set()
@@ -189,6 +205,20 @@ def conflicts(user_ns: Mapping[str, Any], values: Mapping[str, Any]) -> list[str
     """The names whose saved value differs from the one the kernel holds now (a module imported again,
     or an equal number or string, is the same)."""
     return [name for name, value in values.items() if name in user_ns and not same(user_ns[name], value)]
+
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlevel = 30, 30, 2
+
+
+def brief(value: Any, most: int = 40) -> str:
+    """A value as the conflict question shows it: a repr of at most ``most`` characters (an array's
+    repr is numpy's summary, cut)."""
+    try:
+        text = " ".join(_BRIEF.repr(value).split())
+    except Exception:
+        text = f"a {type_name(value)}"
+    return text if len(text) <= most else f"{text[: most - 3]}..."
 
 
 def same(current: Any, saved: Any) -> bool:

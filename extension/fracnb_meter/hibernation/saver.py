@@ -194,7 +194,7 @@ def _count(
 def _write(saveable: dict[str, Any], skipped: list[dict[str, str]], context: _Context) -> dict[str, Any] | None:
     """Write a new generation and commit it (None: nothing left to write); on any failure remove it and raise."""
     root = layout.state_root(context.env)
-    entry = layout.server_dir(context.env) / layout.entry_key(context.request.notebook_file)
+    entry = layout.find_entry(context.env, context.request.notebook_file)
     layout.make_private_dirs(entry)
     layout.check_private_dirs(entry, root)
     layout.remove_generations(entry, keep=_committed_generation(entry, root))  # leftovers of a crash

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import layout
+from .damage import lost_in_entry
 from .manifestcheck import check_manifest
 
 STATUSES = ("saved", "partly_saved", "failed", "skipped_over_limit", "busy", "empty", "not_supported")
@@ -179,14 +180,19 @@ def _state(entry: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
         isinstance(manifest.get(key), (str, type(None))) for key in ("saved_at", "notebook_path", "notebook_file")
     ):
         raise TypeError("a time or a path that is not text")
+    lost = lost_in_entry(entry, manifest)  # a damaged state offers only what can come back
+    gone = {item["name"] for item in lost}
+    kept = [variable for variable in manifest.get("variables", []) if str(variable["name"]) not in gone]
+    total = int(byte_counts.get("total", 0))
     return {
         "key": entry.name,
         "path": manifest.get("notebook_path"),
         "notebook_file": manifest.get("notebook_file"),
         "saved_at": manifest.get("saved_at"),
-        "bytes": int(byte_counts.get("total", 0)),
+        "bytes": total if not lost else sum(int(v.get("bytes", 0)) for v in kept),
         "device_bytes": int(byte_counts.get("device_arrays", 0)),
-        "variables": [str(v["name"]) for v in manifest.get("variables", [])],
+        "variables": [str(v["name"]) for v in kept],
+        "lost": lost,
         "skipped": list(manifest.get("skipped", [])),
         "versions": dict(manifest.get("versions", {})),
         "restored_at": restored.get("restored_at") if generation_restored and restored else None,
@@ -203,6 +209,7 @@ def _unusable(key: str, problem: str) -> dict[str, Any]:
         "bytes": 0,
         "device_bytes": 0,
         "variables": [],
+        "lost": [],
         "skipped": [],
         "versions": {},
         "restored_at": None,

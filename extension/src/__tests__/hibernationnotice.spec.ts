@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { hibernationLines } from '../hibernationnotice';
+import { hibernationLines, unsavedOpenLine } from '../hibernationnotice';
 import { NOTHING_HELD_CONSEQUENCES, stopNotice } from '../stopped';
 import type { IHibernationReport, IKernelOutcome } from '../usage';
 import { cull, deadline, testData, usage } from './fixtures';
@@ -96,7 +96,7 @@ describe('the stopped notice after a hibernation', () => {
     const saved = report(cases[0].kernels);
     const onRequest = stopNotice(usage({ hibernation: saved, hibernation_stop: 'user' }), 0);
     assert.equal(onRequest.cause, 'user');
-    assert.equal(onRequest.headline, 'This server was stopped on request.');
+    assert.equal(onRequest.headline, 'This server was stopped on request by you or an admin.');
     assert.match(onRequest.toast, /Your variables were saved/);
     // A cull the hub named wins over the deadline the page last read (none here).
     const culled = stopNotice(usage({ hibernation: saved, hibernation_stop: 'max-age' }), 0);
@@ -114,5 +114,46 @@ describe('the stopped notice after a hibernation', () => {
     const busy = usage({ cull: cull({ deadline: deadline({ reason: 'gpu-unused-busy' }) }) });
     assert.equal(stopNotice(busy, 235).cause, 'gpu-unused-busy');
     assert.ok(stopNotice(busy, 235).toast.length <= 140);
+  });
+});
+
+describe("a stop's toast in the tab of a notebook that was running a cell", () => {
+  const saved: IKernelOutcome = {
+    kernel_id: 'k1',
+    path: 'prepare.ipynb',
+    status: 'saved',
+    reason: null,
+    bytes: 2048,
+    variables: 3,
+    skipped: [],
+    saved_at: '2026-03-01T12:04:01+00:00',
+    seconds: 0.2
+  };
+  const busy: IKernelOutcome = {
+    ...saved,
+    kernel_id: 'k2',
+    path: 'train.ipynb',
+    status: 'busy',
+    reason: 'the kernel is busy: it is left alone and not saved',
+    bytes: 0,
+    variables: 0,
+    saved_at: null,
+    seconds: null
+  };
+  const last = usage({ hibernation: report([saved, busy]), hibernation_stop: 'user' });
+
+  test('says that its variables were not saved, not that they were', () => {
+    const notice = stopNotice(last, 0, ['train.ipynb']);
+    assert.doesNotMatch(notice.toast, /Your variables were saved/);
+    assert.match(notice.toast, /train\.ipynb was running a cell: its variables were not saved\.$/);
+    assert.ok(notice.toast.length <= 140, notice.toast);
+    assert.equal(unsavedOpenLine(last, ['train.ipynb', 'prepare.ipynb']), null);
+  });
+
+  test('the tab of a saved notebook, or one with none open, says they were saved', () => {
+    assert.match(stopNotice(last, 0, ['prepare.ipynb']).toast, /Your variables were saved/);
+    assert.match(stopNotice(last, 0, []).toast, /Your variables were saved/);
+    // The panel beside it lists every notebook's outcome, as before.
+    assert.equal(stopNotice(last, 0, ['train.ipynb']).saved.length, 2);
   });
 });

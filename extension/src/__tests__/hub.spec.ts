@@ -105,6 +105,31 @@ describe('culling status', () => {
     assert.match(cullMessage(mixed) ?? '', /stopped in 1 h 30 min unless/);
   });
 
+  test('a busy server shows no idle deadline: a running cell is use, and the time would move on', () => {
+    const idle = cull({ deadline: deadline({ warning: false, seconds_left: 1200 }) });
+    assert.deepEqual(cullRows(idle, true)[2], [
+      'Next stop',
+      'none while in use: a cell is running'
+    ]);
+    const demand = cull({ deadline: deadline({ reason: 'demand', seconds_left: 600 }) });
+    assert.deepEqual(cullRows(demand, true)[2], [
+      'Next stop',
+      'none while in use: a cell is running'
+    ]);
+    // A maximum age comes whether or not a cell runs.
+    const maxAge = cull({ deadline: deadline({ reason: 'max-age', seconds_left: 240 }) });
+    assert.deepEqual(cullRows(maxAge, true)[2], [
+      'Stops in',
+      '4 min at its maximum age, even if used'
+    ]);
+    // Nor is an unused GPU a maximum age.
+    const unused = cull({ deadline: deadline({ reason: 'gpu-unused-busy', seconds_left: 240 }) });
+    assert.deepEqual(cullRows(unused, true)[2], [
+      'Stops in',
+      '4 min, even while a cell runs, unless it uses the GPU'
+    ]);
+  });
+
   test('a passed deadline still reads as a minute away, never 0', () => {
     const rows = cullRows(cull({ deadline: deadline({ seconds_left: 0 }) }));
     assert.deepEqual(rows[2], ['Stops in', '1 min unless used']);

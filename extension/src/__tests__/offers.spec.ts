@@ -5,9 +5,14 @@ import type { Session } from '@jupyterlab/services';
 
 import type { IRestoreReport, ISavedState } from '../hibernation-api';
 import {
+  conflictQuestion,
   discardQuestion,
+  lostText,
+  namesWithin,
+  NOTIFICATION_MAX,
   offerKey,
   offerText,
+  restoreHeadline,
   restoreResult,
   stateStamp,
   statesToOffer,
@@ -23,6 +28,7 @@ function state(overrides: Partial<ISavedState> = {}): ISavedState {
     bytes: 3 * 1024 ** 3,
     device_bytes: 0,
     variables: ['model', 'frame'],
+    lost: [],
     skipped: [],
     versions: { python: '3.11.7' },
     restored_at: null,
@@ -112,6 +118,14 @@ describe('restore results', () => {
       restoreResult(asked),
       'Nothing was restored yet: lr, steps differ between this kernel and the saved state. Keep yours, or take the saved ones?'
     );
+    const values = [
+      { name: 'lr', kernel: '0.5', saved: '0.1' },
+      { name: 'steps', kernel: '99', saved: '10' }
+    ];
+    assert.equal(
+      conflictQuestion({ ...asked, conflict_values: values }),
+      'Nothing was restored yet: lr (yours 0.5, saved 0.1), steps (yours 99, saved 10) differ. Keep yours, or take the saved ones?'
+    );
     const kept = {
       ...report,
       status: 'restored' as const,
@@ -174,5 +188,59 @@ describe('discarding and withdrawn offers', () => {
     assert.deepEqual(withdrawnOffers(shown, [open]), [offerKey(other, 'k2')]);
     const newer = { ...open, saved_at: '2026-11-28T01:10:00+00:00' };
     assert.deepEqual(withdrawnOffers(shown, [newer, other]), [offerKey(open, 'k1')]);
+  });
+});
+
+describe('a damaged state in a notification', () => {
+  const cut = 'arrays.bin is cut short (1000 bytes)';
+  const damaged: IRestoreReport = {
+    status: 'partly_restored',
+    reason: `the saved state is damaged: ${cut}; the variables it lost are listed as not restored`,
+    restored: ['lr', 'epochs', 'notes', 'losses'],
+    failed: [{ name: 'weights', type: 'ndarray', reason: `the saved state is damaged: ${cut}` }],
+    skipped_at_save: [],
+    warnings: [],
+    conflicts: [],
+    notices: [],
+    bytes: 1200,
+    saved_at: '2026-11-28T00:37:00+00:00',
+    seconds: 0.1
+  };
+
+  test('the line a notification shows names the lost variable within what Lab shows', () => {
+    assert.ok(restoreResult(damaged).length > NOTIFICATION_MAX); // Lab would cut the name off
+    const headline = restoreHeadline(damaged);
+    assert.equal(headline, 'Restored 4 of 5 variables (1.2 KiB). Not restored: weights.');
+    assert.ok(headline.length <= NOTIFICATION_MAX);
+  });
+
+  test('many lost variables are counted, not cut off', () => {
+    const failed = Array.from({ length: 30 }, (_, i) => ({
+      name: `array_number_${i}`,
+      type: 'ndarray',
+      reason: `the saved state is damaged: ${cut}`
+    }));
+    const headline = restoreHeadline({ ...damaged, failed });
+    assert.ok(headline.length <= NOTIFICATION_MAX, headline);
+    assert.match(
+      headline,
+      /^Restored 4 of 34 variables \(1\.2 KiB\)\. Not restored: array_number_0, .* and \d+ more\.$/
+    );
+    assert.equal(namesWithin(['alpha', 'beta', 'gamma'], 16), 'alpha and 2 more');
+    assert.equal(namesWithin(['alpha', 'beta', 'gamma'], 19), 'alpha, beta, gamma');
+  });
+
+  test('a short outcome is shown whole', () => {
+    const whole = { ...damaged, status: 'restored' as const, reason: null, failed: [] };
+    assert.equal(restoreHeadline(whole), restoreResult(whole));
+  });
+
+  test("the panel names a damaged state's lost variables with why", () => {
+    const lost = [
+      { name: 'weights', type: 'ndarray', reason: cut },
+      { name: 'grads', type: 'ndarray', reason: cut }
+    ];
+    assert.equal(lostText(state({ lost })), `weights, grads (${cut})`);
+    assert.equal(lostText(state()), '');
   });
 });
