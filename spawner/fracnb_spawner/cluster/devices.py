@@ -82,6 +82,7 @@ def trim_slice(obj: Mapping[str, Any]) -> dict[str, Any] | None:
             "type": _text(attributes, "type"),
             "product": _text(attributes, "productName").replace(" ", "-"),
             "profile": _text(attributes, "profile"),
+            "uuid": _text(attributes, "uuid"),  # a claim may prefer a card by it (fracnb_spawner.placement)
             "memory": _bytes(((device.get("capacity") or {}).get("memory") or {}).get("value", 0)),
             "shared": bool(device.get("allowMultipleAllocations")),
         })  # fmt: skip

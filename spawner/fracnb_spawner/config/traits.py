@@ -18,6 +18,7 @@ from fracnb_spawner.gpu import mig
 from fracnb_spawner.gpu.backends import BackendSettings
 from fracnb_spawner.gpu.plan import GPUDefaults
 from fracnb_spawner.gpu.table import BACKENDS
+from fracnb_spawner.placement.decide import DEFAULT_RESERVE_CARDS, check_policy, check_reserve
 
 MIN_GPU_MEMORY = 2**30  # no GPU fracnb can share has less
 MIN_ANSWER_SECONDS, MAX_ANSWER_SECONDS = 0.5, 60.0  # hibernate_on_stop_answer_timeout
@@ -206,6 +207,46 @@ class FractionalTraits(HasTraits):
         Default: "binpack". Example: ``c.FractionalSpawner.hami_gpu_scheduler_policy = "spread"``
         """,
     ).tag(config=True)
+
+    placement = Unicode(
+        "adaptive",
+        help="""Which card a new GPU share goes to, where the hub can choose (docs/spawner.md, "Placement").
+
+        ``adaptive``: beside the holders least likely to be busy (their users' busy time in the session
+        history; a user without history counts as average) while nothing waits for whole cards, and onto
+        the fullest card that fits while a whole-card start waits, so that whole cards come free as servers
+        end. ``spread``: always the least busy card. ``packed``: always the fullest card that fits (fracnb
+        packed before this setting existed; a ``dra`` share then took the first card with room). A running
+        notebook is never moved. ``dra`` claims name
+        up to 7 preferred cards and then any card, so a preference never keeps a share from starting;
+        ``hami`` shares get the per-pod policy (``spread`` or ``binpack``; with ``packed``,
+        ``hami_gpu_scheduler_policy``); with time-slicing, MPS and MIG the device plugin picks the card.
+        Default: "adaptive". Example: ``c.FractionalSpawner.placement = "packed"``
+        """,
+    ).tag(config=True)
+
+    @validate("placement")
+    def _check_placement(self, proposal: dict) -> str:
+        try:
+            return check_policy(proposal["value"])
+        except ValueError as error:
+            raise TraitError(f"FractionalSpawner.placement: {error}") from None
+
+    placement_reserve_cards = Int(
+        DEFAULT_RESERVE_CARDS,
+        help="""Wholly free cards that spreading leaves alone for whole-card starts, per hub, in cards
+        (``dra`` shares; placement ``adaptive`` or ``spread``). A new share goes to a kept card only when no
+        other card fits. 0 keeps none: spreading then takes an empty card first, and a whole-GPU server may
+        wait for a card to empty. Default: 2. Example: ``c.FractionalSpawner.placement_reserve_cards = 4``
+        """,
+    ).tag(config=True)
+
+    @validate("placement_reserve_cards")
+    def _check_placement_reserve_cards(self, proposal: dict) -> int:
+        try:
+            return check_reserve(proposal["value"])
+        except ValueError as error:
+            raise TraitError(f"FractionalSpawner.placement_reserve_cards: {error}") from None
 
     kai_scheduler_name = Unicode(
         "kai-scheduler",

@@ -27,6 +27,7 @@ time-sliced one (docs/spawner.md, "The dra backend").
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from fracnb_spawner.common.podkeys import CLAIM_POD_ANNOTATION
@@ -51,6 +52,8 @@ MEBIBYTE = 2**20
 # write on kube-scheduler's binding path.
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 MPS_LIMIT = Isolation("enforced", "enforced by the MPS pinned-memory limit")
+MOST_PREFERRED = 7  # firstAvailable holds at most 8 subrequests: the last one takes any card
+ANY_CARD = "any"
 
 
 def memory_quantity(size: int) -> str:
@@ -115,6 +118,38 @@ def claim_spec(plan: GPUPlan, settings: BackendSettings, *, count: int | None = 
     if config is not None:
         devices["config"] = [{"requests": [CLAIM_NAME], **config}]
     return {"devices": devices}
+
+
+def uuid_selector(uuid: str, driver: str) -> dict[str, Any]:
+    """A CEL selector matching one card by the ``uuid`` attribute NVIDIA's driver publishes (it has no index);
+    guarded, since a missing attribute would be an error that stops the allocation."""
+    attributes = f"device.attributes[{cel_string(driver)}]"
+    return {"cel": {"expression": f"has({attributes}.uuid) && {attributes}.uuid == {cel_string(uuid)}"}}
+
+
+def with_card_preference(spec: dict[str, Any], uuids: Sequence[str], driver: str) -> dict[str, Any]:
+    """``spec`` (a share's :func:`claim_spec`) preferring the cards ``uuids`` in order, then any card.
+
+    Its request becomes a ``firstAvailable`` list (Kubernetes' prioritized list, GA in 1.36): a subrequest per
+    card (at most 7) with the request's own class, capacity and selectors plus the card's uuid, and a last one
+    without, so a full or vanished card never keeps the share from being allocated. A whole-device request
+    (``count``) is left as it is. The allocator tries the subrequests in order on each node.
+    """
+    if not uuids:
+        return spec
+    requests = []
+    for request in spec["devices"]["requests"]:
+        exactly = request.get("exactly")
+        if exactly is None or "count" in exactly:
+            requests.append(request)
+            continue
+        selectors = exactly.get("selectors", [])
+        ranked = [
+            {"name": f"card-{rank}", **exactly, "selectors": [*selectors, uuid_selector(uuid, driver)]}
+            for rank, uuid in enumerate(list(uuids)[:MOST_PREFERRED])
+        ]
+        requests.append({"name": request["name"], "firstAvailable": [*ranked, {"name": ANY_CARD, **exactly}]})
+    return {**spec, "devices": {**spec["devices"], "requests": requests}}
 
 
 def _claim_fields(spec: dict[str, Any]) -> PodFields:

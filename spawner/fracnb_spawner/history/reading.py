@@ -1,5 +1,5 @@
 """What the hub reads of the session history (one user's newest sessions and newest stop), and the one
-thing it writes there: the record of a stop someone asked for (history/hubstops.py).
+thing it writes there: the record of a stop someone asked for (history/hubstopnotices.py).
 
 The database is the fracnb service's (it creates and migrates it); the hub goes through this one
 class, which keeps one engine per database URL for the hub process, and never creates it.
@@ -15,8 +15,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from fracnb_spawner.history.db import make_engine
-from fracnb_spawner.history.stops import StopNotice, newest_stop, record_stop
-from fracnb_spawner.history.store import sessions_of
+from fracnb_spawner.history.stopnotices import StopNotice, newest_stop, record_stop
+from fracnb_spawner.history.store import busy_shares, sessions_of
 
 HISTORY_LIMIT = 50  # the newest sessions of a user the advice looks at
 
@@ -32,8 +32,13 @@ class HistoryReader:
         database = self._database(url)
         return [] if database is None else sessions_of(database, user, limit=limit)
 
+    def busy_shares(self, url: str, users: list[str], since: datetime) -> tuple[dict[str, float], float | None]:
+        """The users' shares of busy time since ``since``, and every user's (store.busy_shares); none without one."""
+        database = self._database(url)
+        return ({}, None) if database is None else busy_shares(database, users, since=since)
+
     def newest_stop(self, url: str, user: str, now: datetime, server: str | None = None) -> StopNotice | None:
-        """The user's newest stop (of ``server``, when given) in the history (history/stops.py); None without one."""
+        """The user's newest stop (of ``server``, when given) (history/stopnotices.py); None without one."""
         database = self._database(url)
         return None if database is None else newest_stop(database, user, now=now, server=server)
 

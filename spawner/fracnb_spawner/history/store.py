@@ -150,6 +150,24 @@ def sessions_of(db: sessionmaker[Session], user: str, *, limit: int = 100) -> li
         return [as_dict(record) for record in session.scalars(query)]
 
 
+def busy_shares(
+    db: sessionmaker[Session], users: Sequence[str], *, since: datetime
+) -> tuple[dict[str, float], float | None]:
+    """Each of ``users``' share of observed time busy, over sessions started since ``since`` (naive UTC), and
+    every user's together (None without any): what placement expects of a card's holders."""
+    observed = func.sum(SessionRecord.observed_seconds)
+    busy = func.sum(SessionRecord.busy_share * SessionRecord.observed_seconds)
+    measured = (
+        SessionRecord.busy_share.is_not(None), SessionRecord.started_at >= since, SessionRecord.observed_seconds > 0
+    )  # fmt: skip
+    per_user = select(SessionRecord.user_name, busy, observed).where(*measured).group_by(SessionRecord.user_name)
+    with db() as session:
+        rows = session.execute(per_user.where(SessionRecord.user_name.in_(list(users)))).all() if users else []
+        total_busy, total_observed = session.execute(select(busy, observed).where(*measured)).one()
+    shares = {user: min(max(b / seen, 0.0), 1.0) for user, b, seen in rows if seen}
+    return shares, (min(max(total_busy / total_observed, 0.0), 1.0) if total_observed else None)
+
+
 PURGE_BATCH = 5_000
 
 

@@ -233,6 +233,7 @@ BAD_SETTINGS = [
     ({"gpu_idle_timeout": ["30m"]}, "'gpu_idle_timeout' trait"),
     ({"gpu_max_age": "a while"}, "gpu_max_age: 'a while' is not a duration"),
     ({"gpu_backend": "vgpu"}, "FractionalSpawner.gpu_backend: 'vgpu' is not a sharing method; use one of time-slicing"),
+    ({"placement": "binpack"}, "FractionalSpawner.placement: 'binpack' is not a placement policy; use one of adaptive"),
     ({"extra_resource_limits": {"nvidia.com/gpu": "1"}}, "extra_resource_limits (nvidia.com/gpu) asks for GPUs"),
     (
         {"extra_resource_guarantees": {"nvidia.com/gpu.shared": "1"}},
