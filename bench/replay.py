@@ -1,14 +1,16 @@
 """Replay a research group's day on the testbed: stock Zero-to-JupyterHub vs fracnb, side by side (issue 20).
 
     python -m bench.replay [--seed 1] [--step 60] [--quick] [--days normal,busy] [--runs ...] [--policy packed]
-                           [--no-hibernation] [--out bench/results/replay]
+                           [--no-hibernation] [--mps] [--out bench/results/replay]
 
 Two days are generated from the seed (bench/replay_model.py): the normal day (the reference case's
 50 researchers) and a busy day (80) on which starts find their kind of slot full. Each day goes
-through six runs (bench/replay_runs.py), each on its own testbed with its cluster description:
+through nine runs (bench/replay_runs.py), each on its own testbed with its cluster description:
 on the calibrated training backlog the baseline on ``reference-whole``, fracnb time-sliced on
-``reference``, fracnb on DRA on ``reference-dra``, and fracnb on DRA lending free development
-cards to training jobs; on a saturating backlog the baseline and the lending run again. A run
+``reference``, fracnb on DRA on ``reference-dra``, fracnb on DRA lending free development cards to
+training jobs, and fracnb on DRA placing adaptively; on a saturating backlog the baseline, the
+lending run and the adaptive lending run; last the adaptive run borrowing training cards. Each run
+names its contention rule, and prints the fluid bound beside its slowdown p95. A run
 drives one real spawner per researcher and the batch queue's training jobs through the day on a
 virtual clock (bench/replay_day.py) and measures each step (bench/replay_measures.py). The output
 is one Markdown table per day (also written to ``<out>/replay.md``), a plot ``<out>/replay.png``,
@@ -30,7 +32,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from bench.replay_contention import SUMMED_DEMAND
 from bench.replay_day import DayRun
+from bench.replay_day_placement import placed_spawner_class
 from bench.replay_jobs import claim_template, priority_class
 from bench.replay_measures import StepFigures, Summary, summarize
 from bench.replay_model import (
@@ -69,6 +73,8 @@ def spawner_factory(setup: RunSetup, config: Any, day: Day) -> Any:
     from fracnb_spawner.spawner import FractionalSpawner
 
     cls = FractionalSpawner if setup.spawner == "FractionalSpawner" else KubeSpawner
+    if setup.adaptive:
+        cls = placed_spawner_class()
     groups = {g: SimpleNamespace(name=g, users=[SimpleNamespace(name=m) for m in day.members(g)]) for g in day.groups}
 
     def make(researcher: Any) -> Any:
@@ -180,7 +186,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--runs",
         default="",
         help="which runs, comma-separated (default all: baseline,fracnb,fracnb-dra,fracnb-dra-lend,"
-        "baseline-saturating,fracnb-dra-lend-saturating)",
+        "fracnb-dra-adaptive,baseline-saturating,fracnb-dra-lend-saturating,fracnb-dra-adaptive-lend-saturating)",
+    )
+    parser.add_argument(
+        "--mps",
+        action="store_true",
+        help="DRA shares run kernels side by side (MPS: the summed-demand contention rule) instead of time-sliced "
+        "(NVIDIA's DRA driver refuses MPS with consumable shares today)",
     )
     parser.add_argument(
         "--policy",
@@ -218,8 +230,11 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("replay").setLevel(logging.INFO if os.environ.get("REPLAY_DEBUG") else logging.WARNING)
     step = args.step or (300 if args.quick else 60)
     scheduler = GPU_PACKING_SCHEDULER if args.gpu_scoring else USER_SCHEDULER
-    setups = tuple(s for s in runs(args.hibernation, scheduler) if not args.runs or s.name in args.runs.split(","))
+    every = runs(args.hibernation, scheduler, mps=args.mps)
+    setups = tuple(s for s in every if not args.runs or s.name in args.runs.split(","))
     labels = {s.name: s.label for s in setups}
+    if args.mps:
+        labels = {s.name: f"{s.label}, MPS" if s.contention == SUMMED_DEMAND else s.label for s in setups}
     if not args.hibernation:
         labels = {name: f"{label}, no hibernation" if is_fracnb_run(name) else label for name, label in labels.items()}
     started = time.perf_counter()

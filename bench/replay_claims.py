@@ -54,9 +54,10 @@ def claim_cards(claims: Iterable[Mapping[str, Any]], card_bytes: int) -> dict[st
 
 
 def requested_share(claim: Mapping[str, Any], card_bytes: int) -> Fraction:
-    """The share of a card a claim asks for: its memory request, or a whole card."""
+    """The share of a card a claim asks for: its memory request (its first ranked option's), or a whole card."""
     requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
-    exactly = (requests[0].get("exactly") or {}) if requests else {}
+    first = requests[0] if requests else {}
+    exactly = first.get("exactly") or (first.get("firstAvailable") or [{}])[0]
     memory = ((exactly.get("capacity") or {}).get("requests") or {}).get("memory")
     return Fraction(quantity_bytes(memory), card_bytes) if memory else Fraction(1)
 

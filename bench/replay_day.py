@@ -28,8 +28,10 @@ from typing import Any
 
 from bench.replay_cards import CardModel
 from bench.replay_claims import claim_cards, quantity_bytes
-from bench.replay_contention import PersonalClock, stretch_of
+from bench.replay_contention import FluidBound, PersonalClock, card_stretch
+from bench.replay_day_borrowing import Borrowing
 from bench.replay_day_lending import Lending
+from bench.replay_day_placement import Placing
 from bench.replay_jobs import BatchQueue, is_job, job_manifest
 from bench.replay_measures import Holder, Outcomes, StepFigures, Waiting, step_figures
 from bench.replay_model import Day, Kind, Parameters, Researcher, Segment
@@ -106,7 +108,7 @@ class Counters:
 # ---- the run ----------------------------------------------------------------------------------------------
 
 
-class DayRun(Lending):
+class DayRun(Lending, Placing, Borrowing):
     """The state of one run through the day; :meth:`run` drives it."""
 
     def __init__(
@@ -138,6 +140,13 @@ class DayRun(Lending):
         self.next_cull = setup.culler.every
         self.previous = 0  # the moment of the step before
         self.seconds = step
+        self.bound = FluidBound(setup.contention)
+        self.card_uuid: dict[str, str] = {}
+        self.histories: dict = {}
+        self.last_pods: list[dict[str, Any]] = []
+        self.tentative: dict[str, Fraction] = {}
+        self.preferred: dict[str, str] = {}
+        self.borrowed_peak = 0
 
     # ---- cluster I/O -------------------------------------------------------------------------------------
 
@@ -168,6 +177,8 @@ class DayRun(Lending):
                 node, devices = item["spec"]["nodeName"], item["spec"]["devices"]
                 if node in self.pool_of:
                     self.cards_of_node[node] = [f"{node}/{device['name']}" for device in devices]
+                    for device in devices:
+                        self.card_uuid[f"{node}/{device['name']}"] = device["attributes"]["uuid"]["string"]
                     self.card_bytes = quantity_bytes(devices[0]["capacity"]["memory"]["value"])
             return
         layout = {}
@@ -213,6 +224,9 @@ class DayRun(Lending):
             jobs_reclaimed=self.batch.reclaimed_jobs,
             redone_hours=self.batch.redone / 3600,
             reclaim_waits=tuple(c.reclaim_waits),
+            bound_slowdowns=tuple(self.bound.slowdowns()),
+            contention=self.setup.contention,
+            borrowed_peak=self.borrowed_peak,
         )
 
     async def advance(self, moment: int) -> None:
@@ -231,6 +245,8 @@ class DayRun(Lending):
         pods = await self.settle()
         if self.setup.lending:
             pods = await self.lend_or_reclaim(moment, pods)
+        if self.setup.borrowing:
+            pods = await self.borrow(moment, pods)
         await self.collect_starts(moment)
         self.batch.observe(moment, self._running_jobs(pods), {p["metadata"]["name"] for p in pods if is_job(p)})
         self.steps.append(self.snapshot(moment, pods))
@@ -278,7 +294,10 @@ class DayRun(Lending):
         ]
         now = DAY_ORIGIN + timedelta(seconds=moment)
         queued_at = {d.spawner.pod_name: DAY_ORIGIN + timedelta(seconds=d.attempt_since) for d in self._starting()}
-        doomed = self.setup.culler.to_cull(servers, on_virtual_clock(await self.list_pods(), queued_at), now)
+        pods = await self.list_pods()
+        doomed = self.setup.culler.to_cull(servers, on_virtual_clock(pods, queued_at), now)
+        if self.setup.borrowing:
+            doomed = {**self.borrowers_to_stop(pods, moment), **doomed}
         for desk in running:
             if desk.name not in doomed:
                 continue
@@ -318,6 +337,7 @@ class DayRun(Lending):
             desk.retry_at = moment + GIVE_UP_PAUSE
 
     def request_servers(self, moment: int) -> None:
+        self.tentative = {}
         for desk in self.desks.values():
             if desk.running_since is not None or desk.task is not None or moment < desk.retry_at:
                 continue
@@ -327,6 +347,8 @@ class DayRun(Lending):
             desk.wanted_since = moment if desk.wanted_since is None else desk.wanted_since
             desk.attempt_since, desk.attempt_real = moment, time.perf_counter()
             desk.spawner.user_options = {"profile": self.setup.profile_for(desk.researcher.need)}
+            if self.setup.adaptive:
+                self.prefer_card(desk, desk.researcher.need)
             desk.task = desk.spawner.start()
 
     async def collect_starts(self, moment: int) -> None:
@@ -446,6 +468,12 @@ class DayRun(Lending):
             if desk is not None:
                 desk_card[desk.name] = card
         self.set_stretches(holders, desk_card)
+        self.observe_bound(holders, desk_card)
+        if self.setup.borrowing:  # elsewhere a profile's own training cards (whole GPUs) are not borrowed
+            self.note_borrowed(holders)
+        if self.setup.adaptive:
+            log.info("%s: %d of %d claims on the chosen card", self.setup.name, *self.preferences_kept())
+        self.last_pods = pods
         by_name = {p["metadata"]["name"]: p for p in pods}
         devices = self.devices()
         waiting = []
@@ -457,14 +485,30 @@ class DayRun(Lending):
         return step_figures(moment, holders, self.cards_by_pool(), waiting, self.seconds)
 
     def set_stretches(self, holders: list[Holder], desk_card: Mapping[str, str]) -> None:
-        """Busy work on a card whose busy holders would use more than the card runs that much slower."""
-        demand: dict[str, float] = {}
+        """Busy work on a shared card runs slower by the run's contention rule (bench/replay_contention.py)."""
+        demands: dict[str, list[float]] = {}
         for holder in holders:
             if holder.busy:
-                demand[holder.card] = demand.get(holder.card, 0.0) + holder.demand
+                demands.setdefault(holder.card, []).append(holder.demand)
         for desk in self.desks.values():
             card = desk_card.get(desk.name)
-            desk.stretch = stretch_of(demand.get(card, 0.0)) if card is not None else 1.0
+            desk.stretch = card_stretch(self.setup.contention, demands.get(card, [])) if card is not None else 1.0
+
+    def observe_bound(self, holders: list[Holder], desk_card: Mapping[str, str]) -> None:
+        """The fluid bound's step: the busy cells of running servers on the cards holding notebooks; and each
+        server's time and busy time for the users' history (adaptive placement)."""
+        cards = len({h.card for h in holders if h.notebook})
+        busy = {}
+        for desk in self.desks.values():
+            if desk.name not in desk_card:
+                continue
+            segment = desk.kernel_busy()
+            self.note_history(desk, segment is not None, self.seconds)
+            if segment is not None:
+                index = desk.clock.busy_index()
+                demand = self.params.sm_demand_burst if segment.kind is Kind.BURST else self.params.sm_demand_silent
+                busy[(desk.name, index if index is not None else segment.start)] = demand
+        self.bound.observe(busy, cards, self.seconds)
 
     async def finish(self) -> None:
         await asyncio.gather(*(self.stop(d) for d in self.desks.values()))

@@ -149,6 +149,9 @@ class Outcomes:
     jobs_reclaimed: int = 0  # by the run, from lent development cards, for a notebook
     redone_hours: float = 0.0  # training GPU-hours run since a stopped job's last checkpoint, to be done again
     reclaim_waits: tuple[float, ...] = ()  # seconds to a running server for starts lent cards were reclaimed for
+    bound_slowdowns: tuple[float, ...] = ()  # per busy segment, under the fluid bound on the cards the run held
+    contention: str = ""  # the run's contention rule (bench/replay_contention.py)
+    borrowed_peak: int = 0  # the most training cards notebooks borrowed at one step
 
 
 @dataclass(frozen=True)
@@ -202,6 +205,12 @@ class Summary:
     @property
     def slowdown_p95(self) -> float:
         return percentile(self.outcomes.slowdowns, 0.95) if self.outcomes.slowdowns else 1.0
+
+    @property
+    def slowdown_bound(self) -> float:
+        """The fluid bound's p95: the best any placement could do on the cards this run held, under its rule."""
+        bound = self.outcomes.bound_slowdowns
+        return percentile(bound, 0.95) if bound else 1.0
 
     @property
     def reclaim_p95(self) -> float:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.replay_measures import DEV_POOL, TRAIN_POOL, StepFigures, Summary
 from bench.replay_model import DAY_START_HOUR
@@ -94,6 +95,13 @@ DEV_ROWS = (
     ),
     Row("stranded GPU-hours (fragments a waiting start could have used)", _pool(DEV_POOL, "stranded_hours"), PLACEMENT),
     Row("slowdown p95 of busy cells (contention)", lambda s: f"{s.slowdown_p95:.2f}x", "modelled", "—", "reported"),
+    Row("... contention rule", lambda s: s.outcomes.contention or "—", "modelled"),
+    Row(
+        "... fluid bound: the best p95 any placement could reach on the cards held",
+        lambda s: f"{s.slowdown_bound:.2f}x",
+        "modelled",
+    ),
+    Row("training cards borrowed by notebooks, at most", _n("borrowed_peak"), "real"),
     Row("spawn wait p50 (s)", lambda s: f"{s.wait_p50:.0f}", "real (1-minute steps)"),
     Row("spawn wait p95 (s)", lambda s: f"{s.wait_p95:.0f}", "real (1-minute steps)", "—", "< 600 (busy day)"),
     Row("starts waiting at the peak (queue length)", lambda s: f"{s.queue_peak}", "real"),
@@ -174,7 +182,8 @@ def run_line(day: str, run: str, summary: Summary) -> str:
         f"training jobs/week {summary.jobs_a_week:.0f}; training GPU-h redone {summary.outcomes.redone_hours:.1f}; "
         f"served {summary.outcomes.served}; wait p95 {summary.wait_p95:.0f} s; reclaim p95 {_reclaim(summary)} s; "
         f"idle per researcher-hour {summary.idle_per_researcher_hour:.3f}; slowdown p95 {summary.slowdown_p95:.2f}x; "
-        f"busy culled {summary.outcomes.busy_culled}; state lost {summary.outcomes.state_lost}"
+        f"busy culled {summary.outcomes.busy_culled}; state lost {summary.outcomes.state_lost}; "
+        f"slowdown bound {summary.slowdown_bound:.2f}x; borrowed cards peak {summary.outcomes.borrowed_peak}"
     )
 
 
@@ -190,6 +199,9 @@ COLOURS = {
     "fracnb-dra-lend": "tab:orange",
     "baseline-saturating": "black",
     "fracnb-dra-lend-saturating": "tab:red",
+    "fracnb-dra-adaptive": "tab:purple",
+    "fracnb-dra-adaptive-lend-saturating": "tab:brown",
+    "fracnb-dra-adaptive-borrow": "tab:cyan",
 }
 
 
@@ -218,9 +230,13 @@ def plot(days: Mapping[str, Mapping[str, Sequence[StepFigures]]], labels: Mappin
         axis.set_xlabel("time of day (h; past 24 is the next morning)")
         axis.grid(alpha=0.3)
     axes[0][0].set_ylabel("cards (whole cluster)")
-    handles, names = axes[0][0].get_legend_handles_labels()
-    figure.legend(handles, names, loc="lower center", ncol=3, fontsize="small")
+    legend: dict[str, Any] = {}  # every day's runs, each once (days may replay different runs)
+    for axis in axes[0]:
+        for handle, name in zip(*axis.get_legend_handles_labels(), strict=True):
+            legend.setdefault(name, handle)
     figure.suptitle("Cards held and busy over the day: notebooks and the training backlog")
-    figure.tight_layout(rect=(0, 0.12, 1, 1))
-    figure.savefig(path)
+    figure.tight_layout()
+    # Below the panels and their x-axis labels, never over them; the saved image grows to hold every label.
+    figure.legend(legend.values(), legend.keys(), loc="upper center", bbox_to_anchor=(0.5, 0), ncol=3, fontsize="small")
+    figure.savefig(path, bbox_inches="tight")
     plt.close(figure)

@@ -24,6 +24,17 @@ of a PriorityClass below notebooks, so kube-scheduler preempts them for a notebo
   jobs, and taken back (the jobs deleted) when a notebook start waits (bench/replay_lending.py).
 - ``*-saturating``: the baseline and the lending run on a saturating training backlog
   (bench/replay_model.py ``saturating_backlog``) instead of the calibrated one.
+- **fracnb-dra-adaptive** (and ``-lend-saturating``): the DRA run placing each new share adaptively
+  (bench/replay_placement.py: spread to the card whose holders are expected least busy, pack while a
+  whole-card start or a lent job waits), with the timeouts under demand that hibernation allows
+  (``HIBERNATING_UNDER_DEMAND``, ``HIBERNATING_WARNING_LEAD``).
+- **fracnb-dra-adaptive-borrow**: the adaptive run whose starts that wait for the development pool
+  borrow training cards (bench/replay_day_borrowing.py), through profiles on the training pool.
+
+Each run names its contention rule (bench/replay_contention.py): time-slicing for the device
+plugin's replicas and for DRA shares (NVIDIA's DRA driver refuses MPS with consumable shares, so a
+shared card is time-sliced), summed demand where kernels would run side by side (``--mps``: DRA with
+MPS, what it would buy). Whole cards hold one notebook each: either rule gives 1.
 
 Hibernation is on in the fracnb runs, as the product ships (``c.FracnbService.hibernation_timeout``
 120 s): the cull of an idle server saves its kernel state instead of losing it (modelled: the save
@@ -43,6 +54,7 @@ from typing import Any, Protocol
 
 from traitlets.config import Config
 
+from bench.replay_contention import SUMMED_DEMAND, TIME_SLICING
 from fracnb_spawner.culling import CullPolicy, isoformat
 
 Z2JH_START_TIMEOUT = 300  # singleuser.startTimeout, z2jh 4.4.0 values.yaml
@@ -52,6 +64,11 @@ SINGLEUSER_ACTIVITY_INTERVAL = 300  # jupyterhub-singleuser's JUPYTERHUB_ACTIVIT
 METER_ACTIVITY_INTERVAL = 30  # c.FracnbMeter.activity_interval default
 FRACNB_CULL_EVERY = 60  # c.FracnbService.cull_every default
 FRACNB_WARNING_LEAD = 900  # c.FracnbService.warning_lead default
+# With hibernation on, a cull under demand loses nothing but the restore's wait when the researcher
+# comes back: the adaptive runs stop an idle server after 5 minutes while someone waits for its kind of
+# slot, warned 2 minutes ahead (docs/evidence.md: the trade).
+HIBERNATING_UNDER_DEMAND = 300
+HIBERNATING_WARNING_LEAD = 120
 FRACNB_DEFAULT_POLICY = CullPolicy(
     idle_timeout=3600
 )  # c.FracnbService.default_idle_timeout, for pods without annotations
@@ -127,7 +144,7 @@ class FracnbCuller:
 
     def to_cull(self, servers: Sequence[HubServer], pods: Sequence[Mapping[str, Any]], now: datetime) -> dict[str, str]:
         from fracnb_spawner.culling import Action
-        from fracnb_spawner.service.core import CullSettings, index_pods, judge_for, judge_page
+        from fracnb_spawner.service.cullpass import CullSettings, index_pods, judge_for, judge_page
 
         settings = CullSettings(self.default_policy, warning_lead=self.warning_lead)
         # All of the namespace's pods, gated ones included: a waiting pod is demand for its slot kind.
@@ -166,6 +183,9 @@ class RunSetup:
     scheduler: str = USER_SCHEDULER  # the notebooks' scheduler profile
     lending: bool = False  # free development cards are lent to training jobs and reclaimed for notebooks
     backlog: str = CALIBRATED  # the training backlog: CALIBRATED or SATURATING
+    contention: str = TIME_SLICING  # how busy holders of one card slow each other (bench/replay_contention.py)
+    adaptive: bool = False  # the replay places each new share by the adaptive rule (bench/replay_placement.py)
+    borrowing: bool = False  # starts waiting for the development pool borrow training cards (replay_day_borrowing.py)
 
 
 def _common(config: Config, section: Any, namespace: str, scheduler: str = USER_SCHEDULER) -> None:
@@ -207,13 +227,32 @@ def fracnb_profiles() -> list[dict[str, Any]]:
     ]
 
 
-def dra_profiles() -> list[dict[str, Any]]:
+def dra_profiles(under_demand: int | None = None, borrow: bool = False) -> list[dict[str, Any]]:
+    """The DRA profiles; ``under_demand`` replaces every idle timeout under demand (hibernation on); ``borrow``
+    adds each one's twin on the training pool (``<slug>-borrow``), for starts that borrow a training card."""
     share = {"backend": "dra"}
-    return [
-        _profile("4 GiB", "eighth", {**share, "fraction": "1/8"}, DEV_POOL, _cull(3600, 1800)),
-        _profile("16 GiB", "half", {**share, "fraction": "1/2"}, DEV_POOL, _cull(1800, 1200)),
-        _profile("32 GiB", "whole", {**share, "fraction": 1}, DEV_POOL, _cull(1800, 1200)),
+    kinds = (
+        ("4 GiB", "eighth", "1/8", 3600, 1800),
+        ("16 GiB", "half", "1/2", 1800, 1200),
+        ("32 GiB", "whole", 1, 1800, 1200),
+    )
+    profiles = [
+        _profile(name, slug, {**share, "fraction": fraction}, DEV_POOL, _cull(idle, under_demand or demand))
+        for name, slug, fraction, idle, demand in kinds
     ]
+    if borrow:
+        profiles += [
+            _profile(f"{name} on a training card", f"{slug}-borrow", {**share, "fraction": fraction}, TRAINING_POOL,
+                     _cull(idle, under_demand or demand))
+            for name, slug, fraction, idle, demand in kinds
+        ]  # fmt: skip
+    return profiles
+
+
+# The product's own card choice (c.FractionalSpawner.placement) stays "packed" in every run: the runs without
+# adaptive placement show fracnb as it packed before, and the adaptive runs decide the card in the replay
+# (bench/replay_day_placement.py), which the product's packing preference then leaves as it is.
+PRODUCT_PLACEMENT = "packed"
 
 
 def fracnb_config(
@@ -222,6 +261,7 @@ def fracnb_config(
     def make(namespace: str, quotas: Mapping[str, int]) -> Config:
         config = Config()
         config.FractionalSpawner.profile_list = profiles
+        config.FractionalSpawner.placement = PRODUCT_PLACEMENT
         for name, value in traits.items():
             setattr(config.FractionalSpawner, name, value)
         config.FracnbQuotas.group_quotas = dict(quotas)
@@ -285,17 +325,41 @@ def fracnb_runs(hibernation: bool = True, scheduler: str = USER_SCHEDULER) -> tu
     return time_slicing, dra
 
 
-def runs(hibernation: bool = True, scheduler: str = USER_SCHEDULER) -> tuple[RunSetup, ...]:
-    """Every run of a day: on the calibrated backlog the baseline, fracnb time-sliced, on DRA, and on DRA
-    lending free development cards to the training jobs; on the saturating backlog the baseline and the
-    lending run."""
+def adaptive_run(dra: RunSetup, hibernation: bool, scheduler: str, borrow: bool = False) -> RunSetup:
+    """The DRA run placing shares adaptively; with hibernation on, the shorter timeouts under demand; ``borrow``:
+    starts waiting for the development pool borrow training cards."""
+    under_demand, lead = (HIBERNATING_UNDER_DEMAND, HIBERNATING_WARNING_LEAD) if hibernation else (None, None)
+    traits = {"gpu_backend": "dra", "gpu_memory": f"{CARD_MEMORY_GIB}Gi"}
+    return replace(
+        dra,
+        name="fracnb-dra-adaptive-borrow" if borrow else "fracnb-dra-adaptive",
+        label="fracnb (DRA, adaptive, borrow)" if borrow else "fracnb (DRA, adaptive)",
+        config=fracnb_config(dra_profiles(under_demand, borrow), scheduler, **traits),
+        culler=FracnbCuller(warning_lead=lead or FRACNB_WARNING_LEAD),
+        adaptive=True,
+        borrowing=borrow,
+    )
+
+
+def runs(hibernation: bool = True, scheduler: str = USER_SCHEDULER, mps: bool = False) -> tuple[RunSetup, ...]:
+    """Every run of a day: on the calibrated backlog the baseline, fracnb time-sliced, on DRA, on DRA
+    lending free development cards to the training jobs, and on DRA placing adaptively; on the saturating
+    backlog the baseline, the lending run and the adaptive run with lending. ``mps``: DRA shares run
+    kernels side by side (the summed-demand rule) instead of time-sliced."""
     time_slicing, dra = fracnb_runs(hibernation, scheduler)
+    if mps:
+        dra = replace(dra, contention=SUMMED_DEMAND)
     lend = replace(dra, name="fracnb-dra-lend", label="fracnb (DRA, lend)", lending=True)
+    adaptive = adaptive_run(dra, hibernation, scheduler)
+    adaptive_lend = replace(
+        adaptive, name="fracnb-dra-adaptive-lend", label="fracnb (DRA, adaptive, lend)", lending=True
+    )
     saturating = tuple(
         replace(setup, name=f"{setup.name}-saturating", label=f"{setup.label}, saturating", backlog=SATURATING)
-        for setup in (BASELINE, lend)
+        for setup in (BASELINE, lend, adaptive_lend)
     )
-    return (BASELINE, time_slicing, dra, lend, *saturating)
+    borrow = adaptive_run(dra, hibernation, scheduler, borrow=True)
+    return (BASELINE, time_slicing, dra, lend, adaptive, *saturating, borrow)
 
 
 DAY_ORIGIN = datetime(2026, 3, 2, 7, 0, tzinfo=timezone.utc)  # a Monday, 07:00; the day's start

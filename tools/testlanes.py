@@ -48,7 +48,7 @@ class Stage:
 
 
 # Everything not in a stage of its own runs in ``main``.
-OWN_STAGES = ("tests/meter", "tests/browser", "tests/e2e", "tests/faults", "tests/kueue")
+OWN_STAGES = ("tests/meter", "tests/browser", "tests/e2e", "tests/faults", "tests/kueue", "tests/bench")
 STAGES = {
     "main": Stage("main", ("tests", *(f"--ignore={path}" for path in OWN_STAGES))),
     "meter": Stage("meter", ("tests/meter",)),
@@ -56,10 +56,11 @@ STAGES = {
     "e2e": Stage("e2e", ("tests/e2e",)),
     "faults": Stage("faults", ("tests/faults",)),
     "kueue": Stage("kueue", ("tests/kueue",)),
+    "bench": Stage("bench", ("tests/bench",)),
     "compat": Stage("compat", ("tests/spawner", "tests/spawner_k8s"), compat=True),
 }
 # Two lanes of about equal length (docs/testing.md has each stage's measured time).
-LANES = (("main", "meter", "kueue", "compat"), ("e2e", "faults", "browser"))
+LANES = (("main", "meter", "kueue", "compat"), ("e2e", "faults", "browser", "bench"))
 
 _SUMMARY = re.compile(r"^=+ (?P<counts>.*?) in (?P<seconds>[\d.]+)s(?: \([^)]*\))? =+$")
 _COUNT = re.compile(r"(?P<n>\d+) (?P<what>passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)")

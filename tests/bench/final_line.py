@@ -10,5 +10,6 @@ RUN_LINE = re.compile(
     r"training jobs/week (?P<jobs>\d+); training GPU-h redone (?P<redone>[\d.]+); served (?P<served>\d+); "
     r"wait p95 (?P<wait>[\d.]+) s; reclaim p95 (?P<reclaim>[\d.]+|-) s; "
     r"idle per researcher-hour (?P<idle>[\d.]+); slowdown p95 (?P<slowdown>[\d.]+)x; "
-    r"busy culled (?P<busy_culled>\d+); state lost (?P<lost>\d+)$"
+    r"busy culled (?P<busy_culled>\d+); state lost (?P<lost>\d+); "
+    r"slowdown bound (?P<bound>[\d.]+)x; borrowed cards peak (?P<borrowed>\d+)$"
 )

@@ -16,7 +16,17 @@ from tests.bench.final_line import RUN_LINE
 pytestmark = pytest.mark.k8s
 
 REPO = Path(__file__).resolve().parents[2]
-RUNS = ("baseline", "fracnb", "fracnb-dra", "fracnb-dra-lend", "baseline-saturating", "fracnb-dra-lend-saturating")
+RUNS = (
+    "baseline",
+    "fracnb",
+    "fracnb-dra",
+    "fracnb-dra-lend",
+    "fracnb-dra-adaptive",
+    "baseline-saturating",
+    "fracnb-dra-lend-saturating",
+    "fracnb-dra-adaptive-lend-saturating",
+    "fracnb-dra-adaptive-borrow",
+)
 
 
 def test_quick_replay_reports_every_run_one_line_each(tmp_path: Path) -> None:
@@ -37,7 +47,13 @@ def test_quick_replay_reports_every_run_one_line_each(tmp_path: Path) -> None:
     assert "## normal day" in report
     header = "| measure | baseline (z2jh) | fracnb (time-slicing) | fracnb (DRA) | fracnb (DRA, lend) |"
     assert report.count(header) == 1
-    for row in ("| packing efficiency", "| training GPU-hours redone", "| reclaim p95", "| kernel state lost"):
+    for row in (
+        "| packing efficiency",
+        "| training GPU-hours redone",
+        "| reclaim p95",
+        "| kernel state lost",
+        "| ... contention rule",
+    ):
         assert report.count(row) == 1, row
     assert report.count("baseline calibration: ") == 1
     assert (tmp_path / "replay.png").read_bytes().startswith(b"\x89PNG")
@@ -48,6 +64,9 @@ def test_quick_replay_reports_every_run_one_line_each(tmp_path: Path) -> None:
         if name.startswith("normal/fracnb"):
             assert line["served"] == "6", name  # every researcher of the reduced normal day got a server
         assert float(line["slowdown"]) >= 1.0
+        assert float(line["bound"]) >= 1.0
+        if not name.endswith("-borrow"):
+            assert line["borrowed"] == "0", name  # only the borrowing run takes training cards for notebooks
     lend, base = lines["normal/fracnb-dra-lend-saturating"], lines["normal/baseline-saturating"]
     assert float(lend["occupancy"]) > float(base["occupancy"])  # lent development cards run training jobs
     assert lines["normal/baseline"]["reclaim"] == "-"  # no lending, nothing reclaimed
