@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fracnb_testbed.procs import wait_until_async
+
 A100 = "NVIDIA-A100-SXM4-80GB"  # as GPU Feature Discovery writes it; the dra cluster's devices say "NVIDIA A100-…"
 
 
@@ -35,3 +37,12 @@ def allocation_of(testbed, namespace: str, pod_name: str) -> dict:
     (claim,) = claims_owned_by(testbed, namespace, pod_name)
     (result,) = claim["status"]["allocation"]["devices"]["results"]
     return result
+
+
+async def claim_allocated(testbed, namespace: str, pod_name: str, timeout: float = 30) -> None:
+    """Wait until the claim the pod ``pod_name`` owns is allocated (kube-scheduler chose its device)."""
+    await wait_until_async(
+        lambda: any((c.get("status") or {}).get("allocation") for c in claims_owned_by(testbed, namespace, pod_name)),
+        what=f"{pod_name}'s claim allocated",
+        timeout=timeout,
+    )

@@ -29,7 +29,7 @@ from fracnb_spawner.service.reclaiming import (
 )
 from fracnb_testbed.procs import wait_until, wait_until_async
 from tests.spawner.queue.fakes import FakeClock
-from tests.spawner_k8s.dra import claims_owned_by
+from tests.spawner_k8s.dra import claim_allocated
 from tests.spawner_k8s.test_dra_queue import a100_config, gated, pod_of, queued
 
 pytestmark = pytest.mark.k8s
@@ -64,11 +64,7 @@ async def holding(testbed, namespace: str, name: str, template: str, *, annotati
             "containers": [{"name": "train", "image": "train", "resources": {"claims": [{"name": "gpu"}]}}],
         },
     })  # fmt: skip
-    await wait_until_async(
-        lambda: any((c.get("status") or {}).get("allocation") for c in claims_owned_by(testbed, namespace, name)),
-        what=f"{name}'s claim allocated",
-        timeout=30,
-    )
+    await claim_allocated(testbed, namespace, name)
     return pod_of(testbed, namespace, name)
 
 

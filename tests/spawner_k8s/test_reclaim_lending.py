@@ -26,7 +26,7 @@ from fracnb_spawner.reclaim.victims import Policy
 from fracnb_spawner.service.choices import hub_choices
 from fracnb_spawner.service.reclaiming import KubeReclaimApi, Reclaimer, ReclaimMetrics, want_from_choices
 from fracnb_testbed.procs import wait_until, wait_until_async
-from tests.spawner_k8s.dra import claims_owned_by
+from tests.spawner_k8s.dra import claim_allocated
 from tests.spawner_k8s.test_dra_queue import a100_config, gated, pod_of, queued
 
 pytestmark = pytest.mark.k8s
@@ -98,11 +98,7 @@ async def run_job_pod(testbed, namespace: str, job: dict) -> dict:
         rest.close()
     assert status == 200, answer
     testbed.patch_pod(namespace, name, {"spec": {"schedulingGates": None}})
-    await wait_until_async(
-        lambda: any((c.get("status") or {}).get("allocation") for c in claims_owned_by(testbed, namespace, name)),
-        what=f"{name}'s claim allocated",
-        timeout=30,
-    )
+    await claim_allocated(testbed, namespace, name)
     return pod_of(testbed, namespace, name)
 
 
