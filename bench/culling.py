@@ -40,8 +40,8 @@ from pathlib import Path
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from fracnb_spawner.culling import CullPolicy, parse_timestamp
-from fracnb_spawner.service.core import CullSettings, cull_pass
-from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.cullpass import CullSettings, cull_pass
+from fracnb_spawner.service.hubapi import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_testbed.procs import free_port
 

@@ -3,7 +3,7 @@
 On the demo stack (testbed cluster, real JupyterHub with FractionalSpawner and the fracnb service,
 pods run as local processes on the simulated GPU), a user's 0.25 GPU server holds one idle kernel
 with ``--sizes`` MiB of numpy arrays. From the moment of the decision, this process runs the fracnb
-service's own stop of a culled server (``fracnb_spawner.service.core._stop``: the hibernation where
+service's own stop of a culled server (``fracnb_spawner.service.cullpass._stop``: the hibernation where
 it applies, then the hub's stop); the slot is free when the pod object is gone (until then the
 hub's form and queue count it as held). Two variants alternate in every round:
 
@@ -34,8 +34,8 @@ from jupyter_client.blocking import BlockingKernelClient
 from fracnb_spawner.culling import Action, CullDecision, Reason
 from fracnb_spawner.hibernation.culled import Hibernator
 from fracnb_spawner.hibernation.settings import HibernationSettings
-from fracnb_spawner.service.core import PassReport, ServerVerdict, _stop, index_pods, utcnow
-from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.cullpass import PassReport, ServerVerdict, _stop, index_pods, utcnow
+from fracnb_spawner.service.hubapi import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_testbed.clusters import load_cluster
 from fracnb_testbed.controlplane import down, up

@@ -121,13 +121,8 @@ async def run(scheduler_bed: Testbed, dra_bed: Testbed, rounds: int, every: floa
     from fracnb_spawner.hubstate import HubState
     from fracnb_spawner.reclaim.victims import Policy
     from fracnb_spawner.service.choices import hub_choices
-    from fracnb_spawner.service.reclaiming import (
-        KubeReclaimApi,
-        Reclaimer,
-        ReclaimMetrics,
-        reclaim_forever,
-        want_from_choices,
-    )
+    from fracnb_spawner.service.loops import reclaim_forever
+    from fracnb_spawner.service.reclaiming import KubeReclaimApi, Reclaimer, ReclaimMetrics, want_from_choices
 
     namespaces = {}
     for bed, dra in ((scheduler_bed, False), (dra_bed, True)):

@@ -1,6 +1,6 @@
 """Real fracnb service reports (``GET api/me``) for the notebook-side tests, and a server for them.
 
-A report is made by the service's own code, ``fracnb_spawner.service.core.user_report``,
+A report is made by the service's own code, ``fracnb_spawner.service.cullpass.user_report``,
 with the quota configuration read by ``FracnbQuotas``, from a JupyterHub user model and
 singleuser pods written here: only the hub's REST API and the Kubernetes API are replaced by
 those literals, and the clock is fixed so that deadlines are exact. The service itself,
@@ -47,8 +47,8 @@ from fracnb_spawner.common.podkeys import (
 )
 from fracnb_spawner.culling import CullPolicy, isoformat
 from fracnb_spawner.quota.config import FracnbQuotas
-from fracnb_spawner.service.core import CullSettings, user_report
-from fracnb_spawner.service.nextadvice import advice_document, menu_from_config
+from fracnb_spawner.service.advicemenu import advice_document, menu_from_config
+from fracnb_spawner.service.cullpass import CullSettings, user_report
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 USER = "ann"

@@ -16,7 +16,7 @@ export type Isolation = 'hard' | 'enforced' | 'per-process' | 'none';
 export type Backend = 'time-slicing' | 'mps' | 'mig' | 'hami' | 'kai' | 'dra' | 'whole' | 'none';
 export type UserLimit = ILimited | IUnlimited | INoQuota;
 /**
- * GET {FRACNB_SERVICE_URL}api/advice?profile=<FRACNB_PROFILE>&choice=<FRACNB_CHOICE> of the hub's fracnb service: the caller's right-sizing advice for their next session on that choice, from their own sessions only (fracnb_spawner.history.advice, as on the spawn form). Produced by fracnb_spawner.service.nextadvice; checked on receipt by fracnb_meter.nextadvice, which passes it on as the usage document's advice.
+ * GET {FRACNB_SERVICE_URL}api/advice?profile=<FRACNB_PROFILE>&choice=<FRACNB_CHOICE> of the hub's fracnb service: the caller's right-sizing advice for their next session on that choice, from their own sessions only (fracnb_spawner.history.advice, as on the spawn form). Produced by fracnb_spawner.service.api.advice; checked on receipt by fracnb_meter.nextadvice, which passes it on as the usage document's advice.
  */
 export type ServiceAdvice = IAdviceGiven | IAdviceWaiting | INoAdvice;
 

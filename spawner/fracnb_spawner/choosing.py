@@ -40,7 +40,7 @@ from fracnb_spawner.gpu.backends import BackendSettings
 from fracnb_spawner.gpu.plan import GPUConfigError, GPUDefaults, GPUPlan
 from fracnb_spawner.gpu.resolve import plan_gpu
 from fracnb_spawner.gpu.words import no_node_reason
-from fracnb_spawner.history.stops import NODE_LOST, StopNotice
+from fracnb_spawner.history.stopnotices import NODE_LOST, StopNotice
 from fracnb_spawner.hubstate import HubState
 from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.engines import engine_of

@@ -25,7 +25,7 @@ from fracnb_spawner.config.profiles import (
     validate_profiles,
 )
 from fracnb_spawner.config.traits import FractionalTraits, configured_traits, spawner_section
-from fracnb_spawner.culling import CullTimingError, check_timing
+from fracnb_spawner.culling import CullTimingError, check_gpu_unused_timing, check_timing
 from fracnb_spawner.form import stopnotice
 from fracnb_spawner.gpu.backends import is_gpu_resource
 from fracnb_spawner.hibernation.settings import timeout_problem
@@ -34,7 +34,6 @@ from fracnb_spawner.queue.engines import engine_of
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.reclaim.config import FracnbReclaim
 from fracnb_spawner.service.app import FracnbService
-from fracnb_spawner.service.gpuunused import check_gpu_unused_timing
 
 HUB_TEMPLATES = Path(__file__).parent / "form" / "templates" / "hub"  # pages of JupyterHub's that fracnb extends
 SERVICE_SCOPES = [

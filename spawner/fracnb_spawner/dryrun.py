@@ -30,7 +30,7 @@ from fracnb_spawner.config.overrides import OverrideError
 from fracnb_spawner.config.profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
 from fracnb_spawner.config.traits import configured_traits
 from fracnb_spawner.configure import check_config
-from fracnb_spawner.culling import CullPolicy
+from fracnb_spawner.culling import CullPolicy, measurability
 from fracnb_spawner.gpu.backends import KAI_FRACTION_ANNOTATION
 from fracnb_spawner.gpu.words import plan_summary
 from fracnb_spawner.placement.words import placement_lines
@@ -46,7 +46,6 @@ from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.reclaim.budgets import manifest_warnings
 from fracnb_spawner.reclaim.config import FracnbReclaim
 from fracnb_spawner.reclaim.lending import lending_of
-from fracnb_spawner.service.gpuunused import measurability
 
 VALUES_KEYS = ("hub", "singleuser")  # the chart's sections a values file for fracnb sets
 WHAT_TO_GIVE = (

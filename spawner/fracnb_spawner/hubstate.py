@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from fracnb_spawner.cluster.watches import ClusterWatches
-from fracnb_spawner.history.hubstops import HubStops
+from fracnb_spawner.history.hubstopnotices import HubStops
 from fracnb_spawner.history.reading import HistoryReader
 from fracnb_spawner.queue.coordinator import QueueCoordinator
 from fracnb_spawner.quota.ledger import QuotaLedger

@@ -28,7 +28,7 @@ from fracnb_spawner.form.progress import with_plain_headlines
 from fracnb_spawner.gpu.backends import PodFields, is_gpu_resource
 from fracnb_spawner.gpu.companions import CompanionError, Companions
 from fracnb_spawner.hibernation.userstop import hibernate_before_user_stop, may_hold_kernels
-from fracnb_spawner.history.hubstops import record_user_stop
+from fracnb_spawner.history.hubstopnotices import record_user_stop
 from fracnb_spawner.hubstate import HubState
 from fracnb_spawner.placement.hub import place
 from fracnb_spawner.queue.config import FracnbQueue

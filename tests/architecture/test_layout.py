@@ -89,6 +89,18 @@ def test_the_shared_queue_modules_never_import_the_kueue_engine() -> None:
     assert not crossing, "shared queue modules import the Kueue engine: " + "; ".join(crossing)
 
 
+def test_the_service_core_never_imports_its_api_or_page() -> None:
+    """In ``service/`` the API (``api/``) and the web page (``web.py``, ``page.py``) stand on the shared state,
+    the passes and the loops, never the other way round; only the shell (``app.py``, ``__main__.py``) names them."""
+    service = "fracnb_spawner.service"
+    above = (f"{service}.api", f"{service}.web", f"{service}.page", f"{service}.app", f"{service}.__main__")
+    edges = graph(PACKAGE)
+    assert any(t.startswith(f"{service}.api.") for t in edges[f"{service}.app"]), "the graph reads the imports"
+    below = [m for m in edges if m.startswith(f"{service}.") and not m.startswith(above)]
+    crossing = [f"{m} imports {t}" for m in sorted(below) for t in sorted(edges[m]) if t.startswith(above)]
+    assert not crossing, "the service's core imports its API or page: " + "; ".join(crossing)
+
+
 def test_the_package_root_holds_few_modules() -> None:
     root = sorted(path.name for path in PACKAGE.glob("*.py"))
     assert len(root) <= MOST_ROOT_MODULES, f"{len(root)} modules directly in fracnb_spawner/: {', '.join(root)}"

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Browser
 
 from fracnb_spawner.common.timehtml import LOCAL_TIMES_SCRIPT, moment_html
-from fracnb_spawner.history.stops import StopNotice, hibernation_lines_html, notice_html
+from fracnb_spawner.history.stopnotices import StopNotice, hibernation_lines_html, notice_html
 
 pytestmark = pytest.mark.browser
 

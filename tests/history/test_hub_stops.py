@@ -16,8 +16,8 @@ from fracnb_spawner.hibernation.client import Hibernation, checked_report
 from fracnb_spawner.hibernation.culled import hibernation_json
 from fracnb_spawner.hibernation.userstop import ON_REQUEST
 from fracnb_spawner.history import db
-from fracnb_spawner.history.hubstops import LEFT_QUEUE_SECONDS, HubStops, record_user_stop
-from fracnb_spawner.history.stops import (
+from fracnb_spawner.history.hubstopnotices import LEFT_QUEUE_SECONDS, HubStops, record_user_stop
+from fracnb_spawner.history.stopnotices import (
     CONSEQUENCES,
     HUB_SHUTDOWN,
     LEFT_QUEUE,

@@ -13,7 +13,7 @@ from fracnb_spawner.form.advice import offers_from_rows, past_sessions, report_m
 from fracnb_spawner.history import store
 from fracnb_spawner.history.advice import advise
 from fracnb_spawner.history.report import as_text, load_report
-from fracnb_spawner.service.nextadvice import menu_from_config
+from fracnb_spawner.service.advicemenu import menu_from_config
 from fracnb_spawner.service.reportcli import main
 from fracnb_testbed.demo import PROFILES
 from tests.history.records import GIB, row

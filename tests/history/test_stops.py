@@ -14,7 +14,7 @@ from fracnb_schemas import SERVICE_REPORT, problems
 from fracnb_spawner.hibernation.client import Hibernation, checked_report
 from fracnb_spawner.hibernation.culled import hibernation_json
 from fracnb_spawner.history import db
-from fracnb_spawner.history.stops import (
+from fracnb_spawner.history.stopnotices import (
     CONSEQUENCES,
     NOTHING_HELD_CONSEQUENCES,
     SAVED_CONSEQUENCES,
@@ -26,7 +26,7 @@ from fracnb_spawner.history.stops import (
     record_stop,
     stop_phrase,
 )
-from fracnb_spawner.service.stops import stopped_servers
+from fracnb_spawner.service.stoppedservers import stopped_servers
 from tests.shared_cases import shared_cases
 
 NOTICES = shared_cases("stop-notices.json")

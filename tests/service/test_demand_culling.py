@@ -11,8 +11,8 @@ from fracnb_meter.wording import cull_warning
 from fracnb_schemas import SERVICE_REPORT, problems
 from fracnb_spawner.culling import CullPolicy, isoformat, parse_timestamp
 from fracnb_spawner.quota.policy import QuotaPolicy
-from fracnb_spawner.service.core import CullSettings, cull_pass, user_report, utcnow
-from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.cullpass import CullSettings, cull_pass, user_report, utcnow
+from fracnb_spawner.service.hubapi import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
 from tests.service.calls import record_activity, user_token
 

@@ -23,15 +23,16 @@ from fracnb_spawner.culling import (
     GpuUnused,
     Reason,
     ServerActivity,
+    check_gpu_unused_timing,
     decide,
     isoformat,
+    measurability,
     policy_from_annotations,
     server_status,
 )
 from fracnb_spawner.gpu.contract import contract_fields
 from fracnb_spawner.gpu.plan import GPUDefaults
 from fracnb_spawner.gpu.resolve import parse_gpu_spec, plan_gpu
-from fracnb_spawner.service.gpuunused import check_gpu_unused_timing, measurability
 from fracnb_spawner.service.meterfacts import MeterFacts
 from fracnb_spawner.service.metrics import CullMetrics
 from tests.history.records import GIB, gpu_unused, report

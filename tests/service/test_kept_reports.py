@@ -16,11 +16,11 @@ from sqlalchemy.orm import sessionmaker
 
 from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.history import db
-from fracnb_spawner.history.stops import StopNotice, latest_stops
+from fracnb_spawner.history.stopnotices import StopNotice, latest_stops
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.service.app import FracnbService
-from fracnb_spawner.service.core import CullSettings
-from fracnb_spawner.service.pending import PendingReports
+from fracnb_spawner.service.cullpass import CullSettings
+from fracnb_spawner.service.keptreports import PendingReports
 from fracnb_spawner.service.state import ServiceState
 
 

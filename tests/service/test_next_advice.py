@@ -11,7 +11,7 @@ import pytest
 from traitlets.config import Config
 
 from fracnb_schemas import SERVICE_ADVICE, problems
-from fracnb_spawner.service.nextadvice import advice_document, menu_from_config
+from fracnb_spawner.service.advicemenu import advice_document, menu_from_config
 from fracnb_testbed.procs import wait_until
 from tests.history.records import GIB
 from tests.service.calls import new_report, post, server_token, user_token

@@ -14,7 +14,7 @@ from fracnb_spawner.common.logsafe import join_hub_log, server_shown
 from fracnb_spawner.hibernation.client import Hibernation
 from fracnb_spawner.hibernation.culled import outcome_text
 from fracnb_spawner.service.app import FracnbService
-from fracnb_spawner.service.core import PassReport
+from fracnb_spawner.service.cullpass import PassReport
 from fracnb_spawner.service.loops import pass_summary
 
 

@@ -224,8 +224,8 @@ async def test_recent_culls_reach_the_admin_view_and_each_stop_outlives_a_restar
     from fracnb_spawner.culling import CullPolicy
     from fracnb_spawner.history import db
     from fracnb_spawner.quota.config import FracnbQuotas
-    from fracnb_spawner.service.core import CullSettings, utcnow
-    from fracnb_spawner.service.hub import HubAPI
+    from fracnb_spawner.service.cullpass import CullSettings, utcnow
+    from fracnb_spawner.service.hubapi import HubAPI
     from fracnb_spawner.service.state import ServiceState
     from fracnb_spawner.service.web import PageSources, admin_view, user_view
 

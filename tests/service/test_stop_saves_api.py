@@ -12,7 +12,7 @@ from sqlalchemy.exc import OperationalError
 
 from fracnb_spawner.history.reading import HistoryReader
 from fracnb_spawner.queue.kueue.model import STOPPED_BY_KUEUE
-from fracnb_spawner.service.stopsaves import kueue_stop_notice, saved_variables, server_pod
+from fracnb_spawner.service.kueuestopnotice import kueue_stop_notice, saved_variables, server_pod
 from fracnb_testbed.procs import wait_until
 from tests.service.calls import server_token, user_token
 
@@ -87,7 +87,7 @@ def post(hub, body, token):
 def test_a_server_kueue_preempted_leaves_its_notice_with_what_it_saved(hub, new_user, make_pod, testbed, hub_namespace):
     user = new_user()
     name = make_pod(user)
-    # Now: the hub's pages tell only stops of the last week (history.stops.NOTICE_DAYS).
+    # Now: the hub's pages tell only stops of the last week (history.stopnotices.NOTICE_DAYS).
     just_now = (datetime.now(timezone.utc) - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     testbed._call("PATCH", f"/api/v1/namespaces/{hub_namespace}/pods/{name}/status",
                   {"status": {"conditions": [termination(just_now)]}})  # fmt: skip

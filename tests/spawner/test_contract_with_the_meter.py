@@ -14,7 +14,7 @@ from fracnb_meter.contract import read_budget
 from fracnb_meter.hibernation.notice import STOP_REASONS
 from fracnb_schemas import POD_ENVIRONMENT, enum, load, problems
 from fracnb_spawner.gpu.table import BACKENDS, ISOLATION_LEVELS, TABLE
-from fracnb_spawner.history.stops import SERVICE_REASONS, USER_STOP
+from fracnb_spawner.history.stopnotices import SERVICE_REASONS, USER_STOP
 from tests.spawner.examples import EXPECTED, env_of, options_for
 
 

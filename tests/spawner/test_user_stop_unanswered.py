@@ -24,7 +24,7 @@ from traitlets.config import Config
 from fracnb_spawner.config.traits import configured_traits
 from fracnb_spawner.form.stopnotice import StoppedNotice
 from fracnb_spawner.hibernation.userstop import hibernate_before_user_stop, may_hold_kernels
-from fracnb_spawner.history.hubstops import HubStops, record_user_stop
+from fracnb_spawner.history.hubstopnotices import HubStops, record_user_stop
 from fracnb_spawner.hubstate import HubState
 
 ANSWER_TIMEOUT = 1.0

@@ -3,7 +3,7 @@
 JupyterHub shows its ``announcement`` template variable at the top of every page, and calls it with the
 user when it is a callable. ``setup(c)`` installs :class:`StoppedNotice` there (keeping an admin's own
 announcement before it): for a user who has not started the server again, the notice of their newest
-stop, whoever made it (history/hubstops.py): a cull by the fracnb service (from the session history), a
+stop, whoever made it (history/hubstopnotices.py): a cull by the fracnb service (from the session history), a
 stop they or an admin asked for, a spawn they left in the GPU queue (a node that left the cluster is said
 on the server's spawn form instead), or a spawn of theirs waiting in the queue. Reads
 of the history are cached per user for :data:`CACHE_SECONDS`; anything going wrong means no notice,
@@ -21,7 +21,7 @@ from markupsafe import Markup
 
 from fracnb_spawner.common.clock import SYSTEM_CLOCK
 from fracnb_spawner.common.timehtml import LOCAL_TIMES_SCRIPT
-from fracnb_spawner.history.stops import LEFT_QUEUE, NODE_LOST, StopNotice, naive_utc, notice_html
+from fracnb_spawner.history.stopnotices import LEFT_QUEUE, NODE_LOST, StopNotice, naive_utc, notice_html
 from fracnb_spawner.hubstate import HubState
 
 log = logging.getLogger("fracnb.stopnotice")

@@ -15,7 +15,7 @@ A server that cannot answer (hung, or its process gone) is not waited for: the f
 usage document, has ``c.FractionalSpawner.hibernate_on_stop_answer_timeout`` (5 s) to be answered;
 without an answer the stop goes on at once and its record says that nothing could be saved.
 
-Each such stop leaves its record (history/hubstops.py), as the service's culls do: the user's pages
+Each such stop leaves its record (history/hubstopnotices.py), as the service's culls do: the user's pages
 then tell the newest stop, what it saved or that nothing was saved, never an older cull's notice.
 """
 
@@ -36,7 +36,7 @@ from fracnb_spawner.hibernation.settings import HibernationSettings, settings_fr
 
 # reader=hub: the meter does not take this read for a page polling (a hibernation's answer would wait for it).
 USAGE_ENDPOINT = "fracnb/api/usage?reader=hub"
-ON_REQUEST = "user"  # the stop's reason the meter is told, as the stop records it (history.stops.USER_STOP)
+ON_REQUEST = "user"  # the stop's reason the meter is told, as the stop records it (history.stopnotices.USER_STOP)
 
 
 class Answer(Enum):

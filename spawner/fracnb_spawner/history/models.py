@@ -82,7 +82,7 @@ class SessionDay(Base):
 
 class StopRecord(Base):
     """A server the fracnb service stopped, and why: what the hub and the service page tell its user
-    afterwards (:mod:`fracnb_spawner.history.stops`). Times are naive UTC."""
+    afterwards (:mod:`fracnb_spawner.history.stopnotices`). Times are naive UTC."""
 
     __tablename__ = "fracnb_stops"
     __table_args__ = (Index("ix_fracnb_stops_user_stopped", "user_name", "stopped_at"),)

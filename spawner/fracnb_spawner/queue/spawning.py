@@ -23,8 +23,8 @@ from fracnb_spawner.common.podkeys import is_waiting
 from fracnb_spawner.common.timehtml import with_times
 from fracnb_spawner.culling import ServerActivity
 from fracnb_spawner.gpu.plan import GPUPlan
-from fracnb_spawner.history.hubstops import HubStops
-from fracnb_spawner.history.stops import LEFT_QUEUE, StopNotice
+from fracnb_spawner.history.hubstopnotices import HubStops
+from fracnb_spawner.history.stopnotices import LEFT_QUEUE, StopNotice
 from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.coordinator import QueueCoordinator
 from fracnb_spawner.queue.engine import Engine, Place

@@ -31,17 +31,15 @@ from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.engines import engine_of
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.reclaim.config import FracnbReclaim
-from fracnb_spawner.service import core, loops
+from fracnb_spawner.service import cullpass, loops
+from fracnb_spawner.service.advicemenu import menu_from_config
+from fracnb_spawner.service.api.base import load_checker
+from fracnb_spawner.service.api.routes import make_app
 from fracnb_spawner.service.choices import hub_choices
-from fracnb_spawner.service.claimsweep import sweep_claims_forever
-from fracnb_spawner.service.handlers import make_app
-from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.hubapi import HubAPI
+from fracnb_spawner.service.keptreports import PendingReports
 from fracnb_spawner.service.keptstops import kept_stops_file, read_kept_stops
-from fracnb_spawner.service.nextadvice import menu_from_config
-from fracnb_spawner.service.pending import PendingReports
 from fracnb_spawner.service.pods import KubernetesPods
-from fracnb_spawner.service.reclaiming import start_reclaiming
-from fracnb_spawner.service.sessions import load_checker
 from fracnb_spawner.service.state import ServiceState
 from fracnb_spawner.service.traits import ServiceTraits, spawner_setting
 from fracnb_spawner.service.web import PageSources
@@ -139,8 +137,8 @@ class FracnbService(Application, ServiceTraits):
     def hibernation(self) -> HibernationSettings:
         return HibernationSettings(self.hibernation_timeout, self.hibernation_max_bytes, self.hibernate_at_max_age)
 
-    def settings(self) -> core.CullSettings:
-        return core.CullSettings(
+    def settings(self) -> cullpass.CullSettings:
+        return cullpass.CullSettings(
             default_policy=CullPolicy(self.default_idle_timeout, self.default_max_age),
             warning_lead=self.warning_lead,
             concurrency=self.concurrency,
@@ -202,9 +200,9 @@ class FracnbService(Application, ServiceTraits):
         await self.open_history(state)
         self._purging = asyncio.ensure_future(loops.purge_forever(state, self.session_retention_days))
         self._storing = asyncio.ensure_future(loops.store_kept_reports_forever(state))
-        self._reclaiming = await start_reclaiming(self.reclaim, state.pods, state.choices, state.metrics.registry)
+        self._reclaiming = await loops.start_reclaiming(self.reclaim, state.pods, state.choices, state.metrics.registry)
         self._sweeping = asyncio.ensure_future(
-            sweep_claims_forever(
+            loops.sweep_claims_forever(
                 state.pods.api_client, None if self.all_namespaces else self.namespace,
                 self.claim_sweep_every, self.claim_sweep_grace, state.clock,
             )

@@ -11,7 +11,6 @@ left alone.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -91,19 +90,3 @@ async def _settle(resource: Any, core: Any, claim: Mapping[str, Any], pod_name: 
     except ApiException as error:
         if error.status not in (404, 409):  # gone, or changed (adopted, replaced) since the list: next pass
             raise
-
-
-async def sweep_claims_forever(client: Any, namespace: str | None, every: float, grace: float, clock: Any) -> None:
-    """A sweep every ``every`` seconds (0: never); ``client()`` gives the kubernetes_asyncio ApiClient."""
-    while every > 0:
-        try:
-            report = await sweep_claims(await client(), namespace, clock(), grace)
-            if report.adopted or report.deleted:
-                log.info(
-                    "ResourceClaims left without owner by a hub: %d given their pod, %d deleted (their pod is gone)",
-                    len(report.adopted),
-                    len(report.deleted),
-                )
-        except Exception as error:
-            log.warning("Sweeping ResourceClaims left without owner failed (trying again in %ss): %r", every, error)
-        await asyncio.sleep(every)

@@ -1,9 +1,9 @@
 """Stop notices the session history could not take yet, kept in a file a restart of the service reads back.
 
-The service writes why it stopped a server (history/stops.py) before the hub stops it. While the
+The service writes why it stopped a server (history/stopnotices.py) before the hub stops it. While the
 history is not open yet (the service's first seconds) or the database is away, the notice is kept
 (:meth:`.state.ServiceState.write_stop`) and written once the database answers. The kept notices are
-also in a file beside the kept session reports (:mod:`.pending`; one JSON line each, readable by the
+also in a file beside the kept session reports (:mod:`.keptreports`; one JSON line each, readable by the
 service's user only), rewritten whenever they change and removed once all are written, so that a
 service restarted during the outage still tells the users why their servers stopped.
 """
@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from fracnb_spawner.history.stops import StopNotice
+from fracnb_spawner.history.stopnotices import StopNotice
 
 log = logging.getLogger("fracnb.service")
 

@@ -1,19 +1,35 @@
-"""The fracnb service's background loops: culling passes, resuming forgotten queued spawns, storing the
-session reports kept while the database was away, and purging old records. Each runs forever, logs
-a failed round and tries again; the intervals come from ``c.FracnbService`` (service/app.py)."""
+"""Everything the fracnb service runs in the background: culling passes, resuming forgotten queued spawns,
+storing the session reports kept while the database was away, purging old records, reclaiming GPUs for
+waiting spawns, and sweeping ResourceClaims left without owner. Each runs forever, logs a failed round and
+tries again; the intervals come from ``c.FracnbService`` and ``c.FracnbReclaim`` (service/app.py). The passes
+themselves are beside: cullpass.py, resume.py, reclaiming.py, claimsweep.py."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
-from fracnb_spawner.history.stops import purge_stops
+from prometheus_client import CollectorRegistry
+
+from fracnb_spawner.history.stopnotices import purge_stops
 from fracnb_spawner.history.store import purge
-from fracnb_spawner.service.core import PassReport
-from fracnb_spawner.service.sessions import store_and_count
+from fracnb_spawner.reclaim.config import FracnbReclaim
+from fracnb_spawner.service.choices import HubChoices
+from fracnb_spawner.service.claimsweep import sweep_claims
+from fracnb_spawner.service.cullpass import PassReport
+from fracnb_spawner.service.reclaiming import (
+    KubeReclaimApi,
+    Reclaimer,
+    ReclaimMetrics,
+    remember_recent_evictions,
+    want_from_choices,
+)
+from fracnb_spawner.service.sessionstore import store_and_count
 from fracnb_spawner.service.state import ServiceState
 
 log = logging.getLogger("fracnb.service")
+reclaim_log = logging.getLogger("fracnb.reclaim")
 
 KEPT_REPORTS_RETRY_SECONDS = 5.0  # how often reports kept while the session database was away are stored
 PURGE_EVERY_SECONDS = 3600.0
@@ -55,7 +71,7 @@ async def resume_forever(state: ServiceState, every: float) -> None:
 
 async def store_kept_reports_forever(state: ServiceState) -> None:
     """Store the session reports and stop notices kept while the database was away or not open yet, once it
-    answers (:mod:`.pending`, :meth:`ServiceState.write_stop`)."""
+    answers (:mod:`.keptreports`, :meth:`ServiceState.write_stop`)."""
     while True:
         await asyncio.sleep(KEPT_REPORTS_RETRY_SECONDS)
         written = await state.write_unwritten_stops()
@@ -82,3 +98,41 @@ async def purge_forever(state: ServiceState, keep_days: float) -> None:
             state.history_metrics.database_errors.labels(operation="purge").inc()
             log.exception("Deleting old session records failed; trying again in an hour")
         await asyncio.sleep(PURGE_EVERY_SECONDS)
+
+
+async def reclaim_forever(reclaimer: Reclaimer, every: float) -> None:
+    await remember_recent_evictions(reclaimer)
+    while True:
+        try:
+            await reclaimer.reclaim_pass()
+        except Exception:
+            reclaim_log.exception("Reclaim pass failed; trying again in %ss", every)
+        await asyncio.sleep(every)
+
+
+async def start_reclaiming(settings: FracnbReclaim, pods: Any, choices: HubChoices, registry: CollectorRegistry) -> Any:
+    """The reclaim loop as a task, when ``c.FracnbReclaim.enabled``; None otherwise."""
+    if not settings.enabled:
+        return None
+    api = KubeReclaimApi(await pods.api_client())
+    reclaimer = Reclaimer(
+        api, settings.policy(), settings.evictions_per_minute, want_from_choices(choices), ReclaimMetrics(registry)
+    )
+    reclaim_log.info("Reclaim on: %s", " ".join(settings.summary()).strip())
+    return asyncio.ensure_future(reclaim_forever(reclaimer, settings.every))
+
+
+async def sweep_claims_forever(client: Any, namespace: str | None, every: float, grace: float, clock: Any) -> None:
+    """A sweep every ``every`` seconds (0: never); ``client()`` gives the kubernetes_asyncio ApiClient."""
+    while every > 0:
+        try:
+            report = await sweep_claims(await client(), namespace, clock(), grace)
+            if report.adopted or report.deleted:
+                log.info(
+                    "ResourceClaims left without owner by a hub: %d given their pod, %d deleted (their pod is gone)",
+                    len(report.adopted),
+                    len(report.deleted),
+                )
+        except Exception as error:
+            log.warning("Sweeping ResourceClaims left without owner failed (trying again in %ss): %r", every, error)
+        await asyncio.sleep(every)

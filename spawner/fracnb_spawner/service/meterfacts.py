@@ -4,7 +4,7 @@
   (a cell run, typing, a save, a kernel computing), as the notebook's meter sees it. The hub's own
   ``last_activity`` also counts an open JupyterLab tab's polling (through the proxy and the
   server's API), so where the meter reports use, the idle deadline counts from that instead.
-- **GPU-unused time** (the session reports' ``gpu_unused``, :mod:`.sessions`): for the GPU-unused
+- **GPU-unused time** (the session reports' ``gpu_unused``, :mod:`.api.sessions`): for the GPU-unused
   timeouts (:mod:`fracnb_spawner.culling`). A missing field, ``seconds: null``, a report older than
   two report intervals, or one from before the server's start is unknown, never unused; the count
   is never extrapolated past the moment the meter measured it.

@@ -25,7 +25,7 @@ from fracnb_spawner.common.podkeys import GPU_MEMORY_ANNOTATION
 from fracnb_spawner.common.timehtml import with_times
 from fracnb_spawner.common.units import format_bytes, gpus_text, held_words, share_text, share_words
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy, parse_timestamp
-from fracnb_spawner.history.stops import StopNotice
+from fracnb_spawner.history.stopnotices import StopNotice
 from fracnb_spawner.queue.demand import QueueEntry
 from fracnb_spawner.queue.kueue.quota import TeamQuota, admission_text
 from fracnb_spawner.quota.policy import Allocation, QuotaPolicy, used_by

@@ -29,7 +29,6 @@ from fracnb_spawner.common.units import QuantityError, gpus_text, parse_fraction
 from fracnb_spawner.queue.demand import queue_entries, slot_kind
 from fracnb_spawner.reclaim.budgets import blocking_budgets, reclaim_candidates, warning_text
 from fracnb_spawner.reclaim.cluster import budgets_of, dra_cards, is_notebook, need_of, pod_key, usable_cards
-from fracnb_spawner.reclaim.config import FracnbReclaim
 from fracnb_spawner.reclaim.times import EVENT_REASON, EVENT_SELECTOR, EVENT_SOURCE, eviction_ages, reclaim_seconds
 from fracnb_spawner.reclaim.victims import Card, PodKey, Policy, evictions_left, plan_reclaims
 from fracnb_spawner.service.choices import HubChoices
@@ -283,25 +282,3 @@ async def remember_recent_evictions(reclaimer: Reclaimer) -> None:
     reclaimer.remember_evictions(ages)
     if ages:
         log.info("%d evictions of the last minute were made before this start: they count to the limit", len(ages))
-
-
-async def reclaim_forever(reclaimer: Reclaimer, every: float) -> None:
-    await remember_recent_evictions(reclaimer)
-    while True:
-        try:
-            await reclaimer.reclaim_pass()
-        except Exception:
-            log.exception("Reclaim pass failed; trying again in %ss", every)
-        await asyncio.sleep(every)
-
-
-async def start_reclaiming(settings: FracnbReclaim, pods: Any, choices: HubChoices, registry: CollectorRegistry) -> Any:
-    """The reclaim loop as a task, when ``c.FracnbReclaim.enabled``; None otherwise."""
-    if not settings.enabled:
-        return None
-    api = KubeReclaimApi(await pods.api_client())
-    reclaimer = Reclaimer(
-        api, settings.policy(), settings.evictions_per_minute, want_from_choices(choices), ReclaimMetrics(registry)
-    )
-    log.info("Reclaim on: %s", " ".join(settings.summary()).strip())
-    return asyncio.ensure_future(reclaim_forever(reclaimer, settings.every))

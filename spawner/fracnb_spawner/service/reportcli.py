@@ -23,7 +23,7 @@ FORMATS = {"text": as_text, "json": as_json, "csv": as_csv}
 def menu_from_config_file(config: Any) -> ReportMenu | None:
     """The hub's choices, as its users are advised over them; None without a fixed profile list."""
     from fracnb_spawner.form.advice import report_menu  # noqa: PLC0415 - the hub's config modules, only with --config
-    from fracnb_spawner.service.nextadvice import menu_from_config  # noqa: PLC0415
+    from fracnb_spawner.service.advicemenu import menu_from_config  # noqa: PLC0415
 
     menu = menu_from_config(config)
     return None if menu is None else report_menu(menu.profiles, menu.rows, menu.headroom, menu.min_sessions)

@@ -29,7 +29,7 @@ from tornado.httpclient import HTTPClientError
 
 from fracnb_spawner.common.podkeys import SERVERNAME_ANNOTATION, USERNAME_ANNOTATION, is_waiting
 from fracnb_spawner.queue.order import queue_order, wait_deadline, waiting_from_pod
-from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.hubapi import HubAPI
 
 log = logging.getLogger("fracnb.service")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,25 +16,26 @@ from fracnb_spawner.common.logsafe import server_shown
 from fracnb_spawner.hibernation.client import Hibernation
 from fracnb_spawner.hibernation.culled import Hibernator, hibernation_json
 from fracnb_spawner.history.metrics import HistoryMetrics
-from fracnb_spawner.history.stops import StopNotice, latest_stops, naive_utc, record_stop
-from fracnb_spawner.history.stops import recent_culls as recent_culls_of
+from fracnb_spawner.history.stopnotices import StopNotice, latest_stops, naive_utc, record_stop
+from fracnb_spawner.history.stopnotices import recent_culls as recent_culls_of
 from fracnb_spawner.quota.config import FracnbQuotas
-from fracnb_spawner.service import core
+from fracnb_spawner.service import cullpass
+from fracnb_spawner.service.advicemenu import Menu
 from fracnb_spawner.service.choices import HubChoices
 from fracnb_spawner.service.gpuunits import gpu_kinds
-from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.hubapi import HubAPI
+from fracnb_spawner.service.keptreports import PendingReports
 from fracnb_spawner.service.keptstops import save_kept_stops
+from fracnb_spawner.service.kueuestopnotice import kueue_stop_notice, server_pod
 from fracnb_spawner.service.meterfacts import MeterFacts
 from fracnb_spawner.service.metrics import CullMetrics
-from fracnb_spawner.service.nextadvice import Menu
-from fracnb_spawner.service.pending import PendingReports
 from fracnb_spawner.service.pods import PodSource
 from fracnb_spawner.service.resume import ResumeReport, resume_pass
-from fracnb_spawner.service.stops import stopped_servers
-from fracnb_spawner.service.stopsaves import kueue_stop_notice, server_pod
-from fracnb_spawner.service.web import RECENT_CULLS, recent_culls
+from fracnb_spawner.service.stoppedservers import stopped_servers
 
 log = logging.getLogger("fracnb.service")
+
+RECENT_CULLS = 50  # how many of the latest culls the admin page lists
 
 
 class ServiceState:
@@ -45,9 +47,9 @@ class ServiceState:
         hub: HubAPI,
         pods: PodSource,
         quotas: FracnbQuotas,
-        settings: core.CullSettings,
+        settings: cullpass.CullSettings,
         hub_auth: HubAuth,
-        clock: core.Clock = core.utcnow,
+        clock: cullpass.Clock = cullpass.utcnow,
         hibernator: Hibernator | None = None,
         report_interval: float = 60.0,
     ) -> None:
@@ -61,7 +63,8 @@ class ServiceState:
         self.is_gpu: Callable[[str], bool] | None = None
         self._capacity_refused = False
         self.clock = clock
-        self.culls_this_run = recent_culls()  # the admin page's list while the history is not open
+        # The admin page's list while the history is not open.
+        self.culls_this_run: deque[StopNotice] = deque(maxlen=RECENT_CULLS)
         self._stopping: dict[tuple[str, str], StopNotice] = {}  # recorded, until the pass says it stopped
         self.history: Any = None  # the session history's session factory, once opened
         self.history_metrics = HistoryMetrics(self.metrics.registry)
@@ -81,7 +84,7 @@ class ServiceState:
         return self.hibernator is not None and self.hibernator.settings.applies(reason)
 
     async def user_report(self, name: str) -> dict[str, Any]:
-        report = await core.user_report(
+        report = await cullpass.user_report(
             self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock, facts=self.facts
         )
         stopped = stopped_servers(await self.latest_stops(name), running=report["culling"])
@@ -94,8 +97,8 @@ class ServiceState:
         self.metrics.resumed.inc(len(report.resumed))
         return report
 
-    async def cull_pass(self) -> core.PassReport:
-        report = await core.cull_pass(
+    async def cull_pass(self) -> cullpass.PassReport:
+        report = await cullpass.cull_pass(
             self.hub, self.pods, self.settings, self.metrics, clock=self.clock, hibernator=self.hibernator,
             facts=self.facts, before_stop=self.record_stop,
         )  # fmt: skip
@@ -124,9 +127,9 @@ class ServiceState:
         self._capacity_refused = False
         self.metrics.observe_gpu_kinds(gpu_kinds(nodes, pods, self.is_gpu))
 
-    async def record_stop(self, verdict: core.ServerVerdict, reason: str, hibernation: Hibernation | None) -> None:
+    async def record_stop(self, verdict: cullpass.ServerVerdict, reason: str, hibernation: Hibernation | None) -> None:
         """Keep why a server is stopped and what its hibernation saved, for its user's next page
-        (history/stops.py), before the hub stops it."""
+        (history/stopnotices.py), before the hub stops it."""
         details = {"hibernation": hibernation_json(hibernation)} if hibernation is not None else {}
         notice = StopNotice(verdict.user, verdict.server, self.clock(), reason, verdict.limit_seconds, details)
         self._stopping[(verdict.user, verdict.server)] = notice
@@ -163,7 +166,7 @@ class ServiceState:
         return len(written)
 
     async def record_stop_save(self, user: str, server: str, report: dict[str, Any]) -> StopNotice | None:
-        """Keep the notice of a stop Kueue made, with what the server saved as it stopped (service/stopsaves.py)."""
+        """Keep the notice of a stop Kueue made, with what the server saved as it stopped (service/api/stopsaves.py)."""
         pod = server_pod(await self.pods.list_pods(), user, server)
         notice = kueue_stop_notice(pod, user, server, report, self.zone)
         if notice is None:

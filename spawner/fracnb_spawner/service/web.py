@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,8 +23,7 @@ from tornado import web
 from fracnb_spawner.common.clock import duration_text, moment_text
 from fracnb_spawner.common.logsafe import shown
 from fracnb_spawner.common.timehtml import moment_html
-from fracnb_spawner.history.stops import (
-    StopNotice,
+from fracnb_spawner.history.stopnotices import (
     hibernation_lines_html,
     notice_summary,
     notice_summary_html,
@@ -38,13 +36,12 @@ from fracnb_spawner.queue.localqueues import local_queue_name
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
 from fracnb_spawner.service import page
 from fracnb_spawner.service.choices import SlotKindUse, shares_text, slot_kind_uses
-from fracnb_spawner.service.core import index_pods, judge_for
+from fracnb_spawner.service.cullpass import index_pods, judge_for
 from fracnb_spawner.service.pods import kueue_queues, queue_demand
 
 log = logging.getLogger("fracnb.service")
 
 TEMPLATES = Path(__file__).parent / "templates"
-RECENT_CULLS = 50
 ERROR_HEADLINES = {403: "Not for your account", 404: "No such page", 503: "Not ready yet"}
 
 
@@ -55,10 +52,6 @@ class PageSources:
     state: Any
     hub_oauth: HubOAuth
     is_gpu: Callable[[str], bool]
-
-
-def recent_culls() -> deque[StopNotice]:
-    return deque(maxlen=RECENT_CULLS)
 
 
 async def _team_of(state: Any, name: str) -> TeamQuota | None:

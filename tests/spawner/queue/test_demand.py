@@ -9,7 +9,7 @@ from fracnb_spawner.common.podkeys import has_queue_gate, is_waiting
 from fracnb_spawner.culling import Action, CullPolicy, Reason
 from fracnb_spawner.queue.demand import demand_since, queue_entries, queue_lengths, queued_at
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
-from fracnb_spawner.service.core import CullSettings, index_pods, judge_for
+from fracnb_spawner.service.cullpass import CullSettings, index_pods, judge_for
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.page import use_rows, waiting_text
 from tests.hub_pods import MIG, SHARED, T0, pod

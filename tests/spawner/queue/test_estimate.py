@@ -20,7 +20,7 @@ from fracnb_spawner.queue.kueue.quota import TeamQuota
 from fracnb_spawner.queue.releases import ESTIMATE_HORIZON, CullDefaults, Release, estimate, holder_releases
 from fracnb_spawner.queue.spawning import SpawnQueue
 from fracnb_spawner.queue.text import queued_message
-from fracnb_spawner.service.core import CullSettings, index_pods, judge_for
+from fracnb_spawner.service.cullpass import CullSettings, index_pods, judge_for
 from tests.spawner.queue.fakes import KIND, T0, FakeClock, ask, gated, running
 
 WARNING_LEAD = 300

@@ -23,7 +23,7 @@ from fracnb_spawner.config.profiles import ProfileConfigError
 from fracnb_spawner.configure import check_config
 from fracnb_spawner.culling import Reason
 from fracnb_spawner.gpu.plan import CPU_ONLY, GPUPlan
-from fracnb_spawner.history.hubstops import HubStops
+from fracnb_spawner.history.hubstopnotices import HubStops
 from fracnb_spawner.queue.config import FracnbQueue
 from fracnb_spawner.queue.kueue import model as kueue
 from fracnb_spawner.queue.kueue.place import ADMISSION_GRACE_SECONDS

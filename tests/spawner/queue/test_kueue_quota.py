@@ -13,7 +13,7 @@ from fracnb_spawner.culling import CullPolicy
 from fracnb_spawner.queue.kueue.place import FormQuotaReads
 from fracnb_spawner.queue.kueue.quota import TeamQuota, local_queue_demand, quota_form_text, team_quota
 from fracnb_spawner.queue.localqueues import local_queue_of
-from fracnb_spawner.service.core import Judge, PodFacts
+from fracnb_spawner.service.cullpass import Judge, PodFacts
 from tests.spawner.queue.fakes import FakeClock
 
 

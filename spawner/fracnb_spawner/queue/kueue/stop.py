@@ -22,7 +22,7 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from fracnb_spawner.common.clock import SYSTEM_CLOCK, Clock
-from fracnb_spawner.history.stops import StopNotice
+from fracnb_spawner.history.stopnotices import StopNotice
 from fracnb_spawner.queue.kueue import model as kueue
 
 POLL_SECONDS = 1.0  # how often a waiting stop looks at its pod

@@ -4,7 +4,7 @@
 - ``fracnb_session_days``: ``oom_sessions`` now counts sessions with an error, and
   ``reached_sessions`` those that reached their budget (time at 95 % of it, or at the budget); the
   rollup is summed again from the stored sessions with that arithmetic.
-- ``fracnb_stops``: a row per server the service stopped, and why (history/stops.py).
+- ``fracnb_stops``: a row per server the service stopped, and why (history/stopnotices.py).
 
 Revision ID: 0003
 Revises: 0002

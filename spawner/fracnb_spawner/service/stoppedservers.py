@@ -1,6 +1,6 @@
 """A stop's record as the service keeps it and as ``api/me`` answers it (``stopped``).
 
-Each stop is kept in the session history (:mod:`fracnb_spawner.history.stops`, table ``fracnb_stops``),
+Each stop is kept in the session history (:mod:`fracnb_spawner.history.stopnotices`, table ``fracnb_stops``),
 with what its hibernation saved, so that a restart of the service forgets none.
 """
 
@@ -11,7 +11,7 @@ from datetime import timezone
 from typing import Any
 
 from fracnb_spawner.culling import isoformat
-from fracnb_spawner.history.stops import SERVICE_REASONS, StopNotice
+from fracnb_spawner.history.stopnotices import SERVICE_REASONS, StopNotice
 
 
 def stop_json(notice: StopNotice) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """What happened to a user's server, one store for the hub's pages (form/stopnotice.py, the spawn form).
 
 The fracnb service records its own stops (culls, with what their hibernation saved) in the session
-history (history/stops.py). The hub adds its own here: a stop someone asked for ("Stop My Server", an
+history (history/stopnotices.py). The hub adds its own here: a stop someone asked for ("Stop My Server", an
 admin's stop; with what ``hibernate_on_stop`` saved), a spawn its user left while it waited in the GPU
 queue, and a pod it deleted because its node left the cluster. All are :class:`StopNotice` records;
 each page shows the user's newest, whoever made it, so that an older stop's "your variables were
@@ -20,7 +20,7 @@ from typing import Any
 from fracnb_spawner.common.clock import SYSTEM_CLOCK
 from fracnb_spawner.hibernation.client import Hibernation
 from fracnb_spawner.hibernation.culled import hibernation_json
-from fracnb_spawner.history.stops import HUB_SHUTDOWN, LEFT_QUEUE, USER_STOP, StopNotice, naive_utc
+from fracnb_spawner.history.stopnotices import HUB_SHUTDOWN, LEFT_QUEUE, USER_STOP, StopNotice, naive_utc
 
 LEFT_QUEUE_SECONDS = 3600.0  # "you left the queue" is news for an hour
 
@@ -73,7 +73,7 @@ def _news(notice: StopNotice, now: datetime) -> bool:
 
 async def record_user_stop(spawner: Any, hibernation: Hibernation | None) -> None:
     """Keep the record of a stop someone asked for of ``spawner``'s running server, with what its
-    hibernation saved (history/hubstops.py). Not for a spawn that failed or was given up (still pending),
+    hibernation saved (history/hubstopnotices.py). Not for a spawn that failed or was given up (still pending),
     nor for a cull or a lost node, whose record the service or the hub wrote just before (newer than the
     server's start)."""
     started = getattr(getattr(spawner, "orm_spawner", None), "started", None)

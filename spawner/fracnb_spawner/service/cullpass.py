@@ -1,7 +1,7 @@
 """The service's plain async core: one culling pass, and one user's status report.
 
 Time comes from the ``clock`` argument (default :func:`utcnow`), so tests decide what
-"now" is. Hub and pods come in as objects (:class:`.hub.HubAPI`, a :class:`.pods.PodSource`).
+"now" is. Hub and pods come in as objects (:class:`.hubapi.HubAPI`, a :class:`.pods.PodSource`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from fracnb_spawner.hibernation.culled import Hibernator, metric_outcome, spares
 from fracnb_spawner.queue.demand import demand_since, slot_kind
 from fracnb_spawner.queue.localqueues import local_queue_of
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods, parse_gpus, pod_profile, usage_report
-from fracnb_spawner.service.hub import HubAPI
+from fracnb_spawner.service.hubapi import HubAPI
 from fracnb_spawner.service.meterfacts import MeterFacts
 from fracnb_spawner.service.metrics import CullMetrics
 from fracnb_spawner.service.pods import PodSource, queue_demand

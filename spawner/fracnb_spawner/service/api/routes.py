@@ -1,59 +1,24 @@
-"""HTTP API of the service; every endpoint requires a hub token with access to the service."""
+"""The service's routes: its HTTP API (every endpoint requires a hub token with access to the service) and,
+with the page's sources, the web page."""
 
 from __future__ import annotations
 
-import json
 import secrets
 from typing import Any
 
 from tornado import web
 
-from fracnb_spawner.common.logsafe import shown
 from fracnb_spawner.common.timehtml import LOCAL_TIMES_SCRIPT
-from fracnb_spawner.queue.demand import queue_entries
-from fracnb_spawner.service.activity import ActivityHandler
-from fracnb_spawner.service.base import ServiceHandler
-from fracnb_spawner.service.metrics import CONTENT_TYPE
-from fracnb_spawner.service.nextadvice import AdviceHandler
-from fracnb_spawner.service.sessions import ReportHandler, ReportPageHandler, SessionsHandler
-from fracnb_spawner.service.stopsaves import StopSaveHandler
+from fracnb_spawner.service.api.activity import ActivityHandler
+from fracnb_spawner.service.api.advice import AdviceHandler
+from fracnb_spawner.service.api.base import ServiceHandler
+from fracnb_spawner.service.api.me import UserStatusHandler
+from fracnb_spawner.service.api.metrics import MetricsHandler
+from fracnb_spawner.service.api.queue import QueueHandler
+from fracnb_spawner.service.api.report import ReportHandler, ReportPageHandler
+from fracnb_spawner.service.api.sessions import SessionsHandler
+from fracnb_spawner.service.api.stopsaves import StopSaveHandler
 from fracnb_spawner.service.web import TEMPLATES, PageSources, page_routes
-
-
-class UserStatusHandler(ServiceHandler):
-    """``GET api/me`` and ``GET api/users/<name>`` (a user may only read their own)."""
-
-    @web.authenticated
-    async def get(self, name: str | None = None) -> None:
-        caller = self.caller()
-        if name is not None and name != caller:
-            # Names go in as arguments, shown escaped: a "%" in them is not a format, a newline not a new line.
-            raise web.HTTPError(403, "%s may not read the status of %s", shown(caller), shown(name))
-        report = await self.state.user_report(caller)
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(report))
-
-
-class QueueHandler(ServiceHandler):
-    """``GET api/queue``: the spawns waiting for a GPU slot, for hub admins only."""
-
-    @web.authenticated
-    async def get(self) -> None:
-        model = self.current_user
-        if model.get("kind", "user") != "user" or not model.get("admin"):
-            raise web.HTTPError(403, "only hub admins may read the queue")
-        pods = await self.state.pods.list_pods()
-        now = self.state.clock()
-        self.set_header("Content-Type", "application/json")
-        self.set_header("Cache-Control", "no-store")
-        self.finish(json.dumps({"queue": [entry.as_json(now) for entry in queue_entries(pods)]}))
-
-
-class MetricsHandler(ServiceHandler):
-    @web.authenticated
-    def get(self) -> None:
-        self.set_header("Content-Type", CONTENT_TYPE)
-        self.finish(self.state.metrics.exposition())
 
 
 class NotFoundHandler(ServiceHandler):

@@ -11,16 +11,13 @@ from tornado import web
 
 from fracnb_schemas import USE_REPORT
 from fracnb_spawner.culling import parse_timestamp
-from fracnb_spawner.service.base import ServiceHandler
-from fracnb_spawner.service.sessions import require_server_token
+from fracnb_spawner.service.api.base import ServerReportHandler
 
 
-class ActivityHandler(ServiceHandler):
+class ActivityHandler(ServerReportHandler):
     @web.authenticated
     async def post(self) -> None:
-        user = self.caller()
-        report = self.checked_body(USE_REPORT, "a use report")
-        require_server_token(self.current_user, user, report["server_name"], "use")
+        user, report = self.server_report(USE_REPORT, "a use report", "use")
         last_use = parse_timestamp(report["last_use"])
         facts = getattr(self.state, "facts", None)
         if facts is not None and last_use is not None:
