@@ -56,8 +56,10 @@ holder = {"stream": io.BytesIO(b"abc")}
 """
 
 CLIENTS: dict[int, tuple[MeterServer, str]] = {}  # a client's server and kernel, for run()
+# The modules the imports bound: saved by reference and imported again at restore, never counted as variables.
+IMPORTED = {"io", "socket", "threading", "np", "pd", "jnp"}
 SAVED_NAMES = {
-    *("io", "socket", "threading", "np", "pd", "jnp", "MIB"),  # modules and the constant: by reference
+    "MIB",  # the constant, by reference
     *("weights", "alias", "frame", "shared", "config", "Point", "origin", "scale", "scaled", "jx", "jx_again"),
 }
 
@@ -199,6 +201,7 @@ def test_variables_survive_a_hibernation_with_shared_references_kept(server: Met
         "holder": "it holds an open file",
     }
     assert entry["variables"] == len(SAVED_NAMES)
+    assert {v["name"] for v in manifest_of(server, "train.ipynb")["variables"]} == SAVED_NAMES | IMPORTED
     assert entry["bytes"] >= 3 * MIB  # the arrays' bytes are in it once, though two names hold them
     assert entry["bytes"] < 5 * MIB
     # Silent: no cell counted, nothing shown in the notebook.
@@ -226,6 +229,11 @@ def test_variables_survive_a_hibernation_with_shared_references_kept(server: Met
     assert result["status"] == "restored", result
     assert result["warnings"] == []
     assert set(result["restored"]) == SAVED_NAMES
+    assert set(state["variables"]) == SAVED_NAMES
+    assert (
+        evaluate(fresh, "np.__name__, pd.__name__, jnp.__name__, socket.__name__")
+        == "('numpy', 'pandas', 'jax.numpy', 'socket')"
+    )
     assert {item["name"] for item in result["skipped_at_save"]} == set(skipped)
     checks = {
         "bool((weights.ravel() == np.arange(3 * MIB // 8, dtype=np.float64)).all())": "True",
@@ -309,7 +317,8 @@ def test_a_full_disk_leaves_the_older_state_intact(server: MeterServer) -> None:
     assert (states_dir(server) / key / layout.MANIFEST).read_bytes() == manifest_before
     assert len(layout.generations(states_dir(server) / key)) == 1  # the partial one is gone
     new_kernel, fresh = open_notebook(server, "full.ipynb")
-    assert restore(server, key, new_kernel)["restored"] == ["np", "small"]
+    assert restore(server, key, new_kernel)["restored"] == ["small"]
+    assert evaluate(fresh, "np.__name__") == "'numpy'"  # np came back with the older state
     del kernel_id, fresh
 
 

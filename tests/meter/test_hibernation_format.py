@@ -19,7 +19,9 @@ import pytest
 from fracnb_meter.hibernation import frameworks, layout, serverside
 from fracnb_meter.hibernation.kernelside import current_versions, package_version
 from fracnb_meter.hibernation.layout import find_entry
-from fracnb_meter.hibernation.namespace import user_variables, version_differences
+from fracnb_meter.hibernation.magic import listing
+from fracnb_meter.hibernation.namespace import made_by_user, user_variables, version_differences
+from fracnb_meter.hibernation.offerwidget import discard_question
 from fracnb_meter.hibernation.placement import Placement, choose_placement
 from fracnb_meter.hibernation.restorer import restore_namespace
 from fracnb_meter.hibernation.saver import SaveRequest, save_namespace
@@ -153,6 +155,36 @@ def test_ipython_bookkeeping_is_not_saved() -> None:
     namespace = {"In": [], "Out": {}, "_": 1, "_i3": "x", "exit": startup["exit"], "np": np, "data": 1}
     assert set(user_variables(namespace, startup)) == {"data"}
     assert set(user_variables({**namespace, "np": "rebound"}, startup)) == {"data", "np"}
+
+
+def test_imported_modules_come_back_but_are_never_counted_as_variables(env: dict) -> None:
+    """``import numpy as np`` binds a module: saved by name and imported again at restore, but every count
+    and list the user sees holds only the variables the user made."""
+    result = save({"np": np, "json": json, "weights": np.arange(3), "lr": 0.1}, env)
+    assert (result["status"], result["variables"]) == ("saved", 2)
+    saved = manifest(env)
+    assert {v["name"]: v["type"] for v in saved["variables"]}["np"] == "builtins.module"  # still saved
+    assert made_by_user(saved["variables"]) == [v for v in saved["variables"] if v["name"] in ("weights", "lr")]
+    (state,) = serverside.list_states(env)["states"]
+    assert state["variables"] == ["weights", "lr"]
+    assert listing(saved).startswith("Restore variables from ")
+    assert ": weights, lr." in listing(saved)
+    assert discard_question(saved, datetime.now(timezone.utc)).startswith("Delete the 2 variables saved at ")
+
+    restored: dict = {}
+    report = restore(restored, env)
+    assert restored["np"] is np  # the restore behaviour is unchanged
+    assert restored["json"] is json
+    assert restored["lr"] == 0.1
+    assert list(restored["weights"]) == [0, 1, 2]
+    assert (report["status"], report["restored"]) == ("restored", ["weights", "lr"])
+
+
+def test_imports_alone_are_nothing_to_save(env: dict) -> None:
+    save({"kept": 1}, env)
+    result = save({"np": np, "os": os}, env)
+    assert (result["status"], result["variables"]) == ("empty", 0)
+    assert [v["name"] for v in manifest(env)["variables"]] == ["kept"]  # the older state stays
 
 
 def test_version_differences_name_each_package() -> None:

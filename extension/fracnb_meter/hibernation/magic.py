@@ -21,6 +21,7 @@ from typing import Any
 from ..displayzone import display_zone
 from ..wording import format_bytes, restore_offer, restore_summary, saved_variables
 from . import kernelside, layout
+from .namespace import as_shown, made_by_user
 
 USAGE = "usage: %fracnb_restore [--force] [--keep-mine | --take-saved | --list | --discard [--yes]] [NOTEBOOK]"
 CHOICES = {"--keep-mine": "keep", "--take-saved": "take"}
@@ -66,9 +67,9 @@ def discarding(notebook: str | None, *, confirmed: bool, line: str = "--discard"
     if not confirmed:
         if manifest is None:
             return "There is no saved state to discard."
+        what = saved_variables(as_shown(manifest), datetime.now(timezone.utc), display_zone(os.environ))
         return (
-            f"This deletes {saved_variables(manifest, datetime.now(timezone.utc), display_zone(os.environ))}; "
-            "they cannot be restored afterwards.\n"
+            f"This deletes {what}; they cannot be restored afterwards.\n"
             f"To delete them, run: %fracnb_restore {line.strip()} --yes"
         )
     try:
@@ -87,7 +88,7 @@ def listing(manifest: dict[str, Any] | None, lost: list[dict[str, str]] | None =
     total = manifest["bytes"]["total"] if not gone else sum(int(v.get("bytes", 0)) for v in kept)
     saved_at = datetime.fromisoformat(manifest["saved_at"])
     offer = restore_offer(saved_at, total, datetime.now(timezone.utc), display_zone(os.environ))
-    names = ", ".join(variable["name"] for variable in kept)
+    names = ", ".join(variable["name"] for variable in made_by_user(kept))
     lines = [f"{offer}: {names or 'nothing'}."]
     lines += [f"Lost: {item['name']} (the saved state is damaged: {item['reason']})." for item in lost or []]
     lines += [f"Not saved: {item['name']} ({item['reason']})." for item in manifest["skipped"]]

@@ -12,6 +12,8 @@ from typing import Any
 IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 # Versions always recorded when loaded: the libraries whose objects the saver treats itself.
 TRACKED = ("cloudpickle", "numpy", "pandas", "torch", "jax", "jaxlib", "cupy")
+# type_name() of a module bound to a name.
+MODULE_TYPE = "builtins.module"
 
 
 def user_variables(user_ns: Mapping[str, Any], hidden: Mapping[str, Any]) -> dict[str, Any]:
@@ -24,6 +26,22 @@ def user_variables(user_ns: Mapping[str, Any], hidden: Mapping[str, Any]) -> dic
             continue  # IPython's startup names (user_ns_hidden), unless the user rebound them
         chosen[name] = value
     return chosen
+
+
+def is_import(value: Any) -> bool:
+    """Whether a name holds a module (``import numpy as np``): saved by name with the variables and
+    imported again at restore, but not a variable the user made, so never counted or listed as one."""
+    return isinstance(value, types.ModuleType)
+
+
+def made_by_user(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """A manifest's variable records less the modules (their type is ``MODULE_TYPE``): what users are told of."""
+    return [record for record in records if record.get("type") != MODULE_TYPE]
+
+
+def as_shown(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """A manifest as users are told of it: its variables less the modules."""
+    return {**manifest, "variables": made_by_user(manifest["variables"])}
 
 
 def type_name(value: Any) -> str:

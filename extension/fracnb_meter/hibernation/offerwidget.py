@@ -20,6 +20,7 @@ import ipywidgets as widgets
 from ..displayzone import display_zone
 from ..wording import restore_offer, restore_summary, saved_variables
 from . import kernelside
+from .namespace import as_shown, made_by_user
 
 Offer = Callable[[], dict[str, Any] | None]
 Restore = Callable[[bool, str | None], dict[str, Any]]
@@ -36,7 +37,7 @@ def _default_discard() -> bool:
 
 def discard_question(manifest: dict[str, Any], now: datetime, zone: Any = None) -> str:
     """'Delete the 4 variables saved at 19:37 EST (7.6 MiB)? They cannot be restored afterwards.'"""
-    return f"Delete {saved_variables(manifest, now, zone)}? They cannot be restored afterwards."
+    return f"Delete {saved_variables(as_shown(manifest), now, zone)}? They cannot be restored afterwards."
 
 
 class RestoreOffer:
@@ -79,7 +80,7 @@ class RestoreOffer:
         saved_at = datetime.fromisoformat(manifest["saved_at"])
         zone = display_zone(os.environ)
         self.button.description = restore_offer(saved_at, manifest["bytes"]["total"], datetime.now(timezone.utc), zone)
-        self.button.tooltip = ", ".join(variable["name"] for variable in manifest["variables"])
+        self.button.tooltip = ", ".join(variable["name"] for variable in made_by_user(manifest["variables"]))
         self.widget.layout.display = ""
 
     def click(self, on_conflict: str | None = None) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any
 from . import frameworks, layout
 from .arrays import Record, file_size, read_records
 from .manifestcheck import check_manifest
-from .namespace import type_name, version_differences
+from .namespace import is_import, type_name, version_differences
 from .pickler import DEVICE_ARRAY, MAIN_NAMESPACE, describe_error
 from .placement import Placement
 
@@ -198,7 +198,8 @@ def _assign(
     for name, value in values.items():
         if name not in keep:
             user_ns[name] = value
-            report["restored"].append(name)
+            if not is_import(value):  # imported again, as saved, but not one of the user's variables
+                report["restored"].append(name)
 
 
 def conflicts(user_ns: Mapping[str, Any], values: Mapping[str, Any]) -> list[str]:

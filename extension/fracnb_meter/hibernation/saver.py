@@ -24,7 +24,7 @@ from typing import Any
 from ..wording import format_bytes
 from . import layout
 from .arrays import ArrayWriter, DeadlineExceededError, Record
-from .namespace import top_packages, type_name, user_variables, versions
+from .namespace import is_import, made_by_user, top_packages, type_name, user_variables, versions
 from .pickler import CountingSink, StatePickler, describe_error, refusal_of
 
 FORMAT = 1
@@ -97,16 +97,21 @@ def save_namespace(
     except layout.UnsafeStateError as error:
         return {**result, "reason": f"{error}; {kept}"}
     if manifest is None:
-        return {**result, "reason": f"none of the {len(variables)} variables can be saved; {kept}"}
+        return {**result, "reason": f"none of the {_made_count(variables)} variables can be saved; {kept}"}
     return {
         **result,
         "status": "partly_saved" if manifest["skipped"] else "saved",
         "bytes": manifest["bytes"]["total"],
-        "variables": len(manifest["variables"]),
+        "variables": len(made_by_user(manifest["variables"])),
         "skipped": manifest["skipped"],
         "saved_at": manifest["saved_at"],
         "seconds": manifest["seconds"],
     }
+
+
+def _made_count(variables: Mapping[str, Any]) -> int:
+    """How many of ``variables`` the user made: the modules imports bound are saved but not counted."""
+    return sum(not is_import(value) for value in variables.values())
 
 
 def disk_reason(error: OSError) -> str:
@@ -120,10 +125,10 @@ def _refusal(
 ) -> tuple[str, str] | None:
     """(status, reason) when nothing is written; None when the save goes ahead."""
     kept = "the previous saved state, if any, is kept"
-    if not variables:
+    if not _made_count(variables):  # imports alone: nothing of the user's to keep
         return "empty", f"no variables to save; {kept}"
-    if not saveable:
-        return "failed", f"none of the {len(variables)} variables can be saved; {kept}"
+    if not _made_count(saveable):
+        return "failed", f"none of the {_made_count(variables)} variables can be saved; {kept}"
     limit = context.request.limit_bytes
     if dry.total > limit:
         return "skipped_over_limit", (

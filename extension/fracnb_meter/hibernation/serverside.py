@@ -16,6 +16,7 @@ from typing import Any
 from . import layout
 from .damage import lost_in_entry
 from .manifestcheck import check_manifest
+from .namespace import made_by_user
 
 STATUSES = ("saved", "partly_saved", "failed", "skipped_over_limit", "busy", "empty", "not_supported")
 ANSWER_MARGIN_S = 0.5  # the kernel stops this long before the deadline, so its answer arrives in time
@@ -191,7 +192,7 @@ def _state(entry: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
         "saved_at": manifest.get("saved_at"),
         "bytes": total if not lost else sum(int(v.get("bytes", 0)) for v in kept),
         "device_bytes": int(byte_counts.get("device_arrays", 0)),
-        "variables": [str(v["name"]) for v in kept],
+        "variables": [str(v["name"]) for v in made_by_user(kept)],
         "lost": lost,
         "skipped": list(manifest.get("skipped", [])),
         "versions": dict(manifest.get("versions", {})),
