@@ -79,6 +79,18 @@ def open_notebook(page: Page, server: LabServer) -> None:
     page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for(timeout=60_000)
 
 
+def answer_as_a_stopped_server(page: Page) -> None:
+    """From now on the page's meter and hibernation requests get JupyterHub's 424 for a server that stopped."""
+    page.route(
+        re.compile(r"/fracnb/api/(usage|hibernation)"),
+        lambda route: route.fulfill(
+            status=424,
+            content_type="application/json",
+            body=json.dumps({"status": 424, "message": "ann's server is not running"}),
+        ),
+    )
+
+
 def test_restore_offer_brings_the_variables_back_after_a_stop(
     page: Page, fake_gpu: FakeGpu, tmp_path_factory: pytest.TempPathFactory, artifacts: Path
 ) -> None:
@@ -323,14 +335,7 @@ def test_a_damaged_state_names_what_it_lost_and_enter_keeps_it(
 
         # The server stops (JupyterHub answers 424 for it from now on): the panel no longer lists its
         # states with Restore and Discard buttons for a server that is gone.
-        page.route(
-            re.compile(r"/fracnb/api/(usage|hibernation)"),
-            lambda route: route.fulfill(
-                status=424,
-                content_type="application/json",
-                body=json.dumps({"status": 424, "message": "ann's server is not running"}),
-            ),
-        )
+        answer_as_a_stopped_server(page)
         expect(page.locator(".fracnb-meter-status")).to_have_text("Server stopped", timeout=30_000)
         expect(page.locator(".fracnb-meter-saved")).to_have_count(0)
         expect(page.locator("#fracnb-meter-panel").get_by_role("button", name="Restore")).to_have_count(0)
@@ -354,14 +359,7 @@ def test_the_stop_toast_of_a_notebook_that_was_running_a_cell_says_its_variables
         report = server.api("POST", "fracnb/api/hibernate?stop=user", {"timeout_seconds": 60})
         assert {k["path"]: k["status"] for k in report["kernels"]} == {NOTEBOOK: "busy", CLASSIC: "saved"}
 
-        page.route(
-            re.compile(r"/fracnb/api/(usage|hibernation)"),
-            lambda route: route.fulfill(
-                status=424,
-                content_type="application/json",
-                body=json.dumps({"status": 424, "message": "ann's server is not running"}),
-            ),
-        )
+        answer_as_a_stopped_server(page)
         stopped = page.locator(TOAST, has_text="This server was stopped")
         expect(stopped).to_contain_text("train.ipynb was running a cell: its variables were not saved.", timeout=30_000)
         expect(stopped).not_to_contain_text("Your variables were saved")
