@@ -133,14 +133,24 @@ async def test_while_a_whole_card_start_waits_the_next_share_goes_to_the_fuller_
     await wait_until_async(hub_sees_the_waiting_pod, what="the waiting pod in the hub's view", timeout=30)
     # Spread would take the A100 (one idle holder); a whole card comes free sooner if the H100 takes it
     # (its holders are expected 0.8 busy together: under one card's worth, so packing does not pass it over).
-    dan = await started(dra_spawner, "any", "dan", config)
-    assert allocation_of(dra_testbed, dra_namespace, dan.pod_name)["pool"] == "h100-dra-0"
-    reason = pod_annotations(dra_testbed, dra_namespace, dan.pod_name)[PLACEMENT_ANNOTATION]
+    dan = dra_spawner({"profile": "any"}, user="dan", config=Config(config))
+    dan_starting = asyncio.ensure_future(dan.start())
+
+    def dans_placement() -> str | None:
+        pods = [p for p in dra_testbed.list_pods(dra_namespace) if p["metadata"]["name"] == dan.pod_name]
+        return pods[0]["metadata"].get("annotations", {}).get(PLACEMENT_ANNOTATION) if pods else None
+
+    # Dan queues behind the whole-card start, his share already placed; once it gives up, his turn comes.
+    await wait_until_async(dans_placement, what="dan's pod with its placement", timeout=30)
+    reason = dans_placement()
     assert reason.startswith("card 0 of h100-dra-0: the fullest of 2 cards that fit (40 GiB of 80 GiB taken")
     assert reason.endswith(f"a whole-card start ({whole.pod_name}) waits for whole cards")
     waiting.cancel()
     await asyncio.gather(waiting, return_exceptions=True)
-    for spawner in (*holders, dan, whole):
+    await whole.stop()
+    await asyncio.wait_for(dan_starting, timeout=60)
+    assert allocation_of(dra_testbed, dra_namespace, dan.pod_name)["pool"] == "h100-dra-0"
+    for spawner in (*holders, dan):
         await spawner.stop()
     await wait_until_async(lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claims to go", timeout=30)
 
