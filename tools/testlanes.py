@@ -1,8 +1,9 @@
 """The test suite's pytest stages, run as concurrent lanes: ``./dev test`` calls this after setup and lint.
 
 Most of the suite waits on real processes (control planes, hubs, kernels, browsers, idle timeouts) rather than
-on the CPU, so two lanes of stages side by side take little more than the longer lane. Each stage is a pytest
-process of its own:
+on the CPU, so two lanes of stages side by side take little more than the longer lane. The lanes share one list
+of stages, the longest expected first, and each lane takes the next stage when its last one ends: the lanes end
+close together whatever a machine makes of each stage's length. Each stage is a pytest process of its own:
 
 - Playwright's sync API leaves an event loop marked running, which breaks pytest-asyncio tests (and a second
   Playwright session) later in the same process: ``browser`` and ``e2e`` are processes of their own;
@@ -31,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,23 +45,22 @@ ARTIFACTS = REPO / "test-artifacts"
 class Stage:
     name: str
     paths: tuple[str, ...]
+    seconds: int  # expected wall time beside another stage on 2 idle cores (docs/testing.md): longest first
     compat: bool = False  # run in the compat virtual environment
 
 
 # Everything not in a stage of its own runs in ``main``.
 OWN_STAGES = ("tests/meter", "tests/browser", "tests/e2e", "tests/faults", "tests/kueue", "tests/bench")
 STAGES = {
-    "main": Stage("main", ("tests", *(f"--ignore={path}" for path in OWN_STAGES))),
-    "meter": Stage("meter", ("tests/meter",)),
-    "browser": Stage("browser", ("tests/browser",)),
-    "e2e": Stage("e2e", ("tests/e2e",)),
-    "faults": Stage("faults", ("tests/faults",)),
-    "kueue": Stage("kueue", ("tests/kueue",)),
-    "bench": Stage("bench", ("tests/bench",)),
-    "compat": Stage("compat", ("tests/spawner", "tests/spawner_k8s"), compat=True),
+    "main": Stage("main", ("tests", *(f"--ignore={path}" for path in OWN_STAGES)), 570),
+    "meter": Stage("meter", ("tests/meter",), 290),
+    "browser": Stage("browser", ("tests/browser",), 260),
+    "e2e": Stage("e2e", ("tests/e2e",), 670),
+    "faults": Stage("faults", ("tests/faults",), 490),
+    "kueue": Stage("kueue", ("tests/kueue",), 175),
+    "bench": Stage("bench", ("tests/bench",), 180),
+    "compat": Stage("compat", ("tests/spawner", "tests/spawner_k8s"), 175, compat=True),
 }
-# Two lanes of about equal length (docs/testing.md has each stage's measured time).
-LANES = (("main", "meter", "kueue", "compat"), ("e2e", "faults", "browser", "bench"))
 
 _SUMMARY = re.compile(r"^=+ (?P<counts>.*?) in (?P<seconds>[\d.]+)s(?: \([^)]*\))? =+$")
 _COUNT = re.compile(r"(?P<n>\d+) (?P<what>passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)")
@@ -88,10 +88,22 @@ def parse_summary(line: str) -> tuple[str, Counter[str]] | None:
     return match["counts"], counts
 
 
-def lanes_for(count: int) -> tuple[tuple[Stage, ...], ...]:
-    """The stages in ``count`` lanes: the two lanes, or all of them one after another."""
-    lanes = tuple(tuple(STAGES[name] for name in lane) for lane in LANES)
-    return (sum(lanes, ()),) if count == 1 else lanes
+def stage_order(stages: Iterable[Stage] = STAGES.values()) -> list[Stage]:
+    """The order in which the lanes take the stages: the longest expected first, so that the short ones fill
+    in at the end (the lanes then end within about the shortest stage of each other)."""
+    return sorted(stages, key=lambda stage: -stage.seconds)
+
+
+def planned_lanes(stages: Sequence[Stage], count: int) -> list[list[Stage]]:
+    """Which lane would take which stage if each took its expected time: the plan, for docs and tests (a run
+    hands out the stages as lanes come free, so a slow stage moves the rest)."""
+    lanes: list[list[Stage]] = [[] for _ in range(count)]
+    ends = [0] * count
+    for stage in stage_order(stages):
+        lane = ends.index(min(ends))
+        lanes[lane].append(stage)
+        ends[lane] += stage.seconds
+    return lanes
 
 
 def table(results: Sequence[StageResult], wall: float) -> str:
@@ -147,20 +159,30 @@ class LaneRunner:
         result.status = "passed" if code in (0, 5) else "failed"
         self.say(f"[{stage.name}] {result.status} in {result.seconds:.0f} s")
 
-    def run_lane(self, stages: Sequence[Stage], results: dict[str, StageResult]) -> None:
-        for stage in stages:
-            self.run_stage(stage, results[stage.name])
+    def run_lane(self, lane: int, waiting: deque[Stage], results: list[StageResult]) -> None:
+        """Take the next waiting stage and run it, until none is left."""
+        while True:
+            with self.print_lock:
+                if not waiting:
+                    return
+                stage = waiting.popleft()
+                result = StageResult(stage.name, lane)
+                results.append(result)
+            self.run_stage(stage, result)
 
-    def run_lanes(self, lanes: Sequence[Sequence[Stage]]) -> tuple[list[StageResult], float]:
-        """Every lane in a thread of its own; each stage's result, in lane order, and the wall time."""
-        results = {s.name: StageResult(s.name, lane) for lane, stages in enumerate(lanes, 1) for s in stages}
+    def run_lanes(self, stages: Sequence[Stage], count: int) -> tuple[list[StageResult], float]:
+        """``count`` lanes, each a thread, taking ``stages`` in order as they come free; each stage's result,
+        in the order they started, and the wall time."""
+        waiting, results = deque(stages), []
         started = time.monotonic()
-        threads = [threading.Thread(target=self.run_lane, args=(stages, results)) for stages in lanes]
+        threads = [
+            threading.Thread(target=self.run_lane, args=(lane, waiting, results)) for lane in range(1, count + 1)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        return list(results.values()), time.monotonic() - started
+        return results, time.monotonic() - started
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -175,11 +197,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # ignored (nohup, a shell's background job) would hand that on to all of them. A handler set here is
     # reset to the default in every process started from here.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    lanes = lanes_for(args.lanes)
+    stages = stage_order()
     run_dir = Path(tempfile.mkdtemp(prefix="fracnb-test-"))
     runner = LaneRunner(args.venv / "bin" / "python", args.compat_venv / "bin" / "python", run_dir, args.pytest_args)
-    runner.say(f"running {sum(map(len, lanes))} stages in {len(lanes)} lane(s); logs in {run_dir}")
-    ordered, wall = runner.run_lanes(lanes)
+    runner.say(f"running {len(stages)} stages in {args.lanes} lane(s), the longest first; logs in {run_dir}")
+    ordered, wall = runner.run_lanes(stages, args.lanes)
     ARTIFACTS.mkdir(exist_ok=True)
     record = {"wall_seconds": round(wall), "stages": [{**vars(r), "counts": dict(r.counts)} for r in ordered]}
     (ARTIFACTS / "test-stages.json").write_text(json.dumps(record, indent=1) + "\n")

@@ -42,19 +42,29 @@ def test_other_lines_are_not_a_summary(line):
     assert testlanes.parse_summary(line) is None
 
 
-def test_every_test_folder_is_in_exactly_one_stage_of_each_plan():
+def test_every_test_folder_is_in_exactly_one_stage():
     folders = {p.relative_to(REPO).as_posix() for p in (REPO / "tests").iterdir() if (p / "__init__.py").exists()}
-    for count in (1, 2):
-        stages = [stage for lane in testlanes.lanes_for(count) for stage in lane]
-        newest = [stage for stage in stages if not stage.compat]
-        assert len({stage.name for stage in stages}) == len(stages) == len(testlanes.STAGES)
-        for folder in folders - {"tests/gpu"}:  # tests/gpu runs on a GPU machine (docs/testing.md)
-            owners = [
-                s.name
-                for s in newest
-                if folder in s.paths or ("tests" in s.paths and f"--ignore={folder}" not in s.paths)
-            ]
-            assert len(owners) == 1, (folder, owners)
+    stages = testlanes.stage_order()
+    newest = [stage for stage in stages if not stage.compat]
+    assert len({stage.name for stage in stages}) == len(stages) == len(testlanes.STAGES)
+    for folder in folders - {"tests/gpu"}:  # tests/gpu runs on a GPU machine (docs/testing.md)
+        owners = [
+            s.name for s in newest if folder in s.paths or ("tests" in s.paths and f"--ignore={folder}" not in s.paths)
+        ]
+        assert len(owners) == 1, (folder, owners)
+
+
+def test_the_longest_stages_go_first_and_the_planned_lanes_end_close_together():
+    stage = testlanes.Stage
+    stages = [stage("a", (), 100), stage("b", (), 600), stage("c", (), 300), stage("d", (), 250), stage("e", (), 50)]
+    assert [s.name for s in testlanes.stage_order(stages)] == ["b", "c", "d", "a", "e"]
+    lanes = testlanes.planned_lanes(stages, 2)
+    assert [[s.name for s in lane] for lane in lanes] == [["b", "e"], ["c", "d", "a"]]
+    assert [sum(s.seconds for s in lane) for lane in lanes] == [650, 650]
+    (one,) = testlanes.planned_lanes(stages, 1)
+    assert [s.name for s in one] == ["b", "c", "d", "a", "e"]
+    ends = [sum(s.seconds for s in lane) for lane in testlanes.planned_lanes(testlanes.STAGES.values(), 2)]
+    assert max(ends) - min(ends) <= min(s.seconds for s in testlanes.STAGES.values())
 
 
 def test_closing_line_adds_every_stage_and_counts_errors_as_failures():
@@ -68,18 +78,15 @@ def test_closing_line_adds_every_stage_and_counts_errors_as_failures():
 def test_a_failed_stage_stops_nothing_and_each_stage_keeps_its_log(tmp_path, capsys):
     (tmp_path / "test_good.py").write_text("def test_good():\n    pass\n")
     (tmp_path / "test_bad.py").write_text("def test_bad():\n    assert False\n")
-    stage = testlanes.Stage
-    lanes = (
-        (stage("bad", (str(tmp_path / "test_bad.py"),)), stage("after-bad", (str(tmp_path / "test_good.py"),))),
-        (stage("good", (str(tmp_path / "test_good.py"),)), stage("good-again", (str(tmp_path / "test_good.py"),))),
-    )
+    good, bad = str(tmp_path / "test_good.py"), str(tmp_path / "test_bad.py")
+    stages = [testlanes.Stage(name, (path,), 1) for name, path in [("bad", bad), ("after-bad", good), ("good", good)]]
     python = Path(sys.executable)
     runner = testlanes.LaneRunner(python, python, tmp_path / "run", ["-p", "no:cacheprovider"])
     (tmp_path / "run").mkdir()
-    results, _ = runner.run_lanes(lanes)
+    results, _ = runner.run_lanes([*stages, testlanes.Stage("good-again", (good,), 1)], 2)
     status = {r.name: r.status for r in results}
     assert status == {"bad": "failed", "after-bad": "passed", "good": "passed", "good-again": "passed"}
-    assert [r.lane for r in results] == [1, 1, 2, 2]
+    assert sorted(r.lane for r in results) == [1, 1, 2, 2]  # each lane took two, as each came free
     assert testlanes.closing_line(results) == "tests: 3 passed, 1 failed, 0 skipped"
     assert "[bad] " in capsys.readouterr().out
     assert "assert False" in (tmp_path / "run" / "bad.log").read_text()
