@@ -34,6 +34,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -43,11 +45,13 @@ from fracnb_spawner.culling import CullPolicy, parse_timestamp
 from fracnb_spawner.service.cullpass import CullSettings, cull_pass
 from fracnb_spawner.service.hubapi import HubAPI
 from fracnb_spawner.service.metrics import CullMetrics
+from fracnb_testbed import hubproc
+from fracnb_testbed.hubproc import HubPorts
 from fracnb_testbed.procs import free_port
 
-REPO = Path(__file__).resolve().parents[1]
 DAY = 86400
 
+# After hubproc.config_head: the loopback ports, the proxy, the files and the dummy authenticator.
 HUB_CONFIG = """
 from jupyterhub.spawner import Spawner
 
@@ -66,15 +70,6 @@ class AlwaysUpSpawner(Spawner):
         return None if self.running else 0
 
 c.JupyterHub.spawner_class = AlwaysUpSpawner
-c.JupyterHub.ip = "127.0.0.1"
-c.JupyterHub.port = {proxy_port}
-c.JupyterHub.hub_port = {hub_port}
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
-c.ConfigurableHTTPProxy.command = [{chp!r}]
-c.JupyterHub.db_url = "sqlite:///{workdir}/hub.sqlite"
-c.JupyterHub.cookie_secret_file = "{workdir}/cookie_secret"
-c.JupyterHub.pid_file = "{workdir}/hub.pid"
-c.JupyterHub.authenticator_class = "dummy"
 c.Authenticator.allow_all = True
 c.JupyterHub.concurrent_spawn_limit = 0
 c.JupyterHub.last_activity_interval = 3600
@@ -98,40 +93,27 @@ c.JupyterHub.load_roles = [
 class Hub:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        self.ports = {n: free_port() for n in ("proxy_port", "hub_port", "proxy_api_port")}
+        self.ports = HubPorts()
         self.stub_port = free_port()
         self.admin_token, self.culler_token = secrets.token_hex(16), secrets.token_hex(16)
-        self.url = f"http://127.0.0.1:{self.ports['proxy_port']}"
+        self.url = self.ports.url
         self.api_url = f"{self.url}/hub/api"
-        self.processes: list[subprocess.Popen[bytes]] = []
+        self.log_file = workdir / "jupyterhub.log"
 
-    def start(self) -> None:
-        chp = shutil.which("configurable-http-proxy") or str(REPO / ".tools/node_modules/.bin/configurable-http-proxy")
-        config = self.workdir / "jupyterhub_config.py"
-        config.write_text(
-            HUB_CONFIG.format(
-                **self.ports,
-                stub_port=self.stub_port,
-                chp=chp,
-                workdir=self.workdir,
-                admin_token=self.admin_token,
-                culler_token=self.culler_token,
-            )
-        )
-        log = (self.workdir / "hub.log").open("w")
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """The shared server and the hub, stopped at the end of the block."""
+        own = HUB_CONFIG.format(stub_port=self.stub_port, admin_token=self.admin_token, culler_token=self.culler_token)
+        config = "\n".join([*hubproc.config_head(self.workdir, self.ports, hubproc.find_proxy()), own])
         stub = [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(self.stub_port)]
-        self.processes.append(subprocess.Popen(stub, cwd=self.workdir, stdout=log, stderr=log))
-        hub = [sys.executable, "-m", "jupyterhub", "-f", str(config)]
-        self.processes.append(subprocess.Popen(hub, cwd=self.workdir, stdout=log, stderr=log))
-
-    def stop(self) -> None:
-        for process in reversed(self.processes):
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        with self.log_file.open("ab") as log:
+            server = subprocess.Popen(stub, cwd=self.workdir, stdout=log, stderr=log)
+        try:
+            with hubproc.running(self.workdir, config, self.url, log_file=self.log_file):
+                yield
+        finally:
+            server.terminate()
+            server.wait()
 
 
 async def call(http, hub: Hub, method: str, path: str, body=None):
@@ -147,16 +129,6 @@ async def call(http, hub: Hub, method: str, path: str, body=None):
     if response.code >= 400:
         raise RuntimeError(f"{method} {path}: {response.code} {response.body[:200]!r}")
     return json.loads(response.body) if response.body else None
-
-
-async def wait_up(http, hub: Hub) -> None:
-    for _ in range(600):
-        try:
-            await call(http, hub, "GET", "")
-            return
-        except (OSError, RuntimeError):
-            await asyncio.sleep(0.2)
-    raise RuntimeError("the hub did not come up")
 
 
 async def ready_users(hub: Hub) -> set[str]:
@@ -310,44 +282,46 @@ def summary(label: str, values: list[float]) -> str:
 async def run(args) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="fracnb-bench-"))
     hub = Hub(workdir)
-    hub.start()
     http = AsyncHTTPClient(force_instance=True, max_clients=64)
     try:
-        await wait_up(http, hub)
-        names = [f"bench{i:05d}" for i in range(args.users)]
-        t0 = time.perf_counter()
-        await start_servers(http, hub, names)
-        print(f"{args.users} running servers in {time.perf_counter() - t0:.1f}s")
-        pods, pod_origin = await make_pod_source(args, names)
-        ours, theirs, theirs_200 = [], [], []
-        for _ in range(args.repeat):
-            ours.append(await time_ours(hub, pods, 200))
-            theirs.append(await time_theirs(hub, 0))
-            theirs_200.append(await time_theirs(hub, 200))
-        import jupyterhub
-        import jupyterhub_idle_culler
-
-        print(
-            f"jupyterhub {jupyterhub.__version__}, jupyterhub-idle-culler"
-            f" {jupyterhub_idle_culler.__version__}; pods {pod_origin}"
-        )
-        print(summary("fracnb culler (page 200, + pod LIST)", ours))
-        print(summary("idle-culler (default page size)", theirs))
-        print(summary("idle-culler (--api-page-size=200)", theirs_200))
-        median = statistics.median
-        print(f"ratio ours/theirs (default): {median(ours) / median(theirs):.2f}")
-        print(f"ratio ours/theirs (page 200): {median(ours) / median(theirs_200):.2f}")
-        if hasattr(pods, "close"):
-            await pods.close()
-        latencies = await reclaim_latency(hub, names[: args.reclaim_servers], args.cull_every)
-        print(
-            f"reclaim latency with cull_every={args.cull_every:g}s over {len(latencies)} servers:"
-            f" median {median(latencies):.2f}s, max {max(latencies):.2f}s"
-        )
+        with hub.running():
+            await measure(args, http, hub)
     finally:
         http.close()
-        hub.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def measure(args, http, hub: Hub) -> None:
+    names = [f"bench{i:05d}" for i in range(args.users)]
+    t0 = time.perf_counter()
+    await start_servers(http, hub, names)
+    print(f"{args.users} running servers in {time.perf_counter() - t0:.1f}s")
+    pods, pod_origin = await make_pod_source(args, names)
+    ours, theirs, theirs_200 = [], [], []
+    for _ in range(args.repeat):
+        ours.append(await time_ours(hub, pods, 200))
+        theirs.append(await time_theirs(hub, 0))
+        theirs_200.append(await time_theirs(hub, 200))
+    import jupyterhub
+    import jupyterhub_idle_culler
+
+    print(
+        f"jupyterhub {jupyterhub.__version__}, jupyterhub-idle-culler"
+        f" {jupyterhub_idle_culler.__version__}; pods {pod_origin}"
+    )
+    print(summary("fracnb culler (page 200, + pod LIST)", ours))
+    print(summary("idle-culler (default page size)", theirs))
+    print(summary("idle-culler (--api-page-size=200)", theirs_200))
+    median = statistics.median
+    print(f"ratio ours/theirs (default): {median(ours) / median(theirs):.2f}")
+    print(f"ratio ours/theirs (page 200): {median(ours) / median(theirs_200):.2f}")
+    if hasattr(pods, "close"):
+        await pods.close()
+    latencies = await reclaim_latency(hub, names[: args.reclaim_servers], args.cull_every)
+    print(
+        f"reclaim latency with cull_every={args.cull_every:g}s over {len(latencies)} servers:"
+        f" median {median(latencies):.2f}s, max {max(latencies):.2f}s"
+    )
 
 
 def main() -> None:

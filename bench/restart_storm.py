@@ -41,10 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from fracnb_spawner.common.podkeys import QUEUED_AT_ANNOTATION, has_queue_gate
+from fracnb_testbed import hubproc
 from fracnb_testbed.binaries import find_bin_dir
 from fracnb_testbed.clusters import ClusterSpec, parse_cluster
 from fracnb_testbed.controlplane import down, up
-from fracnb_testbed.demo import DemoSettings, RunningDemo, free_port, running_demo, start_hub, stop_hub, wait_for_hub
+from fracnb_testbed.demo import DemoSettings, RunningDemo, free_port, running_demo, start_hub
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.hubapi import token_request
 from fracnb_testbed.procs import descendants
@@ -166,7 +167,7 @@ def storm(testbed: Testbed, state_dir: Path, running: int, queued: int, in_order
             run.kill_and_restart()
             run.in_order(in_order, log_offset)
         finally:
-            stop_hub(demo.hub)  # the hub started again
+            hubproc.stop(demo.hub)  # the hub started again
 
 
 class Storm:
@@ -208,7 +209,7 @@ class Storm:
         demo.hub.wait(30)
         killed = time.monotonic()
         demo.hub = start_hub(demo.settings, demo.log_file)
-        wait_for_hub(demo.settings.url, demo.hub, demo.log_file, timeout=300)
+        hubproc.wait_ready(demo.settings.url, demo.hub, demo.log_file, timeout=300)
         answering = time.monotonic() - killed
         wait(self.all_counted, "every running server listed ready", 300, 1)
         counted = time.monotonic() - killed

@@ -18,24 +18,22 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fracnb_testbed import demo_kueue
+from fracnb_testbed import demo_kueue, hubproc
 from fracnb_testbed.clusters import RUNNER_LABEL, load_cluster
 from fracnb_testbed.controlplane import down, up
 from fracnb_testbed.demo_options import ACTIVITY_LAG, idle_policy_words, local_zone_name, option_problem, zone_problem
 from fracnb_testbed.errors import TestbedError
 from fracnb_testbed.handle import Testbed
-from fracnb_testbed.procs import ProcessRecord, descendants, free_port, start_ticks_of, stop
+from fracnb_testbed.hubproc import HubError, HubPorts
+from fracnb_testbed.procs import free_port
 from fracnb_testbed.state import STATE_FILE, TestbedState
 
 Progress = Callable[[str], None]
-REPO = Path(__file__).resolve().parents[2]
 SIMULATED_GPU_NAME = "NVIDIA A100-SXM4-80GB (simulated)"
 DEMO_PASSWORD = "fracnb-demo"  # noqa: S105 - a published demo password, local only
 
@@ -97,10 +95,6 @@ PROFILES = [
 ]
 
 
-class DemoError(RuntimeError):
-    """The demo could not start; the message says what to fix."""
-
-
 @dataclass
 class DemoSettings:
     """Everything the hub configuration depends on."""
@@ -128,8 +122,12 @@ class DemoSettings:
                 setattr(self, name, free_port())
 
     @property
+    def ports(self) -> HubPorts:
+        return HubPorts(public=self.port, hub=self.hub_port, proxy_api=self.proxy_api_port)
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.ports.url
 
 
 def default_state_dir() -> Path:
@@ -145,28 +143,6 @@ def cluster_dir(state_dir: Path) -> Path:
 def homes_dir(state_dir: Path) -> Path:
     """The users' homes: outside the cluster's directory, so they outlive every restart."""
     return state_dir / "homes"
-
-
-def hub_config_file(state_dir: Path) -> Path:
-    return state_dir / "jupyterhub_config.py"
-
-
-def hub_pid_file(state_dir: Path) -> Path:
-    return state_dir / "jupyterhub.pid"
-
-
-def find_proxy() -> str:
-    """configurable-http-proxy from PATH or the repository's .tools (what ./dev installs)."""
-    found = shutil.which("configurable-http-proxy")
-    local = REPO / ".tools" / "node_modules" / ".bin" / "configurable-http-proxy"
-    if found:
-        return found
-    if local.exists():
-        return str(local)
-    raise DemoError(
-        "configurable-http-proxy is not installed: run ./dev setup, or "
-        "npm install --prefix .tools configurable-http-proxy@4"
-    )
 
 
 # ---- the simulated GPU ----------------------------------------------------------------------
@@ -191,21 +167,10 @@ def hub_config(settings: DemoSettings, proxy: str) -> str:
     for user, names in settings.users.items():
         for group in names:
             groups.setdefault(group, []).append(user)
-    state = settings.state_dir
     lines = [
         "# Written by python -m fracnb_testbed.demo; rewritten on every start.",
         "import sys",
-        "c = get_config()  # noqa: F821",
-        f"c.JupyterHub.ip = '127.0.0.1'\nc.JupyterHub.port = {settings.port}",
-        # Pods run on 127.x.y.N addresses of this machine and reach the hub on loopback.
-        f"c.JupyterHub.hub_ip = '127.0.0.1'\nc.JupyterHub.hub_port = {settings.hub_port}",
-        "c.JupyterHub.hub_connect_ip = '127.0.0.1'",
-        f"c.ConfigurableHTTPProxy.command = [{proxy!r}]",
-        f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{settings.proxy_api_port}'",
-        f"c.JupyterHub.db_url = 'sqlite:///{state / 'jupyterhub.sqlite'}'",
-        f"c.JupyterHub.cookie_secret_file = {str(state / 'jupyterhub_cookie_secret')!r}",
-        f"c.JupyterHub.pid_file = {str(hub_pid_file(state))!r}",
-        "c.JupyterHub.authenticator_class = 'dummy'",
+        *hubproc.config_head(settings.state_dir, settings.ports, proxy),
         f"c.DummyAuthenticator.password = {settings.password!r}",
         f"c.Authenticator.allowed_users = {set(settings.users)!r}",
         "c.Authenticator.admin_users = {'admin'}",
@@ -294,84 +259,26 @@ def start_testbed(
     return up(load_cluster(cluster), directory, runner_env=runner_env, homes_dir=homes, progress=progress)
 
 
-def hub_environment(settings: DemoSettings) -> dict[str, str]:
-    env = dict(os.environ)
-    path = [str(Path(sys.executable).parent), str(REPO / ".tools" / "node_modules" / ".bin")]
-    env["PATH"] = os.pathsep.join([*path, env.get("PATH", "")])
-    env["KUBECONFIG"] = str(settings.kubeconfig)
-    return env
+def cluster_env(settings: DemoSettings) -> dict[str, str]:
+    """What the hub's environment adds to this one's: the cluster, for the spawner and the fracnb service."""
+    return {"KUBECONFIG": str(settings.kubeconfig)}
 
 
 def start_hub(settings: DemoSettings, log_file: Path) -> subprocess.Popen:
-    """Write the config and start ``jupyterhub`` in its own session (logs to ``log_file``)."""
-    config = hub_config_file(settings.state_dir)
-    config.write_text(hub_config(settings, find_proxy()))
-    with open(log_file, "ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "jupyterhub", "-f", str(config)],
-            cwd=settings.state_dir,
-            env=hub_environment(settings),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def wait_for_hub(url: str, hub: subprocess.Popen, log_file: Path, timeout: float = 120, since: int = 0) -> None:
-    """Poll the hub's health endpoint through the proxy; a DemoError if the hub dies, with the lines of its
-    log (from byte ``since``: this run's) that say why."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if hub.poll() is not None:
-            with open(log_file, "rb") as log:
-                log.seek(since)
-                text = log.read().decode(errors="replace")
-            raise DemoError(f"JupyterHub stopped at its start (exit code {hub.returncode}):\n{why_it_stopped(text)}")
-        with suppress(OSError, urllib.error.URLError):
-            urllib.request.urlopen(f"{url}/hub/health", timeout=2).close()  # noqa: S310
-            return
-        time.sleep(0.3)
-    raise DemoError(f"JupyterHub did not answer at {url} within {timeout:.0f}s; see {log_file}")
-
-
-WHY_MARKERS = ("refusing to start", "[C ", "[E ", "Error:", "Exception:")
-
-
-def why_it_stopped(log_text: str, most: int = 8) -> str:
-    """The lines of a hub log that say why it stopped: its critical and error lines (fracnb's refusals
-    among them), else the last few lines."""
-    lines = [line for line in log_text.splitlines() if line.strip()]
-    found = [line for line in lines if any(marker in line for marker in WHY_MARKERS)]
-    return "\n".join((found or lines)[-most:])
-
-
-def stop_hub(hub: subprocess.Popen, grace: float = 30) -> None:
-    """SIGTERM (the hub stops its servers, service and proxy), then SIGKILL the group; then stop whatever the
-    hub started that outlived it (its managed services run in process groups of their own)."""
-    started = [
-        ProcessRecord("hub child", pid, ticks, "") for pid in descendants(hub.pid) if (ticks := start_ticks_of(pid))
-    ]
-    if hub.poll() is None:
-        with suppress(ProcessLookupError):
-            os.killpg(hub.pid, signal.SIGTERM)
-        try:
-            hub.wait(grace)
-        except subprocess.TimeoutExpired:
-            with suppress(ProcessLookupError):
-                os.killpg(hub.pid, signal.SIGKILL)
-            hub.wait()
-    for child in started:
-        stop(child)
+    """Write the config and start ``jupyterhub`` in its own session (logs to ``log_file``): a hub started
+    again after :func:`hubproc.stop`, waited for with :func:`hubproc.wait_ready`."""
+    config = hub_config(settings, hubproc.find_proxy())
+    return hubproc.start(settings.state_dir, config, log_file, cluster_env(settings))
 
 
 def stop_leftover_hub(state_dir: Path, progress: Progress, grace: float = 30) -> None:
     """Stop the hub of a demo that was killed before it could (the hub's pid file names it)."""
     try:
-        pid = int(hub_pid_file(state_dir).read_text().strip())
+        pid = int(hubproc.pid_file(state_dir).read_text().strip())
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except (OSError, ValueError):
         return
-    if str(hub_config_file(state_dir)).encode() not in argv:
+    if str(hubproc.config_file(state_dir)).encode() not in argv:
         return  # that pid is no longer our hub
     progress(f"stopping the JupyterHub a previous demo left running (pid {pid})")
     for signum in (signal.SIGTERM, signal.SIGKILL):
@@ -401,15 +308,12 @@ def running_demo(
     """A hub on ``settings`` for the duration of the block; the caller owns the cluster."""
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     log_file = settings.state_dir / "jupyterhub.log"
-    progress(f"starting JupyterHub (log: {log_file})")
-    since = log_file.stat().st_size if log_file.exists() else 0  # the log of earlier runs is not this one's
-    hub = start_hub(settings, log_file)
-    try:
-        wait_for_hub(settings.url, hub, log_file, since=since)
+    config = hub_config(settings, hubproc.find_proxy())
+    env = cluster_env(settings)
+    with hubproc.running(
+        settings.state_dir, config, settings.url, log_file=log_file, env=env, progress=progress
+    ) as hub:
         yield RunningDemo(settings, hub, log_file, testbed)
-    finally:
-        progress("stopping JupyterHub, its servers, the fracnb service and the proxy")
-        stop_hub(hub)
 
 
 # ---- the command ----------------------------------------------------------------------------
@@ -574,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         run(args, state_dir)
     except KeyboardInterrupt:
         say("stopped")
-    except DemoError as error:  # the message says what to fix
+    except HubError as error:  # the message says what to fix
         say(f"error: {error}")
         say(f"the whole log: {state_dir / 'jupyterhub.log'}")
         return 1

@@ -18,12 +18,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from fracnb_spawner.common.podkeys import QUEUED_AT_ANNOTATION, has_queue_gate
-from fracnb_testbed.demo import (
-    RunningDemo,
-    start_hub,
-    stop_hub,
-    wait_for_hub,
-)
+from fracnb_testbed import hubproc
+from fracnb_testbed.demo import RunningDemo, start_hub
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.procs import wait_until
 from tests.gpu_jobs import SHARED, gpu_job
@@ -72,7 +68,7 @@ def queue_demo(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> It
         try:
             yield running
         finally:
-            stop_hub(running.hub)  # the hub a test restarted
+            hubproc.stop(running.hub)  # the hub a test restarted
 
 
 @pytest.fixture(autouse=True)
@@ -149,9 +145,9 @@ def fill_every_slot(demo: RunningDemo, testbed: Testbed) -> None:
 
 
 def restart_hub(demo: RunningDemo) -> None:
-    stop_hub(demo.hub)
+    hubproc.stop(demo.hub)
     demo.hub = start_hub(demo.settings, demo.log_file)
-    wait_for_hub(demo.settings.url, demo.hub, demo.log_file)
+    hubproc.wait_ready(demo.settings.url, demo.hub, demo.log_file)
 
 
 def test_queued_user_sees_place_and_estimate_then_gets_the_freed_slot(

@@ -30,7 +30,8 @@ from fracnb_spawner.common.podkeys import (
     USERNAME_ANNOTATION,
     has_queue_gate,
 )
-from fracnb_testbed.demo import RunningDemo, start_hub, stop_hub, wait_for_hub
+from fracnb_testbed import hubproc
+from fracnb_testbed.demo import RunningDemo, start_hub
 from fracnb_testbed.handle import Testbed
 from fracnb_testbed.procs import descendants, wait_until
 from tests.e2e.stack import demo_with_fake_gpu, request
@@ -169,7 +170,7 @@ class FaultStack:
 
     def start_hub(self) -> None:
         self.demo.hub = start_hub(self.demo.settings, self.demo.log_file)
-        wait_for_hub(self.url, self.demo.hub, self.demo.log_file)
+        hubproc.wait_ready(self.url, self.demo.hub, self.demo.log_file)
 
     def service_pid(self) -> int | None:
         for pid in descendants(self.demo.hub.pid):
@@ -360,4 +361,4 @@ def fault_stack(testbed: Testbed, state_dir: Path, extra: str = "", **settings: 
             for entry in hold_dir.iterdir():
                 entry.unlink()
             if running.hub.poll() is None:
-                stop_hub(running.hub)  # the hub a test started again
+                hubproc.stop(running.hub)  # the hub a test started again

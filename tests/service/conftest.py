@@ -1,6 +1,6 @@
 """Fixtures for the fracnb service tests.
 
-- ``hub``: a real JupyterHub (subprocess, with configurable-http-proxy from npm) for the
+- ``hub``: a real JupyterHub (``fracnb_testbed.hubproc``, with configurable-http-proxy from npm) for the
   whole session, spawning real ``jupyterhub-singleuser`` servers with
   ``SimpleLocalProcessSpawner`` and running ``fracnb_spawner.service`` as a managed
   service named ``fracnb``. It yields a :class:`RunningHub` with an admin token and the
@@ -15,11 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import secrets
-import shutil
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -29,24 +25,16 @@ from pathlib import Path
 
 import pytest
 
-from fracnb_testbed.demo import stop_hub
+from fracnb_testbed import hubproc
+from fracnb_testbed.hubproc import HubPorts
 from fracnb_testbed.procs import free_port, wait_until
 
-REPO = Path(__file__).resolve().parents[2]
 # The one user whose quota is None (unlimited) in the hub's config; everyone else has 1 GPU.
 UNLIMITED_USER = "quota-free"
 
+# After hubproc.config_head: the loopback ports, the proxy, the files and the dummy authenticator.
 HUB_CONFIG = """
 import sys
-c.JupyterHub.ip = "127.0.0.1"
-c.JupyterHub.port = {proxy_port}
-c.JupyterHub.hub_port = {hub_port}
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
-c.ConfigurableHTTPProxy.command = [{chp!r}]
-c.JupyterHub.db_url = "sqlite:///{workdir}/hub.sqlite"
-c.JupyterHub.cookie_secret_file = "{workdir}/cookie_secret"
-c.JupyterHub.pid_file = "{workdir}/hub.pid"
-c.JupyterHub.authenticator_class = "dummy"
 c.Authenticator.allow_all = True
 c.JupyterHub.spawner_class = "simple"
 c.Spawner.args = ["--allow-root"]
@@ -95,13 +83,6 @@ c.FractionalSpawner.profile_list = [{{
 }}]
 {extra}
 """
-
-
-def find_chp() -> str:
-    found = shutil.which("configurable-http-proxy") or REPO / ".tools/node_modules/.bin/configurable-http-proxy"
-    if not Path(found).exists():
-        pytest.fail("configurable-http-proxy is missing: run `npm install --prefix .tools configurable-http-proxy@4`")
-    return str(found)
 
 
 @dataclass
@@ -170,13 +151,6 @@ def answers(url: str, status: int = 200) -> bool:
     return status == 200
 
 
-def hub_environment(extra_env: dict[str, str]) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.update(extra_env)
-    return env
-
-
 @pytest.fixture(scope="session")
 def hub_namespace(testbed) -> str:
     """The testbed namespace the hub's singleuser pods live in, for the whole session."""
@@ -204,8 +178,10 @@ def make_pod(testbed, hub_namespace):
         max_age=None,
         namespace=None,
         memory_bytes=None,
+        annotations=None,
     ):
         annotations = {
+            **(annotations or {}),
             "hub.jupyter.org/username": user,
             "hub.jupyter.org/servername": server,
             "fracnb.io/gpu-fraction": fraction,
@@ -250,43 +226,26 @@ async def pod_source(testbed, hub_namespace):
 
 @contextmanager
 def running_hub(workdir: Path, service_env: dict[str, str], extra: str = "") -> Iterator[RunningHub]:
-    """A JupyterHub with the fracnb service, its output in ``workdir/hub.log``; ``extra`` is more config."""
-    ports = {name: free_port() for name in ("proxy_port", "hub_port", "proxy_api_port", "service_port")}
+    """A JupyterHub with the fracnb service, its output in ``workdir/jupyterhub.log``; ``extra`` is more
+    config."""
+    ports = HubPorts()
     admin_token, service_token = secrets.token_hex(16), secrets.token_hex(16)
-    config_file = workdir / "jupyterhub_config.py"
-    config_file.write_text(
-        HUB_CONFIG.format(
-            **ports,
-            chp=find_chp(),
-            workdir=workdir,
-            admin_token=admin_token,
-            service_token=service_token,
-            service_env=service_env,
-            unlimited_user=UNLIMITED_USER,
-            extra=extra,
-        )
+    own = HUB_CONFIG.format(
+        service_port=free_port(),
+        admin_token=admin_token,
+        service_token=service_token,
+        service_env=service_env,
+        unlimited_user=UNLIMITED_USER,
+        extra=extra,
     )
-    log_file = workdir / "hub.log"
-    log = log_file.open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "jupyterhub", "-f", str(config_file)],
-        cwd=workdir,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=hub_environment({}),
-        start_new_session=True,  # stop_hub signals its group, then what it started in sessions of their own
-    )
-    try:
-        url = f"http://127.0.0.1:{ports['proxy_port']}"
-        wait_until(lambda: answers(f"{url}/hub/api/"), what="the hub's API", timeout=90)
-        service_url = f"{url}/services/fracnb/"
+    config = "\n".join([*hubproc.config_head(workdir, ports, hubproc.find_proxy()), own])
+    # Its servers run in sessions of their own and outlive a hub that is killed: hubproc stops them too.
+    log_file = workdir / "jupyterhub.log"
+    with hubproc.running(workdir, config, ports.url, log_file=log_file):
+        service_url = f"{ports.url}/services/fracnb/"
         # Without a token the service answers 403 once it is up (the proxy says 503 before).
         wait_until(lambda: answers(service_url + "api/me", 403), what="the fracnb service", timeout=60)
-        yield RunningHub(url, admin_token, service_token, service_url, config_file, log_file)
-    finally:
-        # Its servers run in sessions of their own and outlive a hub that is killed: stop_hub stops them too.
-        stop_hub(process)
-        log.close()
+        yield RunningHub(ports.url, admin_token, service_token, service_url, hubproc.config_file(workdir), log_file)
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,9 @@ from traitlets.config import PyFileConfigLoader
 
 from fracnb_spawner.culling import CullTiming, CullTimingError, check_timing
 from fracnb_spawner.service.app import FracnbService
-from fracnb_testbed.demo import DemoError, DemoSettings, hub_config, main, running_demo
+from fracnb_testbed.demo import DemoSettings, hub_config, main, running_demo
 from fracnb_testbed.demo_options import ACTIVITY_LAG, idle_policy_words, option_problem
+from fracnb_testbed.hubproc import HubError
 
 
 def test_a_too_short_idle_timeout_is_refused_before_anything_starts(tmp_path: Path, capsys) -> None:
@@ -74,7 +75,7 @@ def test_a_hub_that_stops_at_its_start_says_why_from_this_run_only(tmp_path: Pat
         extra_config="c.FractionalSpawner.profile_list = [{'slug': 'x', 'display_name': 'X', 'gpu': {'fraction': 3}}]",
     )
     (tmp_path / "jupyterhub.log").write_text("[I old run] a line of yesterday's demo\n" * 40)
-    with pytest.raises(DemoError) as error, running_demo(settings):
+    with pytest.raises(HubError) as error, running_demo(settings):
         pass
     message = str(error.value)
     assert message.startswith("JupyterHub stopped at its start (exit code 1):\n")

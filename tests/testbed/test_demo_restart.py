@@ -2,7 +2,7 @@
 it comes up again, any number of times. A file saved in a user's server survives a stop/start
 of that server and a restart of the demo, until ``--reset-homes``.
 
-Heavy (three demo starts): the whole stack runs as ``python -m fracnb_testbed.demo``, the
+Heavy (two demo starts): the whole stack runs as ``python -m fracnb_testbed.demo``, the
 program ``./dev demo`` runs.
 """
 
@@ -26,8 +26,9 @@ from typing import Any
 import pytest
 
 from fracnb_testbed.controlplane import down
-from fracnb_testbed.demo import DEMO_PASSWORD, cluster_dir, free_port, homes_dir, hub_pid_file
+from fracnb_testbed.demo import DEMO_PASSWORD, cluster_dir, free_port, homes_dir
 from fracnb_testbed.hubapi import token_request
+from fracnb_testbed.hubproc import pid_file
 from fracnb_testbed.procs import ProcessRecord, is_alive, log_tail, start_ticks_of, wait_until
 from fracnb_testbed.state import STATE_FILE, TestbedState, load_runner_children
 
@@ -66,7 +67,7 @@ class DemoProcess:
 
     def our_processes(self) -> list[ProcessRecord]:
         """The hub, the testbed's processes and the pod processes while the demo runs."""
-        hub = int(hub_pid_file(self.state_dir).read_text())
+        hub = int(pid_file(self.state_dir).read_text())
         state = TestbedState.load(cluster_dir(self.state_dir))
         return [
             ProcessRecord("jupyterhub", hub, start_ticks_of(hub) or 0, ""),
@@ -189,11 +190,17 @@ def kill_outright(demo: DemoProcess) -> list[ProcessRecord]:
     return left
 
 
-def test_demo_starts_again_after_ctrl_c_or_a_kill_and_keeps_homes_until_reset(tmp_path: Path) -> None:
+def test_demo_starts_again_after_a_kill_keeps_homes_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    """Two starts: the first is killed outright, the second cleans up after it and stops on Ctrl-C. A start
+    after a Ctrl-C takes the same path as this second one (the cluster's files kept, a new cluster started
+    in them), and --reset-homes is tested without a cluster in test_startup_errors."""
     state_dir = tmp_path / "demo"
     text = f"saved before the restart {time.time()}"
 
-    with demo_run(state_dir, tmp_path / "first.log") as first:
+    first = DemoProcess(state_dir, free_port(), tmp_path / "first.log")
+    left: list[ProcessRecord] = []
+    try:
+        first.wait_ready()
         hub = Hub(first.url)
         hub.start("ann")
         hub.save("ann", SAVED, text)
@@ -202,29 +209,19 @@ def test_demo_starts_again_after_ctrl_c_or_a_kill_and_keeps_homes_until_reset(tm
         assert hub.read("ann", SAVED) == text
         # Kept like a z2jh PVC: one home per namespace and user, outside the cluster's files.
         assert (homes_dir(state_dir) / "fracnb-demo" / "ann" / SAVED).read_text() == text
-        assert_stopped_cleanly(first)
+        left = kill_outright(first)
 
-    # Before the fix this start died in seconds: creating Node 'a100-ts4-0' failed (409).
-    second = DemoProcess(state_dir, free_port(), tmp_path / "second.log")
-    left: list[ProcessRecord] = []
-    try:
-        second.wait_ready()
-        assert "left running" not in second.output()  # the Ctrl-C left nothing to clean up
-        hub = Hub(second.url)
-        hub.start("ann")
-        assert hub.read("ann", SAVED) == text
-        left = kill_outright(second)
-
-        with demo_run(state_dir, tmp_path / "third.log", "--reset-homes") as third:
-            assert "stopping the JupyterHub a previous demo left running" in third.output()
-            assert "stopping the testbed a previous demo left running" in third.output()
+        # Before the fix this start died in seconds: creating Node 'a100-ts4-0' failed (409).
+        with demo_run(state_dir, tmp_path / "second.log") as second:
+            assert "stopping the JupyterHub a previous demo left running" in second.output()
+            assert "stopping the testbed a previous demo left running" in second.output()
             assert [record.name for record in left if is_alive(record)] == []
-            hub = Hub(third.url)
+            hub = Hub(second.url)
             hub.start("ann")
-            assert hub.read("ann", SAVED) is None
-            assert_stopped_cleanly(third)
+            assert hub.read("ann", SAVED) == text
+            assert_stopped_cleanly(second)
     finally:
-        second.kill()
+        first.kill()
         for record in left:
             if is_alive(record):
                 os.killpg(record.pid, signal.SIGKILL)

@@ -5,6 +5,7 @@ import socket
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -102,20 +103,27 @@ def test_the_testbed_fixture_fails_rather_than_skips_without_binaries(tmp_path):
     assert "testbed/go/build.sh" in result.stdout
 
 
-def test_a_demo_that_cannot_start_says_why_and_how_to_recover(tmp_path):
+def demo_on_a_full_disk(tmp_path, *options: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """The demo command with a saved notebook in ann's home, on a cluster whose etcd fails at its start."""
     bin_dir = fake_bin_dir(tmp_path / "bin", "echo 'etcd: no space left on device' >&2\nexit 1\n")
     state_dir = tmp_path / "demo"
     saved = state_dir / "homes" / "fracnb-demo" / "ann" / "work.ipynb"
     saved.parent.mkdir(parents=True)
     saved.write_text("{}")
     result = subprocess.run(
-        [sys.executable, "-m", "fracnb_testbed.demo", "--state-dir", str(state_dir), "--port", "1"],
+        [sys.executable, "-m", "fracnb_testbed.demo", "--state-dir", str(state_dir), "--port", "1", *options],
         capture_output=True,
         text=True,
         env={**os.environ, "FRACNB_TESTBED_BIN": str(bin_dir)},
         timeout=120,
         check=False,
     )
+    return result, saved
+
+
+def test_a_demo_that_cannot_start_says_why_and_how_to_recover(tmp_path):
+    result, saved = demo_on_a_full_disk(tmp_path)
+    state_dir = tmp_path / "demo"
     assert result.returncode == 1, result.stderr
     assert "[demo] error: etcd exited while waiting for etcd /health" in result.stderr
     assert "etcd: no space left on device" in result.stderr
@@ -124,3 +132,13 @@ def test_a_demo_that_cannot_start_says_why_and_how_to_recover(tmp_path):
     assert f"delete {state_dir / 'testbed'} (only the cluster" in result.stderr
     assert saved.read_text() == "{}"  # a failed start never touches the users' homes
     assert not (state_dir / "testbed" / "state.json").exists()
+
+
+def test_reset_homes_empties_every_home_before_the_cluster_starts(tmp_path):
+    """--reset-homes, without a running demo: the homes are gone before ``up`` is tried (the server's home is
+    this directory, as tests/testbed/test_demo_restart.py shows)."""
+    result, saved = demo_on_a_full_disk(tmp_path, "--reset-homes")
+    assert result.returncode == 1, result.stderr
+    assert f"removing the users' home directories in {tmp_path / 'demo' / 'homes'} (--reset-homes)" in result.stderr
+    assert "etcd: no space left on device" in result.stderr  # it went on to start the cluster
+    assert not saved.parent.parent.parent.exists()

@@ -1,4 +1,4 @@
-"""stop_hub also stops what the hub started in process groups of their own (JupyterHub's managed services),
+"""hubproc.stop also stops what the hub started in process groups of their own (JupyterHub's managed services),
 which a SIGTERM or SIGKILL of the hub's group does not reach."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from fracnb_testbed.demo import stop_hub
+from fracnb_testbed import hubproc
 from fracnb_testbed.procs import ProcessRecord, is_alive, start_ticks_of, wait_until
 
 # A stand-in hub: starts a "service" in a session of its own (as JupyterHub's LocalProcessSpawner does), writes
@@ -32,7 +32,7 @@ def test_a_service_in_its_own_session_is_stopped_with_the_hub(tmp_path: Path) ->
         pid = int(pid_file.read_text())
         service = ProcessRecord("service", pid, start_ticks_of(pid) or 0, "")
         assert is_alive(service)
-        stop_hub(hub, grace=10)
+        hubproc.stop(hub, grace=10)
         assert hub.poll() is not None
         wait_until(lambda: not is_alive(service), what="the service stopped", timeout=20)
     finally:
