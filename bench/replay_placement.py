@@ -9,8 +9,9 @@ card fits. This module only turns the replay's records into the hub's view of th
 
 - a card is ``node/device`` with the shares of a card held on it (exact fractions, as memory units);
 - a holder is its user (the desk's name) with the meter's live state: a kernel busy for ``LONG_CELL``
-  seconds is in a long cell and counts as busy now; otherwise the user's history of busy time says how
-  busy it is expected to be (the product's hub reads the history only today); a training job is busy;
+  seconds is in a long cell and counts as busy now (the product's hub reads the same from the pod's
+  ``fracnb.io/busy-since``); otherwise the user's history of busy time says how busy it is expected to be;
+  a training job is busy;
 - the history is the replay's day so far: each user's server seconds and busy seconds.
 
 The claim names its preference as DRA's ``firstAvailable`` list (GA in Kubernetes 1.36): ranked
@@ -28,6 +29,7 @@ from fractions import Fraction
 from typing import Any
 
 from fracnb_spawner.placement.decide import (
+    BUSY_NOW_SECONDS,
     DEFAULT_RESERVE_CARDS,
     MOST_RANKED,
     NO_HISTORY_AVERAGE,
@@ -37,7 +39,7 @@ from fracnb_spawner.placement.decide import (
     decide,
 )
 
-LONG_CELL = 300  # seconds busy after which the meter's live state says "busy" (a long cell runs on)
+LONG_CELL = BUSY_NOW_SECONDS  # seconds busy after which the live state says "busy" (a long cell runs on): 300
 JOB = Holder("", busy_now=True)  # a training job on a card: always busy
 
 

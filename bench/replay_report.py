@@ -206,7 +206,17 @@ COLOURS = {
 
 
 def plot(days: Mapping[str, Mapping[str, Sequence[StepFigures]]], labels: Mapping[str, str], path: Path) -> None:
-    """Cards held and cards busy over each day, whole cluster, every run; one panel per day."""
+    """Cards held and cards busy over each day, whole cluster, every run; one panel per day (:func:`draw`)."""
+    import matplotlib.pyplot as plt
+
+    figure = draw(days, labels)
+    # The saved image grows to hold every label and the legend below the panels.
+    figure.savefig(path, bbox_inches="tight")
+    plt.close(figure)
+
+
+def draw(days: Mapping[str, Mapping[str, Sequence[StepFigures]]], labels: Mapping[str, str]) -> Any:
+    """The plot's matplotlib Figure: a panel per day, the legend of every run below the panels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -236,7 +246,6 @@ def plot(days: Mapping[str, Mapping[str, Sequence[StepFigures]]], labels: Mappin
             legend.setdefault(name, handle)
     figure.suptitle("Cards held and busy over the day: notebooks and the training backlog")
     figure.tight_layout()
-    # Below the panels and their x-axis labels, never over them; the saved image grows to hold every label.
+    # Below the panels and their x-axis labels, never over them.
     figure.legend(legend.values(), legend.keys(), loc="upper center", bbox_to_anchor=(0.5, 0), ncol=3, fontsize="small")
-    figure.savefig(path, bbox_inches="tight")
-    plt.close(figure)
+    return figure

@@ -26,7 +26,7 @@ import secrets
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -34,7 +34,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from traitlets.config import Config
 
-from fracnb_schemas import SESSION_REPORT, STOP_SAVE, USE_REPORT, problems
+from fracnb_schemas import SESSION_REPORT, STOP_SAVE, STOP_SAVE_ANSWER, USE_REPORT, problems
 from fracnb_spawner.common.podkeys import (
     FRACTION_ANNOTATION,
     IDLE_TIMEOUT_ANNOTATION,
@@ -46,6 +46,7 @@ from fracnb_spawner.common.podkeys import (
     SLOT_KIND_LABEL,
 )
 from fracnb_spawner.culling import CullPolicy, isoformat
+from fracnb_spawner.hibernation.settings import HibernationSettings
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.service.advicemenu import advice_document, menu_from_config
 from fracnb_spawner.service.cullpass import CullSettings, user_report
@@ -106,6 +107,7 @@ class Scenario:
     pods: tuple[dict[str, Any], ...] = ()
     started_ago: timedelta = timedelta(hours=1)
     idle_for: timedelta = timedelta(minutes=10)
+    hibernation: bool = False  # the service's hibernation on (its default settings): idle GPU servers save first
 
     def user_model(self) -> dict[str, Any]:
         server = {
@@ -146,7 +148,10 @@ SETTINGS = CullSettings(default_policy=CullPolicy(idle_timeout=3600), warning_le
 async def report(scenario: Scenario) -> dict[str, Any]:
     """What the fracnb service answers USER at NOW in this scenario."""
     policy = FracnbQuotas(**scenario.quotas).policy()
-    return await user_report(_Hub(scenario), _Pods(scenario), policy, SETTINGS, USER, clock=lambda: NOW)
+    hibernates = HibernationSettings().applies if scenario.hibernation else lambda _: False
+    return await user_report(
+        _Hub(scenario), _Pods(scenario), policy, SETTINGS, USER, clock=lambda: NOW, hibernates=hibernates
+    )
 
 
 def report_blocking(scenario: Scenario) -> dict[str, Any]:
@@ -188,8 +193,11 @@ DEMAND_WARNING = Scenario(
     ),
     idle_for=timedelta(minutes=16),
 )
+# The same, with hibernation on: the warning says the variables will be saved.
+IDLE_WARNING_SAVING = replace(IDLE_WARNING, hibernation=True)
 SCENARIOS = {
     "idle-warning": IDLE_WARNING,
+    "idle-warning-saving": IDLE_WARNING_SAVING,
     "no-quota": NO_QUOTA,
     "unlimited-never-culled": UNLIMITED_NEVER_CULLED,
     "max-age-warning": MAX_AGE_WARNING,
@@ -227,6 +235,7 @@ class ReportServer:
         self.sessions: list[dict[str, Any]] = []
         self.uses: list[dict[str, Any]] = []
         self.stop_saves: list[dict[str, Any]] = []
+        self.stop_notice: str | None = None  # api/stop-saves' answer: the notice of a stop Kueue made, or none
         self.hub_activity: list[dict[str, Any]] = []
         self.accept_sessions = True
         self.refused_sessions = 0
@@ -290,6 +299,11 @@ class ReportServer:
                 self._send(request, 400, json.dumps({"message": found}).encode())
                 return
             kept.append(document)
+            if request.path == f"{SERVICE_PREFIX}api/stop-saves":
+                answer = {"notice": self.stop_notice}
+                assert not problems(STOP_SAVE_ANSWER, answer), answer
+                self._send(request, 200, json.dumps(answer).encode())
+                return
             request.send_response(204)
             request.end_headers()
         elif request.path != f"{SERVICE_PREFIX}api/sessions":

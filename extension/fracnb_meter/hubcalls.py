@@ -54,10 +54,15 @@ class JsonPoster:
 
     async def post(self, document: Mapping[str, Any]) -> bool:
         """True if the endpoint took the document; never raises for a failing endpoint."""
+        return await self.post_for_answer(document) is not None
+
+    async def post_for_answer(self, document: Mapping[str, Any]) -> bytes | None:
+        """The answer's body (b"" for none) if the endpoint took the document, else None; never raises for a
+        failing endpoint."""
         if not self.enabled:
-            return False
+            return None
         try:
-            await AsyncHTTPClient().fetch(
+            answer = await AsyncHTTPClient().fetch(
                 self._url,
                 method="POST",
                 headers={"Authorization": f"token {self._token}", "Content-Type": "application/json"},
@@ -68,11 +73,11 @@ class JsonPoster:
             if not self._failing:  # once per outage, not every interval
                 log.warning("fracnb_meter: could not %s (%s); retrying", self._what, error)
             self._failing = True
-            return False
+            return None
         if self._failing:
             log.info("fracnb_meter: able to %s again", self._what)
         self._failing = False
-        return True
+        return answer.body or b""
 
 
 class ThrottledGet(Generic[T]):

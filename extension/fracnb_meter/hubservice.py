@@ -31,7 +31,7 @@ def report_from_me(me: object, server_name: str) -> Report:
     """
     check(SERVICE_REPORT, me)
     report = cast(Mapping[str, Any], me)  # the schema says it is an object
-    quota = {
+    quota: dict[str, Any] = {
         "user": {"used": report["used"], "limit": report["quota"]},
         "groups": [
             {"name": group["name"], "used": group["used"], "limit": group["quota"]}
@@ -39,6 +39,8 @@ def report_from_me(me: object, server_name: str) -> Report:
             if group["quota"]["state"] == "limited"
         ],
     }
+    if report.get("borrowing"):  # with Kueue, while the team runs on lent quota
+        quota["borrowing"] = report["borrowing"]
     return quota, report["culling"].get(server_name)
 
 

@@ -25,7 +25,7 @@ from .gpuunused import MAX_READING_GAP_SECONDS, WINDOW_SECONDS, GpuUnused, shari
 from .hibernation import handlers as hibernation_handlers
 from .hibernation.atstop import SaveAtStop
 from .hibernation.hibernator import HibernationLimits, Hibernator
-from .hibernation.notice import HIBERNATED_EVENT, HIBERNATED_SCHEMA
+from .hibernation.notice import HIBERNATED_EVENT, HIBERNATED_SCHEMA, STOPPING_EVENT, STOPPING_SCHEMA
 from .hubservice import ServiceReports
 from .kernelwatch import SYNC_SECONDS, KernelWatch
 from .memoryhistory import MemoryHistory, record_usage
@@ -214,6 +214,7 @@ class FracnbMeter(ExtensionApp):
         self.gpu_sharing_blocks = sharing_blocks(self.budget.backend, self.budget.isolation, os.environ)
         self._cached: tuple[float, str, bool] | None = None  # when, the document, whether it has the hibernation
         self.serverapp.event_logger.register_event_schema(HIBERNATED_SCHEMA)
+        self.serverapp.event_logger.register_event_schema(STOPPING_SCHEMA)
         self.hibernation = Hibernator(
             HibernationLimits(self.hibernation_max_bytes, self.hibernation_keep_days, self.restore_timeout),
             server=lambda: {**self._web_settings, "root_dir": self.serverapp.root_dir},
@@ -346,7 +347,12 @@ class FracnbMeter(ExtensionApp):
         if self.kernel_watch is not None:
             self.kernel_watch.stop()
         if self.hibernation_enabled:  # jupyter_server stops its extensions before its kernels: they answer here
-            await self.save_at_stop.run(lambda timeout: self.hibernation.save(timeout, None, at_stop=True), self.log)
+            if self.save_at_stop.timeout > 0:
+                stopping = {"saving_seconds": self.save_at_stop.timeout}
+                self.serverapp.event_logger.emit(schema_id=STOPPING_EVENT, data=stopping)
+            await self.save_at_stop.run(
+                lambda timeout: self.hibernation.save(timeout, None, at_stop=True), self.hibernation.tell_stop, self.log
+            )
         await self.report_session(ended=True)
         self.sampler.close()
 
@@ -401,6 +407,7 @@ class FracnbMeter(ExtensionApp):
         )
         document["hibernation"] = self.hibernation.notice.report
         document["hibernation_stop"] = self.hibernation.notice.stop
+        document["stop_notice"] = self.hibernation.notice.stop_notice
         return document
 
     async def measure(self) -> dict[str, Any]:

@@ -76,6 +76,7 @@ def build_usage(
         "gpu_unused": not_measured() if gpu_unused is None else gpu_unused.server_json(),
         "hibernation": None,
         "hibernation_stop": None,
+        "stop_notice": None,
         "sampled_at": sampled_at.isoformat(timespec="microseconds"),
     }
     if not reading.available:

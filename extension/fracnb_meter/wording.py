@@ -95,20 +95,25 @@ def cull_warning(deadline: Mapping[str, Any] | None, zone: tzinfo | None = None)
     if deadline is None or not deadline["warning"]:
         return None
     reason = deadline["reason"]
+    # Said only where the service will ask the server to save first (the deadline's saves_variables).
+    saved = " Its variables will be saved for your next start." if deadline.get("saves_variables") else ""
     if reason == "demand":
         cull_at = datetime.fromisoformat(deadline["cull_at"].replace("Z", "+00:00"))
-        return f"Someone is waiting for a GPU; this idle server stops at {clock_time(cull_at, zone)} unless you use it."
+        at = clock_time(cull_at, zone)
+        return f"Someone is waiting for a GPU; this idle server stops at {at} unless you use it.{saved}"
     when = _minutes_text(deadline["seconds_left"])
     if reason == "idle":
-        return f"Idle: this server will be stopped {when} unless you use it."
+        return f"Idle: this server will be stopped {when} unless you use it.{saved}"
     if reason == "gpu-unused":
-        return f"GPU unused: this idle server will be stopped {when} unless it uses the GPU."
+        return f"GPU unused: this idle server will be stopped {when} unless it uses the GPU.{saved}"
     if reason == "gpu-unused-busy":
         return (
             f"GPU unused: this server will be stopped {when}, even while a cell runs, unless it uses the GPU."
             " Save your work."
         )
-    return f"This server reaches its maximum age and will be stopped {when}, even if in use. Save your work."
+    # At its maximum age a busy kernel is stopped too, and a busy kernel cannot be saved.
+    after = " Its idle kernels' variables will be saved." if saved else " Save your work."
+    return f"This server reaches its maximum age and will be stopped {when}, even if in use.{after}"
 
 
 # ---- the session's peak (extension/src/wording.ts writes the same; test-data/session-peaks.json) ----

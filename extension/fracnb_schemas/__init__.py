@@ -30,7 +30,8 @@ other; both read the shapes that cross between them from here. One file per JSON
 - ``display-zone.schema.json``: ``PUT {base_url}fracnb/api/display-zone``, the browser's time zone,
   in which the kernel writes its times (``fracnb_meter.displayzone``).
 - ``stop-save.schema.json``: ``POST api/stop-saves`` of the service, what a server Kueue preempted
-  saved as it stopped (``fracnb_meter.server``), for its stop notice.
+  saved as it stopped (``fracnb_meter.server``), for its stop notice; ``stop-save-answer.schema.json``: the
+  service's answer, that notice, which the meter passes on to the server's open tabs.
 
 The schemas refer to one another by file name. jsonschema is in both extras (jupyter_server needs
 it too). It is imported only when a document is checked: its import takes seconds (its format
@@ -68,6 +69,7 @@ GPU_UNUSED = "gpu-unused.schema.json"
 USE_REPORT = "use-report.schema.json"
 DISPLAY_ZONE = "display-zone.schema.json"
 STOP_SAVE = "stop-save.schema.json"
+STOP_SAVE_ANSWER = "stop-save-answer.schema.json"
 NAMES = (
     USAGE,
     SERVICE_REPORT,
@@ -88,6 +90,7 @@ NAMES = (
     USE_REPORT,
     DISPLAY_ZONE,
     STOP_SAVE,
+    STOP_SAVE_ANSWER,
 )
 
 

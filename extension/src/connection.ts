@@ -47,7 +47,8 @@ export const connectionLostPlugin: JupyterFrontEndPlugin<IConnectionLost> = {
     }
     let showing = false;
     return async (_manager: ServiceManager.IManager, error: Error): Promise<void> => {
-      if (fracnbSpeaks(statusOf(error), (meter?.state.receivedAt ?? null) !== null)) {
+      const state = meter?.state ?? null;
+      if (fracnbSpeaks(statusOf(error), (state?.receivedAt ?? null) !== null, state)) {
         void meter?.refresh().catch(() => undefined); // the notice comes with the meter's next answer
         return;
       }

@@ -10,11 +10,17 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import { connectionLostPlugin, speakThrough } from './connection';
 import { tellDisplayZone } from './displayzone';
 import { Hibernation } from './hibernation';
-import { DEFAULT_REFRESH_MS, HIBERNATED_EVENT, HibernationStop, UsageModel } from './model';
+import {
+  DEFAULT_REFRESH_MS,
+  HIBERNATED_EVENT,
+  HibernationStop,
+  STOPPING_EVENT,
+  UsageModel
+} from './model';
 import { BudgetNotifier } from './notify';
 import { MeterPanel } from './panel';
 import { MeterStatusItem } from './statusbar';
-import { hubHomeUrl, SERVER_NOT_RUNNING } from './stopped';
+import { hubHomeUrl, serverGone } from './stopped';
 import type { IHibernationReport } from './usage';
 import { reportTyping } from './use';
 
@@ -37,7 +43,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
     app.serviceManager.events.stream.connect((_, emission) => {
       if (emission.schema_id === HIBERNATED_EVENT && emission.report) {
         const stop = typeof emission.stop === 'string' ? (emission.stop as HibernationStop) : null;
-        model.tellHibernation(emission.report as unknown as IHibernationReport, stop);
+        const notice = typeof emission.notice === 'string' ? emission.notice : null;
+        model.tellHibernation(emission.report as unknown as IHibernationReport, stop, notice);
+      } else if (emission.schema_id === STOPPING_EVENT) {
+        model.tellStopping();
       }
     });
     // Typing is use, for the hub's idle timeout (a polling page is not).
@@ -59,7 +68,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       openPath
     );
     model.changed.connect((_, state) => {
-      if (state.errorStatus === SERVER_NOT_RUNNING) {
+      if (serverGone(state)) {
         hibernation.serverStopped();
       }
     });

@@ -20,6 +20,14 @@ const MAX_BACKOFF_MS = 60_000;
  */
 export const HIBERNATED_EVENT = 'https://events.fracnb.io/fracnb_meter/hibernated/v1';
 
+/**
+ * The jupyter_server event the meter emits as its save at a stop begins (SIGTERM on a pod Kueue
+ * manages: fracnb_meter.hibernation.notice.STOPPING_EVENT). The server takes no new requests from
+ * then on, so the polls fail while it saves; the stop's notice follows (HIBERNATED_EVENT, stop
+ * "kueue").
+ */
+export const STOPPING_EVENT = 'https://events.fracnb.io/fracnb_meter/stopping/v1';
+
 /** Why the hub stopped the server, as it told the server when it asked for the hibernation. */
 export type HibernationStop = NonNullable<IUsage['hibernation_stop']> | null;
 
@@ -34,6 +42,11 @@ export interface IUsageState {
   receivedAt: number | null;
   /** When requests began failing (ms, this browser's clock), or null while they succeed. */
   failingSince: number | null;
+  /**
+   * When the server said it is stopping (STOPPING_EVENT: ms, this browser's clock); null or absent
+   * when it did not, or answered since.
+   */
+  stoppingSince?: number | null;
 }
 
 export class UsageModel {
@@ -103,16 +116,26 @@ export class UsageModel {
 
   /**
    * A hibernation's report from the server's events (HIBERNATED_EVENT), as its next document would carry it,
-   * with why the hub is stopping the server (``stop``), when it said.
+   * with why the hub is stopping the server (``stop``), when it said, and the hub's notice of a stop
+   * Kueue made (``notice``).
    */
-  tellHibernation(report: IHibernationReport, stop: HibernationStop = null): void {
+  tellHibernation(
+    report: IHibernationReport,
+    stop: HibernationStop = null,
+    notice: string | null = null
+  ): void {
     const usage = this._state.usage;
     if (usage !== null) {
       this._update({
         ...this._state,
-        usage: { ...usage, hibernation: report, hibernation_stop: stop }
+        usage: { ...usage, hibernation: report, hibernation_stop: stop, stop_notice: notice }
       });
     }
+  }
+
+  /** The server said it is stopping (STOPPING_EVENT): its failing polls are that stop. */
+  tellStopping(): void {
+    this._update({ ...this._state, stoppingSince: this.clock() });
   }
 
   private _update(state: IUsageState): void {

@@ -8,7 +8,7 @@ import { Notification } from '@jupyterlab/apputils';
 
 import { AlertLevel, budgetAlerts, IAlert } from './alerts';
 import { IUsageState, UsageModel } from './model';
-import { SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
+import { serverGone, type StopCause, stopNoticeOf } from './stopped';
 import { cullMessage } from './wording';
 
 export class BudgetNotifier {
@@ -46,7 +46,7 @@ export class BudgetNotifier {
       this._levels = new Map();
       this._showAlerts([]);
       this._warnOfCulling(null, null);
-      if (state.errorStatus === SERVER_NOT_RUNNING) {
+      if (serverGone(state)) {
         this._announceStop(state);
       }
       return;
@@ -108,7 +108,7 @@ export class BudgetNotifier {
           id: this._stopToast,
           message: notice.toast,
           autoClose: false,
-          actions: this._startAgain()
+          actions: this._startAgain(notice.cause)
         });
       }
       return;
@@ -116,19 +116,25 @@ export class BudgetNotifier {
     this._stopText = notice.toast;
     this._stopToast = Notification.info(notice.toast, {
       autoClose: false,
-      actions: this._startAgain()
+      actions: this._startAgain(notice.cause)
     });
   }
 
-  /** The toast's button to the hub home, where the server starts again (none outside JupyterHub). */
-  private _startAgain(): Notification.IAction[] {
+  /**
+   * The toast's button to the hub home, where the server starts again (none outside JupyterHub).
+   * After Kueue's stop, starting again waits in Kueue's queue: the button says so.
+   */
+  private _startAgain(cause: StopCause): Notification.IAction[] {
     const hubHome = this.hubHome;
+    const kueue = cause === 'kueue' || cause === 'stopping';
     return hubHome === null
       ? []
       : [
           {
-            label: 'Start it again',
-            caption: 'Open the hub home page, where you can start your server',
+            label: kueue ? "Start again (waits in Kueue's queue)" : 'Start it again',
+            caption: kueue
+              ? "Open the hub home page, where starting your server again queues for a GPU in Kueue's queue"
+              : 'Open the hub home page, where you can start your server',
             callback: () => window.location.assign(hubHome)
           }
         ];

@@ -12,7 +12,7 @@ import type { Hibernation } from './hibernation';
 import { savedStatesView } from './savedstates';
 import { CARRIED_NOTE } from './sparkline';
 import { IUsageState, UsageModel } from './model';
-import { SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
+import { serverGone, stopNoticeOf } from './stopped';
 import { adviceText, deviceName, sessionPeakText, softCapText } from './wording';
 import {
   budgetBytes,
@@ -277,7 +277,13 @@ function nextTimeView(usage: IUsage): HTMLElement | null {
 }
 
 function quotaView(quota: IQuota): HTMLElement {
-  return section('Quota', facts(quotaRows(quota)));
+  // With Kueue, while the team runs on quota its cohort lent: that Kueue can preempt this server.
+  const borrowing = quota.borrowing ?? null;
+  return section(
+    'Quota',
+    facts(quotaRows(quota)),
+    borrowing === null ? null : el('p', 'fracnb-meter-note fracnb-meter-borrowing', borrowing)
+  );
 }
 
 function cullView(cull: ICullStatus, usage: IUsage): HTMLElement {
@@ -298,7 +304,11 @@ function stoppedView(state: IUsageState, hubHome: string | null): HTMLElement {
   if (link !== null && hubHome !== null) {
     link.className = 'fracnb-meter-hub-link';
     link.href = hubHome;
-    link.textContent = 'Start it again from the hub home page';
+    // After Kueue's stop, starting again is a new request in Kueue's queue: the link says so.
+    link.textContent =
+      notice.cause === 'kueue'
+        ? "Start it again from the hub home page (it waits in Kueue's queue for a GPU)"
+        : 'Start it again from the hub home page';
   }
   const view = el(
     'div',
@@ -306,7 +316,9 @@ function stoppedView(state: IUsageState, hubHome: string | null): HTMLElement {
     section(
       'Server stopped',
       el('p', 'fracnb-meter-stopped-headline', notice.headline),
-      el('p', 'fracnb-meter-note', notice.saved.length > 0 ? SAVED_NOTE : notice.consequences),
+      ...(notice.saved.length > 0 || notice.consequences
+        ? [el('p', 'fracnb-meter-note', notice.saved.length > 0 ? SAVED_NOTE : notice.consequences)]
+        : []),
       ...notice.saved.map(line =>
         el('p', 'fracnb-meter-note fracnb-meter-stopped-saved', ...withCode(line))
       ),
@@ -342,7 +354,7 @@ export function renderUsage(
 ): HTMLElement {
   const usage = state.usage;
   const summary = summarizeState(state);
-  if (state.error !== null && state.errorStatus === SERVER_NOT_RUNNING) {
+  if (serverGone(state)) {
     return stoppedView(state, hubHome);
   }
   if (usage === null || state.error !== null || !usage.available) {

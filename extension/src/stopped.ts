@@ -21,6 +21,8 @@ export type StopCause =
   | 'gpu-unused-busy'
   | 'user'
   | 'hub-shutdown'
+  | 'kueue'
+  | 'stopping'
   | 'unknown';
 
 export interface IStopNotice {
@@ -128,8 +130,49 @@ export function stopCause(last: IUsage | null, secondsUntilStop: number): StopCa
   return secondsUntilStop + DEADLINE_SLACK_S >= deadline.seconds_left ? deadline.reason : 'unknown';
 }
 
+/**
+ * The notice while the server saves at a stop it announced (model.ts STOPPING_EVENT), before the
+ * stop's own notice comes.
+ */
+export const STOPPING_HEADLINE =
+  'This server is stopping: its idle notebooks are saving their variables.';
+export const STOPPING_CONSEQUENCES =
+  'Your saved files are kept. Why it stopped and what was saved follow here in a moment; the hub ' +
+  'home says them too.';
+
+/**
+ * Whether the server is gone (or going), so that fracnb's notice speaks: the hub answers that it
+ * is not running, or it said that it is stopping (Kueue deleted its pod: until the hub's next poll,
+ * the proxy still routes to it and answers 503).
+ */
+export function serverGone(state: IUsageState): boolean {
+  if (state.error === null) {
+    return false;
+  }
+  return state.errorStatus === SERVER_NOT_RUNNING || told(state);
+}
+
+/** The server said it is stopping, or sent the notice of a stop Kueue made. */
+function told(state: IUsageState): boolean {
+  return (state.stoppingSince ?? null) !== null || state.usage?.hibernation_stop === 'kueue';
+}
+
 /** The notice for a poller state whose requests fail because the server is not running. */
 export function stopNoticeOf(state: IUsageState, openPaths: string[] = []): IStopNotice {
+  if (
+    (state.stoppingSince ?? null) !== null &&
+    state.usage?.hibernation_stop !== 'kueue' &&
+    state.errorStatus !== SERVER_NOT_RUNNING
+  ) {
+    const toast = `${STOPPING_HEADLINE} Saved files are kept.`;
+    return {
+      cause: 'stopping',
+      headline: STOPPING_HEADLINE,
+      consequences: STOPPING_CONSEQUENCES,
+      toast,
+      saved: []
+    };
+  }
   const { receivedAt, failingSince } = state;
   const elapsed =
     receivedAt === null || failingSince === null ? 0 : (failingSince - receivedAt) / 1000;
@@ -146,8 +189,15 @@ export function stopNotice(
   const cull = last?.cull ?? null;
   const limit = cause === 'max-age' ? cull?.max_age_seconds : cull?.idle_timeout_seconds;
   const phrase = stopPhrase(cause, limit ?? 0);
-  const headline = phrase ? `This server was stopped ${phrase}.` : 'This server was stopped.';
   const saved = stopHibernationLines(last);
+  const notice = cause === 'kueue' ? (last?.stop_notice ?? null) : null;
+  if (notice !== null) {
+    // The hub's own words for the stop (its fracnb service's notice, as the hub home says it),
+    // which say why, what was saved, and that starting again waits in Kueue's queue.
+    // The toast is cut at 140 characters: its first sentence, why and what was saved.
+    return { cause, headline: notice, consequences: '', toast: firstSentence(notice), saved };
+  }
+  const headline = phrase ? `This server was stopped ${phrase}.` : 'This server was stopped.';
   if (savedAny(last)) {
     return {
       cause,
@@ -188,6 +238,12 @@ export function stopNotice(
   };
 }
 
+/** "Why. What else." -> "Why." */
+function firstSentence(text: string): string {
+  const end = text.indexOf('. ');
+  return end < 0 ? text : text.slice(0, end + 1);
+}
+
 /**
  * The hub's home page, where the user starts the server again, or null outside JupyterHub.
  * ``hubPrefix`` and ``hubHost`` are the page options JupyterHub's single-user server sets.
@@ -203,10 +259,15 @@ export function hubHomeUrl(hubPrefix: string, hubHost: string): string | null {
 /**
  * Whether fracnb's notice covers a failed request of JupyterLab's (connection.ts): the meter has read
  * this server before (so it runs here and shows its stopped-server notice), and the hub answered that
- * the server is not running. Elsewhere JupyterHub's own dialog asks whether to restart.
+ * the server is not running, or the server said it is stopping (``state``, the meter's: :func:`serverGone`),
+ * whatever the proxy answers meanwhile. Elsewhere JupyterHub's own dialog asks whether to restart.
  */
-export function fracnbSpeaks(status: number | null, meterHasRead: boolean): boolean {
-  return meterHasRead && status === SERVER_NOT_RUNNING;
+export function fracnbSpeaks(
+  status: number | null,
+  meterHasRead: boolean,
+  state: IUsageState | null = null
+): boolean {
+  return meterHasRead && (status === SERVER_NOT_RUNNING || (state !== null && told(state)));
 }
 
 /** The request failure as the user may read it: no class names, no raw status lines. */

@@ -10,7 +10,7 @@ import {
   formatUse
 } from './format';
 import type { IUsageState } from './model';
-import { failureText, SERVER_NOT_RUNNING, stopNoticeOf } from './stopped';
+import { failureText, serverGone, stopNoticeOf } from './stopped';
 import type {
   IBudget,
   ICullStatus,
@@ -141,7 +141,7 @@ export function overBudgetNote(budget: IBudget): string {
 /** The summary of a poller state, including "not answered yet" and "request failed". */
 export function summarizeState(state: IUsageState): IMeterSummary {
   if (state.error !== null) {
-    if (state.errorStatus === SERVER_NOT_RUNNING) {
+    if (serverGone(state)) {
       const notice = stopNoticeOf(state);
       return {
         text: 'Server stopped',
@@ -284,6 +284,10 @@ export function cullRows(cull: ICullStatus, running = false): Array<[string, str
       'Stops in',
       `${formatMinutes(minutesLeft(deadline))} at its maximum age, even if used`
     ]);
+  }
+  if (deadline?.saves_variables) {
+    // The hub's service asks this server to save before that stop (service-me.schema.json).
+    rows.push(['At that stop', "its idle kernels' variables are saved for your next start"]);
   }
   return rows;
 }

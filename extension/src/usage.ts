@@ -67,10 +67,14 @@ export interface IUsage {
    */
   hibernation: null | IHibernationReport;
   /**
-   * Why the stop that asked for that hibernation is made, as the hub said (POST fracnb/api/hibernate?stop=): user (someone asked for it), or the fracnb service's cull reason; null when it did not say, or there is no hibernation.
+   * Why the stop that asked for that hibernation is made, as the hub said (POST fracnb/api/hibernate?stop=): user (someone asked for it), or the fracnb service's cull reason; kueue: Kueue stopped the server (preempted or evicted it) and the hibernation is the server's own save at that stop, whose notice is stop_notice; null when it did not say, or there is no hibernation.
    */
   hibernation_stop?:
-    null | 'user' | 'idle' | 'demand' | 'gpu-unused' | 'gpu-unused-busy' | 'max-age';
+    null | 'user' | 'idle' | 'demand' | 'gpu-unused' | 'gpu-unused-busy' | 'max-age' | 'kueue';
+  /**
+   * The notice of the stop as the hub's pages say it, from the hub's fracnb service (stop-save-answer.schema.json): why Kueue stopped this server and what was saved, naming the notebooks; null for every other stop, or none.
+   */
+  stop_notice?: string | null;
   /**
    * When the figures were read, ISO 8601 with time zone.
    */
@@ -176,6 +180,10 @@ export interface IQuota {
    * The user's groups that have a quota.
    */
   groups: IGroupQuota[];
+  /**
+   * With Kueue, while the user's team runs on quota its cohort lent: that Kueue can preempt this server (service-me.schema.json's borrowing); absent otherwise.
+   */
+  borrowing?: string;
 }
 export interface IUserQuota {
   used: IGPUAmount;
@@ -260,6 +268,10 @@ export interface IDeadline {
    * Whether the deadline is within warning_lead_seconds: the notebook warns its user.
    */
   warning: boolean;
+  /**
+   * Present (true) only when the stop at this deadline asks the server to save its idle kernels' variables first (a GPU server with hibernation on for this reason: FracnbService.hibernation_timeout, hibernate_at_max_age), so the warning can say so; absent: the stop saves nothing, and no warning may claim it. Present only then, since a meter of an older version refuses fields it does not know.
+   */
+  saves_variables?: true;
 }
 /**
  * GPU memory of this server and of each running kernel over the session, for the meter's charts: the history field of the usage document. Produced by fracnb_meter.memoryhistory; kept in the server's memory (bounded: at most capacity points a series), so it survives reloading the page but not a restart of the server.

@@ -42,9 +42,11 @@ export function cullWarning(deadline: IDeadline | null, timeZone?: string): stri
   if (deadline === null || !deadline.warning) {
     return null;
   }
+  // Said only where the service will ask the server to save first (the deadline's saves_variables).
+  const saved = deadline.saves_variables ? ' Its variables will be saved for your next start.' : '';
   if (deadline.reason === 'demand') {
     const at = clockTime(new Date(deadline.cull_at), timeZone);
-    return `Someone is waiting for a GPU; this idle server stops at ${at} unless you use it.`;
+    return `Someone is waiting for a GPU; this idle server stops at ${at} unless you use it.${saved}`;
   }
   const minutes = minutesLeft(deadline);
   // "in 4 minutes", but "in 8 h" rather than "in 480 minutes".
@@ -53,15 +55,17 @@ export function cullWarning(deadline: IDeadline | null, timeZone?: string): stri
       ? `in ${minutes} ${minutes === 1 ? 'minute' : 'minutes'}`
       : `in ${formatMinutes(minutes)}`;
   if (deadline.reason === 'idle') {
-    return `Idle: this server will be stopped ${when} unless you use it.`;
+    return `Idle: this server will be stopped ${when} unless you use it.${saved}`;
   }
   if (deadline.reason === 'gpu-unused') {
-    return `GPU unused: this idle server will be stopped ${when} unless it uses the GPU.`;
+    return `GPU unused: this idle server will be stopped ${when} unless it uses the GPU.${saved}`;
   }
   if (deadline.reason === 'gpu-unused-busy') {
     return `GPU unused: this server will be stopped ${when}, even while a cell runs, unless it uses the GPU. Save your work.`;
   }
-  return `This server reaches its maximum age and will be stopped ${when}, even if in use. Save your work.`;
+  // At its maximum age a busy kernel is stopped too, and a busy kernel cannot be saved.
+  const after = saved ? " Its idle kernels' variables will be saved." : ' Save your work.';
+  return `This server reaches its maximum age and will be stopped ${when}, even if in use.${after}`;
 }
 
 /**

@@ -17,6 +17,7 @@ from jupyterhub.utils import maybe_future
 from kubernetes_asyncio.client.exceptions import ApiException
 from markupsafe import Markup
 
+from fracnb_spawner.borrowing.decide import Borrow, BorrowSettings
 from fracnb_spawner.cluster.kube import list_pods_in, pod_namespaces, singleuser_selector
 from fracnb_spawner.cluster.slots import Ask, Cluster
 from fracnb_spawner.common.errors import HubConfigError, InvalidRequestError, RefusedSpawnError
@@ -34,8 +35,10 @@ from fracnb_spawner.config.profiles import (
 )
 from fracnb_spawner.config.queuekey import queue_max_wait
 from fracnb_spawner.form.advice import FormAdvice
+from fracnb_spawner.form.preselect import preselection
 from fracnb_spawner.form.progress import scheduler_saw_slots, unschedulable_message
 from fracnb_spawner.form.rows import ChoiceRow
+from fracnb_spawner.form.stopnotice import saved_choice
 from fracnb_spawner.gpu.backends import BackendSettings
 from fracnb_spawner.gpu.plan import GPUConfigError, GPUDefaults, GPUPlan
 from fracnb_spawner.gpu.resolve import plan_gpu
@@ -78,6 +81,7 @@ class ChoiceHost(Protocol):
 
     def gpu_defaults(self) -> GPUDefaults: ...
     def backend_settings(self) -> BackendSettings: ...
+    def borrow_settings(self) -> BorrowSettings: ...
     def cull_defaults(self) -> Any: ...
     def quota_policy(self) -> QuotaPolicy: ...
     def queue_settings(self) -> FracnbQueue: ...
@@ -194,7 +198,11 @@ class Choosing:
 
         def context() -> tuple:
             selector = host.values.configured(host, "node_selector")
-            return (tuple(sorted(selector.items())), host.fracnb_service_url, str(host.gpu_kernel_cull_idle_timeout))
+            borrow = host.borrow_settings()
+            return (
+                tuple(sorted(selector.items())), host.fracnb_service_url, str(host.gpu_kernel_cull_idle_timeout),
+                tuple(sorted(borrow.node_selector.items())), repr(borrow.tolerations),
+            )  # fmt: skip
 
         return context() if host.values.overridden() else host.derived("plan context", context)
 
@@ -239,7 +247,7 @@ class Choosing:
         context = SpawnContext(
             host.backend_settings(), gpu_cull, cpu_cull, host.values.configured(host, "node_selector"),
             host.fracnb_service_url, parse_duration(host.gpu_kernel_cull_idle_timeout),
-            host.queue_settings().display_timezone,
+            host.queue_settings().display_timezone, host.borrow_settings(),
         )  # fmt: skip
         return plan_spawn(selection, gpu, context, host.is_gpu_resource)
 
@@ -329,20 +337,22 @@ class Choosing:
         fraction = row.plan.fraction if row is not None else Fraction(0)
         return admission.decision(self.quota_policy(), self.host.hub_state.ledger, held, self._applicant(), fraction)
 
-    def choice_ask(self, selection: Selection, row: ChoiceRow) -> tuple[Ask | None, float]:
-        """What a server of a form row competes for, and how long it may queue."""
+    def choice_ask(self, selection: Selection, row: ChoiceRow) -> tuple[Ask | None, float, Borrow | None]:
+        """What a server of a form row competes for, how long it may queue, and where it may borrow a card."""
         try:
             plan = self.plan_of(selection, row.plan)
         except InvalidUserOptionsError:
-            return None, 0
-        return plan.ask, plan.max_wait
+            return None, 0, None
+        return plan.ask, plan.max_wait, plan.borrow
 
     async def form_advice_for(self, profiles: list[dict], rows: Any) -> FormAdvice:
         host = self.host
         return await host.form_advice(host.user.name, profiles, rows, host.hub_state.history)
 
-    async def queue_text(self, ask: Ask | None, max_wait: float, fraction: Fraction) -> str | None:
-        return await self.host.queue.form_text(ask, max_wait, fraction)
+    async def queue_text(
+        self, ask: Ask | None, max_wait: float, fraction: Fraction, borrow: Borrow | None = None
+    ) -> str | None:
+        return await self.host.queue.form_text(ask, max_wait, fraction, borrow)
 
     def kept_place_text(self) -> Markup | None:
         """The form's notice: that the last server's node left the cluster (``HubState.stops``; on the form of
@@ -367,6 +377,19 @@ class Choosing:
         host.log.warning("fracnb: %s ran on node %s, which left the cluster; deleting it", host._log_name, node)
         return True
 
-    def shown_choice(self) -> dict:
-        """The choice to show selected: the last one submitted (even if refused), else the current one."""
-        return self.host._form_choice or self.host.user_options or {}
+    async def preselection(self, profiles: list[dict], advised: Mapping[str, str] | None) -> tuple[dict, Markup | None]:
+        """The choice to show selected (form/preselect.py: the last one submitted, even if refused; a server's whose
+        saved variables wait; this server's own; the advice), and the form's line saying why, if any."""
+        host = self.host
+        saved = await asyncio.to_thread(saved_choice, host)  # the session history's newest stop: a database read
+
+        def selects(options: Mapping[str, Any]) -> bool:
+            try:
+                select(profiles, dict(options))
+            except InvalidUserOptionsError:
+                return False
+            return True
+
+        zone = host.queue_settings().zone
+        chosen = preselection(host._form_choice, saved, host.user_options or {}, advised, valid=selects, zone=zone)
+        return dict(chosen.options), with_times(chosen.why, chosen.moments, zone) if chosen.why else None

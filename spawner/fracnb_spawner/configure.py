@@ -112,8 +112,14 @@ def check_config(c: Config) -> None:
         except ProfileConfigError as error:
             raise ProfileConfigError(f"FractionalSpawner.profile_list: {error}") from None
     FracnbQuotas(config=c).policy()
-    if engine_of(FracnbQueue(config=c)).counts_resource_requests and not callable(raw):
+    engine = engine_of(FracnbQueue(config=c))
+    if engine.counts_resource_requests and not callable(raw):
         check_kueue_backends(initialize_profiles(raw), settings.gpu_defaults())
+    if settings.borrowable_node_selector and engine.name != "builtin":
+        raise TraitError(
+            f"FractionalSpawner.borrowable_node_selector: borrowing needs fracnb's own queue, not "
+            f"c.FracnbQueue.engine = {engine.name!r}; under Kueue, let a cohort borrow quota instead (docs/lending.md)"
+        )
     FracnbReclaim(config=c)
     check_cull_timing(c, settings, [] if callable(raw) else initialize_profiles(raw))
 
@@ -148,6 +154,7 @@ def check_cull_timing(c: Config, settings: FractionalTraits, profiles: list[dict
         ("FracnbService.default_idle_timeout", service.default_idle_timeout),
     ]
     check_timing(timeouts, service.timing())
+    service.check_hibernating_timing()
     gpu_unused = profile_timeouts(profiles, ("gpu_unused_timeout", "gpu_unused_busy_timeout"))
     check_gpu_unused_timing(gpu_unused, service.warning_lead, service.session_report_interval)
     problem = timeout_problem(service.hibernation_timeout)

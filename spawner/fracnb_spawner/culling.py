@@ -11,6 +11,8 @@ deadline back). At or after the deadline it is culled: stopped, pod deleted.
 With a ``gpu_unused_timeout``, the server's GPU-unused time (what its notebook last reported,
 :class:`GpuUnused`) gives one more candidate: a server whose kernels are all idle and whose GPU
 has been unused that long is stopped (after a hibernation) even if it looks active to the hub.
+A server whose stop under demand saves its idle kernels' variables first (:class:`HibernatingDemand`) may
+get a shorter timeout under demand and a shorter warning before that stop: such a stop loses no work.
 A server with a busy kernel is only warned, unless ``gpu_unused_busy_timeout`` (longer) says to
 stop it too. The count is never extrapolated: the stop waits for a report that reaches the
 timeout; the projected moment only serves the warning.
@@ -19,7 +21,7 @@ timeout; the projected moment only serves the warning.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Any
@@ -72,6 +74,27 @@ class CullPolicy:
         if shorter > 0 and (self.idle_timeout <= 0 or shorter < self.idle_timeout):
             return shorter
         return 0
+
+
+@dataclass(frozen=True)
+class HibernatingDemand:
+    """The timeout under demand and its warning for a GPU server whose stop under demand saves its idle kernels'
+    variables first (``FracnbService.idle_timeout_under_demand_hibernating``, ``warning_lead_hibernating``),
+    in seconds; 0 leaves the server's own (its profile's timeout under demand, the service's warning lead)."""
+
+    idle_timeout_under_demand: float = 0
+    warning_lead: float = 0
+
+    def policy(self, policy: CullPolicy) -> CullPolicy:
+        """``policy`` with this timeout under demand where its own is longer or none (0); a shorter one stays."""
+        ours, own = self.idle_timeout_under_demand, policy.idle_timeout_under_demand
+        if ours <= 0 or 0 < own <= ours:
+            return policy
+        return replace(policy, idle_timeout_under_demand=ours)
+
+    def lead(self, warning_lead: float) -> float:
+        """The warning before a stop under demand: the shorter of this one and ``warning_lead`` (0: none)."""
+        return min((lead for lead in (self.warning_lead, warning_lead) if lead > 0), default=0.0)
 
 
 @dataclass(frozen=True)
@@ -188,7 +211,7 @@ def _candidates(
     server: ServerActivity,
     policy: CullPolicy,
     demand_since: datetime | None,
-    warning_lead: float,
+    demand_lead: float,
     gpu_unused: GpuUnused | None = None,
 ) -> list[tuple[datetime, Reason]]:
     candidates = []
@@ -197,7 +220,7 @@ def _candidates(
         candidates.append((idle_since + timedelta(seconds=policy.idle_timeout), Reason.IDLE))
     if policy.demand_timeout > 0 and idle_since is not None and demand_since is not None:
         # Demand that appears when a server has long been idle must not stop it unwarned.
-        warned_from = demand_since + timedelta(seconds=warning_lead)
+        warned_from = demand_since + timedelta(seconds=demand_lead)
         candidates.append((max(idle_since + timedelta(seconds=policy.demand_timeout), warned_from), Reason.DEMAND))
     if policy.max_age > 0 and server.started is not None:
         candidates.append((server.started + timedelta(seconds=policy.max_age), Reason.MAX_AGE))
@@ -219,16 +242,20 @@ def decide(
     warning_lead: float,
     demand_since: datetime | None = None,
     gpu_unused: GpuUnused | None = None,
+    demand_lead: float | None = None,
 ) -> CullDecision:
     """Keep, warn or cull one server at ``now``.
 
     ``demand_since``: since when someone has been waiting for the kind of slot the server
     holds, or None while nobody waits (then the shorter timeout under demand plays no part).
     ``gpu_unused``: the server's GPU-unused time if known (unknown never counts as unused).
+    ``demand_lead``: the warning before a stop under demand, where it differs from ``warning_lead``
+    (:meth:`HibernatingDemand.lead`). The server is warned while any deadline is within its own lead.
     """
     if server.pending or not server.ready:
         return CullDecision(Action.KEEP)
-    candidates = _candidates(server, policy, demand_since, warning_lead, gpu_unused)
+    lead_under_demand = warning_lead if demand_lead is None else demand_lead
+    candidates = _candidates(server, policy, demand_since, lead_under_demand, gpu_unused)
     if not candidates:
         return CullDecision(Action.KEEP)
     due = [c for c in candidates if c[0] <= now and _reached(c, policy, gpu_unused)]
@@ -238,8 +265,9 @@ def decide(
     # A GPU-unused moment that has passed but is not reported yet warns until a report reaches it.
     cull_at, reason = _earliest(candidates)
     seconds_left = max((cull_at - now).total_seconds(), 0.0)
-    action = Action.WARN if seconds_left <= warning_lead else Action.KEEP
-    return CullDecision(action, reason, cull_at, seconds_left)
+    leads = {Reason.DEMAND: lead_under_demand}
+    warned = any((moment - now).total_seconds() <= leads.get(why, warning_lead) for moment, why in candidates)
+    return CullDecision(Action.WARN if warned else Action.KEEP, reason, cull_at, seconds_left)
 
 
 def isoformat(moment: datetime | None) -> str | None:
@@ -256,11 +284,14 @@ def busy_gpu_unused(policy: CullPolicy, gpu_unused: GpuUnused | None) -> GpuUnus
     return gpu_unused
 
 
-def server_status(decision: CullDecision, policy: CullPolicy, gpu_unused: GpuUnused | None = None) -> dict[str, Any]:
+def server_status(
+    decision: CullDecision, policy: CullPolicy, gpu_unused: GpuUnused | None = None, *, saves_variables: bool = False
+) -> dict[str, Any]:
     """The per-server culling status ``GET api/me`` returns (``cullStatus`` in
     schemas/service-me.schema.json): the policy, and the deadline or None when none is set; with
-    ``gpu_unused`` while a busy server's GPU has been unused past its GPU-unused timeout."""
-    deadline = None
+    ``gpu_unused`` while a busy server's GPU has been unused past its GPU-unused timeout. ``saves_variables``:
+    the stop at the deadline asks the server to save its variables first (its warning says so)."""
+    deadline: dict[str, Any] | None = None
     if decision.reason is not None and decision.cull_at is not None and decision.seconds_left is not None:
         deadline = {
             "reason": decision.reason.value,
@@ -268,6 +299,8 @@ def server_status(decision: CullDecision, policy: CullPolicy, gpu_unused: GpuUnu
             "seconds_left": decision.seconds_left,
             "warning": decision.action is not Action.KEEP,
         }
+        if saves_variables:  # only then: a meter of an older version refuses fields it does not know
+            deadline["saves_variables"] = True
     # No field for the timeout under demand: a meter of an older version refuses unknown fields,
     # and the deadline's reason says when it applies. For the same reason gpu_unused is there only
     # while it applies.

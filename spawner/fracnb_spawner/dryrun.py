@@ -22,6 +22,7 @@ import yaml
 from traitlets import TraitError
 from traitlets.config import Config, PyFileConfigLoader
 
+from fracnb_spawner.borrowing.words import borrowing_summary
 from fracnb_spawner.cluster.kube import offline_kubeconfig
 from fracnb_spawner.common.clock import duration_text
 from fracnb_spawner.common.podkeys import CLAIM_POD_ANNOTATION
@@ -30,7 +31,7 @@ from fracnb_spawner.config.overrides import OverrideError
 from fracnb_spawner.config.profiles import UNLISTED, ProfileConfigError, initialize_profiles, iter_combinations
 from fracnb_spawner.config.traits import configured_traits
 from fracnb_spawner.configure import check_config
-from fracnb_spawner.culling import CullPolicy, measurability
+from fracnb_spawner.culling import CullPolicy, HibernatingDemand, measurability
 from fracnb_spawner.gpu.backends import KAI_FRACTION_ANNOTATION
 from fracnb_spawner.gpu.words import plan_summary
 from fracnb_spawner.placement.words import placement_lines
@@ -277,6 +278,22 @@ def service_lines(service: Any) -> list[str]:
     ]
 
 
+def hibernating_demand_line(service: Any) -> str:
+    """How soon an idle GPU server stops while someone waits, since its stop saves its variables first (defaults
+    that do not fit the activity report lag turned off, as the service does; set values were checked before)."""
+    service.check_hibernating_timing()
+    timeout, lead = service.idle_timeout_under_demand_hibernating, service.warning_lead_hibernating
+    if not timeout and not lead:
+        return "  while someone waits for its kind of GPU: each profile's own timeout under demand and warning_lead"
+    shorter = f"after at most {duration_text(timeout)} idle" if timeout else "after its profile's timeout"
+    warned = duration_text(HibernatingDemand(timeout, lead).lead(service.warning_lead))
+    return (
+        f"  while someone waits for its kind of GPU, an idle GPU server stops {shorter}, warned {warned} ahead"
+        " (FracnbService.idle_timeout_under_demand_hibernating, warning_lead_hibernating): its idle kernels"
+        " save their variables first"
+    )
+
+
 def hibernation_lines(service: Any, spawner: Any, engine: Engine) -> list[str]:
     """What the service and the spawner (``configured_traits``) do before stopping a GPU server, and what a
     server the queue ``engine`` preempts does (``c.FracnbQueue.engine``)."""
@@ -292,6 +309,7 @@ def hibernation_lines(service: Any, spawner: Any, engine: Engine) -> list[str]:
         f"  before an idle GPU server is stopped (idle, idle under demand, GPU unused), its idle kernels save"
         f" their variables, {limit}; the stop waits at most {duration_text(settings.timeout)} for them"
         " (FracnbService.hibernation_timeout)",
+        hibernating_demand_line(service),
         f"  also before stops at the maximum age: {'yes' if settings.at_max_age else 'no'}"
         " (FracnbService.hibernate_at_max_age)",
         f"  also before stops users and admins ask for: {'yes' if spawner.hibernate_on_stop else 'no'}"
@@ -353,6 +371,14 @@ def lending_lines(config: Config, backends: Iterable[str]) -> list[str]:
     return ["lending and reclaim (docs/lending.md):", *lines, *FracnbReclaim(config=config).summary()]
 
 
+def borrowing_lines(config: Config) -> list[str]:
+    """Whether a start whose own pool is full borrows a card of the borrowable nodes, and where."""
+    spawner, engine = configured_traits(config), engine_of(FracnbQueue(config=config)).name
+    reclaim = FracnbReclaim(config=config).enabled
+    line = borrowing_summary(spawner.borrowable_node_selector, spawner.borrowable_tolerations, engine, reclaim)
+    return ["borrowing a training card (docs/lending.md):", line]
+
+
 def summary(config: Config, *, choices: int = 1, backends: Iterable[str] = ()) -> list[str]:
     """Quotas, idle policies and lending as the hub and the fracnb service will apply them (``choices``: how
     many choices the listing above shows; ``backends``: theirs)."""
@@ -371,6 +397,7 @@ def summary(config: Config, *, choices: int = 1, backends: Iterable[str] = ()) -
             FracnbService(config=config), configured_traits(config), engine_of(FracnbQueue(config=config))
         ),
         *placement_lines(configured_traits(config).placement, list(dict.fromkeys(backends))),
+        *borrowing_lines(config),
         *lending_lines(config, backends),
         *kueue_queue_lines(FracnbQueue(config=config)),
     ]

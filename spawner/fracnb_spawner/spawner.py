@@ -179,7 +179,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
             self.hub_state.ledger.release(self.user.name, self.name)
             raise
         self.spawn_plan = plan
-        self.queue.reset(plan.ask, plan.max_wait, plan.gpu)
+        self.queue.reset(plan.ask, plan.max_wait, plan.gpu, plan.borrow)
         self.companions.plan(plan.pod.companions)
         return None
 
@@ -363,7 +363,7 @@ class FractionalSpawner(KubeSpawner, FractionalTraits, AdviceTraits):
         if self.queue.ask is not None:
             await self.queue.join(self.hub_state.gpu_queue(self.api, self.log), pod)
         if not self.companions.made:
-            await place(self, pod)
+            await place(self, pod, self.queue.borrowed)
 
     async def _created_pod(self, pod: Any, request_timeout: float) -> Any:
         """KubeSpawner's ``_make_create_pod_request``, keeping the apiserver's answer (the pod as created: its uid

@@ -16,6 +16,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.models import CoreV1ResourceClaim, V1EnvVar, V1PodResourceClaim
 
+from fracnb_spawner.borrowing.decide import Borrow, BorrowSettings, borrow_for
 from fracnb_spawner.cluster.slots import Ask, ask_for, slot_kind
 from fracnb_spawner.common.podkeys import SLOT_KIND_LABEL
 from fracnb_spawner.common.units import format_fraction, parse_fraction
@@ -41,6 +42,7 @@ class SpawnContext:
     service_url: str = ""  # FRACNB_SERVICE_URL
     kernel_cull_timeout: int = 0  # FRACNB_KERNEL_CULL_IDLE_TIMEOUT of GPU pods; 0: none
     display_timezone: str = ""  # FRACNB_DISPLAY_TIMEZONE: c.FracnbQueue.display_timezone; "": not passed
+    borrow: BorrowSettings = field(default_factory=BorrowSettings)  # the borrowable pool (docs/lending.md)
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class SpawnPlan:
     ask: Ask | None = None  # what the pod competes for (its slot kind), when the hub counts it
     max_wait: float = 0  # seconds a spawn may wait in the GPU queue; 0: it never queues
     selection: Selection | None = field(default=None, compare=False)
+    borrow: Borrow | None = field(default=None, compare=False)  # where it may start if its own pool is full
 
     @property
     def fraction(self) -> Fraction:
@@ -107,9 +110,14 @@ def plan_spawn(
         fields, labels=labels, annotations={**fields.annotations, **contract.annotations}, environment=environment
     )
     max_wait = queue_max_wait(selection.profile.get("queue")) if ask is not None else 0
+    borrow = None
+    if context.borrow.enabled and max_wait > 0:
+        borrowed = ask_for(gpu, fields, context.backend, context.borrow.node_selector)
+        borrow = borrow_for(ask, borrowed, context.borrow, fields.node_selector)
     return SpawnPlan(
-        selection.slug, selection.choice_text, gpu, cull, pod, overrides, ask, max_wait, selection=selection
-    )
+        selection.slug, selection.choice_text, gpu, cull, pod, overrides, ask, max_wait,
+        selection=selection, borrow=borrow,
+    )  # fmt: skip
 
 
 def for_pod(plan: SpawnPlan, pod_name: str) -> SpawnPlan:

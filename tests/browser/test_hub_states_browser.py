@@ -8,6 +8,7 @@ hand-made shape.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from playwright.sync_api import Browser, Locator, Page, expect
 
 from fracnb_meter.hubservice import report_from_me
 from fracnb_meter.wording import cull_warning
+from fracnb_spawner.queue.kueue.quota import TeamQuota, borrowing_note
 from fracnb_testbed.procs import wait_until
 from tests.browser.meter_lab import LabServer, wait_for_polls
 from tests.service_reports import (
@@ -171,3 +173,20 @@ def test_an_idle_server_is_warned_that_someone_waits_for_a_gpu(
     expect(shutdown).to_have_class(re.compile(r"\bfracnb-meter-cull-warning\b"))
     expect(page.locator(PANEL)).not_to_contain_text(NONSENSE)
     page.screenshot(path=artifacts / "lab-demand-warning.png")
+
+
+def test_a_server_on_lent_kueue_quota_says_kueue_can_preempt_it(
+    page: Page, lab_server: LabServer, service: ReportServer
+) -> None:
+    """The service's ``borrowing`` (with Kueue, while the user's team runs on quota its cohort lent)."""
+    words = borrowing_note(TeamQuota("team-a", 250, 500, 0, 0, "university"))
+    assert words is not None
+    service.raw = json.dumps({**report_blocking(NO_QUOTA), "borrowing": words}).encode()
+    try:
+        wait_until(lambda: (lab_server.usage()["quota"] or {}).get("borrowing") == words,
+                   what="the usage document to carry the borrowing words", timeout=UPDATE_TIMEOUT_MS / 1000)  # fmt: skip
+        expect(section(page, "Quota").locator(".fracnb-meter-borrowing")).to_have_text(words, timeout=UPDATE_TIMEOUT_MS)
+    finally:
+        service.raw = None
+    show(lab_server, service, NO_QUOTA)
+    expect(section(page, "Quota").locator(".fracnb-meter-borrowing")).to_have_count(0, timeout=UPDATE_TIMEOUT_MS)

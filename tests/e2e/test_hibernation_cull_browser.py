@@ -139,8 +139,12 @@ def test_an_idle_servers_variables_survive_its_cull_with_its_tab_open(short_demo
             seen["hub activity"] = max(seen["hub activity"], parse_timestamp(server["last_activity"]))
             return False
 
-        expect(page.locator(TOAST, has_text=re.compile(r"Idle: this server will be stopped in \d+ minutes?"))
-               ).to_be_visible(timeout=(IDLE_TIMEOUT + 30) * 1000)  # fmt: skip
+        # The warning says that her variables will be saved (the service's hibernation is on).
+        warning = re.compile(
+            r"Idle: this server will be stopped in \d+ minutes? unless you use it\. "
+            r"Its variables will be saved for your next start\."
+        )
+        expect(page.locator(TOAST, has_text=warning)).to_be_visible(timeout=(IDLE_TIMEOUT + 30) * 1000)
         wait_for_animations(page)
         shot(page, "hibernation-warning-with-tab-open")
         wait_until(culled, what="carol's idle server to be culled", timeout=IDLE_TIMEOUT + 90, interval=1)
@@ -187,6 +191,14 @@ def test_an_idle_servers_variables_survive_its_cull_with_its_tab_open(short_demo
         expect(notice).to_contain_text("Variables of train.ipynb saved at ")
         expect(notice.locator("code", has_text="log")).to_have_count(1)  # a skipped variable's name, not `log`
         expect(notice).not_to_contain_text("`")
+
+        # The spawn form starts her back on the 1/4 GPU her variables were saved on, not the default "CPU only".
+        page.goto(f"{demo.settings.url}/hub/spawn")
+        expect(page.locator('input[name=profile][value="quarter"]')).to_be_checked()
+        expect(page.locator(".fracnb-preselected")).to_have_text(
+            re.compile(r"^Preselected: the choice of your server, whose variables were saved when it stopped at ")
+        )
+        shot(page, "hibernation-spawn-form-preselected")
 
         # The service's hibernation is the one on disk: the spawner's stop that followed did not save again.
         stopped = answer_of(demo, "services/fracnb/api/me", user_token(demo, "carol"))["stopped"][""]

@@ -191,6 +191,17 @@ def test_rbac_lets_the_service_evict_and_explain_for_reclaim() -> None:
     assert binding["roleRef"]["kind"] == "ClusterRole"
 
 
+def test_rbac_lets_the_service_patch_pods_in_the_hubs_namespace_for_busy_marks_and_no_more() -> None:
+    documents = list(yaml.safe_load_all((VALUES_DIR / "rbac.yaml").read_text()))
+    [role] = [d for d in documents if d["kind"] == "Role" and d["metadata"]["name"] == "fracnb-hub-pod-patch"]
+    [binding] = [
+        d for d in documents if d["kind"] == "RoleBinding" and d["roleRef"]["name"] == role["metadata"]["name"]
+    ]
+    assert granted_rules(role) == {("", "pods", "patch")}
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == binding["subjects"][0]["namespace"]
+    assert (binding["roleRef"]["kind"], binding["subjects"][0]["name"]) == ("Role", "hub")
+
+
 def test_lending_batch_runs_below_the_notebooks_and_never_preempts() -> None:
     priority_class, *objects = yaml.safe_load_all((VALUES_DIR / "lending.yaml").read_text())
     assert priority_class["value"] < 0

@@ -166,7 +166,7 @@ def test_a_notebook_kueue_preempts_saves_its_variables_in_its_grace_period_and_g
     notice = wait_until(lambda: HistoryReader().newest_stop(history, "admin", datetime.now(timezone.utc)),
                         what="the stop's notice in the session history", timeout=30)  # fmt: skip
     assert "preempted by a higher-priority job" in notice.details["text"]
-    assert "; 2 variables saved." in notice.details["text"]
+    assert "; 2 variables of preempted.ipynb saved." in notice.details["text"]
 
     testbed.delete_pod(ns, "urgent-for-admin", grace_seconds=0)
     start(demo, "admin")

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from fracnb_meter.hibernation import layout
-from fracnb_meter.hibernation.notice import NOTICE_WAIT_S
+from fracnb_meter.hibernation.notice import HIBERNATED_EVENT, NOTICE_WAIT_S, STOPPING_EVENT
 from fracnb_meter.testing.server import MeterServer, start_server
 from fracnb_spawner.hibernation.userstop import Answer, first_answer
 from tests.meter.test_hibernation import hibernate, open_notebook, outcome, run
 from tests.service_reports import ReportServer
+from tests.websockets import connected
 
 SERVER_NAME = "preempted"
 
@@ -93,6 +94,60 @@ def test_sigterm_saves_the_idle_kernels_variables_where_the_hub_asked_and_tells_
     assert told["server_name"] == SERVER_NAME
     [kernel] = told["hibernation"]["kernels"]
     assert (kernel["path"], kernel["status"], kernel["variables"]) == ("train.ipynb", "saved", 2)
+
+
+def test_the_services_notice_of_a_kueue_stop_reaches_the_open_pages_on_their_events_socket(
+    fake_nvml_library: Path, tmp: Path, stopped: list[MeterServer], service: ReportServer
+) -> None:
+    """Kueue deleted the pod: its proxy route stays until the hub's poll, so the tab's polls fail with no word
+    of why; the socket the tab opened before carries the service's notice, as the hub's pages say it."""
+    service.stop_notice = notice = (
+        "Your server 'preempted' stopped at 14:00 UTC, preempted by a higher-priority job of team-b; 1 variable "
+        "of train.ipynb saved. Files in your home are kept; starting it again waits in Kueue's queue for a GPU."
+    )
+    server = start(tmp, fake_nvml_library, "30", service)
+    stopped.append(server)
+    train_notebook(server)
+
+    async def scenario() -> list[dict]:
+        url = server.url.replace("http://", "ws://") + "api/events/subscribe"
+        told = []
+        async with connected(url, server.token) as socket:
+            for client in server.clients:
+                client.stop_channels()
+            server.process.send_signal(signal.SIGTERM)
+            while not told or told[-1]["schema_id"] != HIBERNATED_EVENT:
+                told.append(json.loads(await asyncio.wait_for(socket.read_message(), timeout=60)))
+        return told
+
+    try:
+        told = asyncio.run(scenario())
+    finally:
+        service.stop_notice = None
+    server.process.wait(timeout=60)
+    # First that it is stopping (its polls fail from SIGTERM on: no restart dialog), then the notice.
+    fracnbs = [message for message in told if message["schema_id"] in (STOPPING_EVENT, HIBERNATED_EVENT)]
+    assert [message["schema_id"] for message in fracnbs] == [STOPPING_EVENT, HIBERNATED_EVENT]
+    assert fracnbs[0]["saving_seconds"] == 30
+    event = fracnbs[1]
+    assert event["stop"] == "kueue"
+    assert event["notice"] == notice
+    [kernel] = event["report"]["kernels"]
+    assert (kernel["path"], kernel["status"]) == ("train.ipynb", "saved")
+
+
+def test_a_stop_the_service_has_no_notice_of_tells_the_pages_nothing(
+    fake_nvml_library: Path, tmp: Path, stopped: list[MeterServer], service: ReportServer
+) -> None:
+    service.stop_notice = None  # the service answers {"notice": null}: not a stop Kueue made
+    server = start(tmp, fake_nvml_library, "30", service)
+    stopped.append(server)
+    train_notebook(server)
+
+    log = terminate(server)
+
+    assert service.stop_saves
+    assert "the stop's notice for the open pages" not in log
 
 
 def test_without_the_hubs_request_sigterm_saves_nothing(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import timezone
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,11 @@ import pytest
 from fracnb_meter.hubservice import NO_REPORT, ServiceReports, fetch_report_blocking, report_from_me
 from fracnb_meter.testing.fakenvml import FakeDevice, FakeProcess, FakeState
 from fracnb_meter.testing.server import StateFile, start_server
+from fracnb_meter.wording import cull_warning
 from fracnb_schemas import SERVICE_REPORT, USAGE, SchemaMismatchError, problems
+from fracnb_spawner.queue.kueue.quota import TeamQuota, borrowing_note
 from fracnb_testbed.procs import wait_until
-from tests.service_reports import IDLE_WARNING, SCENARIOS, ReportServer, report
+from tests.service_reports import IDLE_WARNING, IDLE_WARNING_SAVING, SCENARIOS, ReportServer, report
 
 
 async def test_report_from_me_maps_the_service_report_to_the_usage_shapes() -> None:
@@ -30,6 +33,32 @@ async def test_report_from_me_maps_the_service_report_to_the_usage_shapes() -> N
     }
     assert cull == me["culling"][""]
     assert report_from_me(me, "other-server")[1] is None
+
+
+async def test_the_warning_says_the_variables_will_be_saved_only_where_the_stop_saves_them() -> None:
+    saving = report_from_me(await report(IDLE_WARNING_SAVING), "")[1]
+    plain = report_from_me(await report(IDLE_WARNING), "")[1]
+    assert saving is not None
+    assert plain is not None
+    assert saving["deadline"]["saves_variables"] is True
+    assert "saves_variables" not in plain["deadline"]
+    assert cull_warning(saving["deadline"], timezone.utc) == (
+        "Idle: this server will be stopped in 4 minutes unless you use it. Its variables will be saved for your next start."
+    )
+    assert "saved" not in (cull_warning(plain["deadline"], timezone.utc) or "")
+
+
+async def test_the_services_borrowing_words_reach_the_usage_documents_quota() -> None:
+    """With Kueue, while the user's team runs on lent quota (the service's ``borrowing``): the panel says it."""
+    words = borrowing_note(TeamQuota("team-a", 250, 500, 0, 0, "university"))
+    assert words is not None
+    me = {**await report(IDLE_WARNING), "borrowing": words}
+    assert problems(SERVICE_REPORT, me, check_formats=True) == []
+    quota, _ = report_from_me(me, "")
+    assert quota is not None
+    assert quota["borrowing"] == words
+    assert problems(USAGE, quota, "/properties/quota") == []
+    assert "borrowing" not in (report_from_me(await report(IDLE_WARNING), "")[0] or {})
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))

@@ -9,6 +9,7 @@ import pytest
 
 from fracnb_schemas import SERVICE_REPORT, problems
 from fracnb_spawner.culling import CullPolicy, parse_timestamp
+from fracnb_spawner.hibernation.settings import HibernationSettings
 from fracnb_spawner.quota.policy import QuotaPolicy
 from fracnb_spawner.service.cullpass import CullSettings, cull_pass, user_report, utcnow
 from fracnb_spawner.service.hubapi import HubAPI
@@ -104,6 +105,14 @@ async def test_warning_before_deadline(hub, two_servers, make_pod, pod_source):
         deadline = before["culling"][""]["deadline"]
         assert (deadline["reason"], deadline["warning"], deadline["seconds_left"]) == ("idle", True, 300)
         assert parse_timestamp(deadline["cull_at"]) == last + timedelta(seconds=900)
+        assert "saves_variables" not in deadline, "without hibernation the warning may not claim a save"
+        # With hibernation on (the service's default settings), the quarter-GPU server's idle stop saves first.
+        saving = await user_report(
+            api, pods, QuotaPolicy(), settings(), user, clock=lambda: last + timedelta(minutes=10),
+            hibernates=HibernationSettings().applies,
+        )  # fmt: skip
+        assert problems(SERVICE_REPORT, saving, check_formats=True) == []
+        assert saving["culling"][""]["deadline"] == {**deadline, "saves_variables": True}
         assert before["servers"] == [{"server": "", "profile": "quarter", "fraction": {"gpus": 0.25, "exact": "1/4"}}]
         # Nobody configured a quota in this policy.
         assert (before["quota"], before["available"]) == ({"state": "none"}, {"state": "unlimited"})
@@ -164,16 +173,25 @@ async def test_max_age_deadline(hub, new_user, make_pod, pod_source):
     started = parse_timestamp(model["servers"][""]["started"])
     make_pod(user, idle_timeout=0, max_age=8 * 3600)
     api = HubAPI(hub.api_url, hub.service_token)
+    at = started + timedelta(hours=8, minutes=-4)
     try:
+        # Hibernation on, but not at max-age stops (hibernate_at_max_age's default), and then on.
         report = await user_report(
-            api, pod_source, QuotaPolicy(), settings(), user, clock=lambda: started + timedelta(hours=8, minutes=-4)
+            api, pod_source, QuotaPolicy(), settings(), user, clock=lambda: at, hibernates=HibernationSettings().applies
         )
+        saving = await user_report(
+            api, pod_source, QuotaPolicy(), settings(), user, clock=lambda: at,
+            hibernates=HibernationSettings(at_max_age=True).applies,
+        )  # fmt: skip
     finally:
         api.close()
     assert problems(SERVICE_REPORT, report, check_formats=True) == []
     deadline = report["culling"][""]["deadline"]
     assert (deadline["reason"], deadline["warning"], deadline["seconds_left"]) == ("max-age", True, 240)
     assert parse_timestamp(deadline["cull_at"]) == started + timedelta(hours=8)
+    assert "saves_variables" not in deadline
+    assert problems(SERVICE_REPORT, saving, check_formats=True) == []
+    assert saving["culling"][""]["deadline"]["saves_variables"] is True
 
 
 def forged_lines(log_file) -> list[str]:

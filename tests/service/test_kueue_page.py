@@ -21,7 +21,7 @@ from tests.service.test_service_page import Tables, parse
 from tests.spawner.queue.test_kueue_quota import cluster_queue, local
 
 NOW = datetime(2026, 12, 5, 23, 40, tzinfo=timezone.utc)
-STATE = SimpleNamespace(settings=SimpleNamespace(warning_lead=900), zone=None, choices=HubChoices())
+STATE = SimpleNamespace(settings=SimpleNamespace(warning_lead=900, hibernating=None), zone=None, choices=HubChoices())
 GROUPS = {"team-a": ["ann", "bob"], "team-b": ["carol"]}  # hub groups, without a quota of fracnb's
 ALLOCATIONS = [
     Allocation("ann", "", Fraction(1, 4), "quarter"),
@@ -98,3 +98,25 @@ def test_the_admin_page_lists_each_cluster_queue_and_says_that_kueue_admits_gpu_
     plain = rendered(user_view("ann", kueue=False), page.AdminView([], "", groups, users, [], []))
     assert "teams" not in plain.rows
     assert "Kueue" not in text(plain, "kinds")
+
+
+def running_quarter(user: str) -> page.ServerRow:
+    return page.ServerRow(user, "", "quarter", Fraction(1, 4), None, 900, None, None, None, False)
+
+
+def test_a_server_on_quota_its_team_borrows_says_kueue_can_preempt_it():
+    queues = [cluster_queue("team-a", "250", "500"), cluster_queue("team-b", "1000", "0")]  # team-a borrows 0.25
+    team = user_team_quota(LOCAL_QUEUES, queues, "fracnb-ann", "jhub")
+    view = page.user_view("ann", [running_quarter("ann")], ALLOCATIONS, QuotaPolicy(), {}, kueue=True, team=team)
+    servers = text(rendered(view), "mine")
+    assert (
+        "Borrowing: team-a uses 0.25 GPU more than its own quota of 0.25 GPU, lent by other teams of cohort "
+        "university. A GPU server of team-a (yours too) may run on that lent quota, so Kueue can preempt it when a "
+        "lending team takes its quota back: the server stops, and its notice says why and what was saved." in servers
+    )
+    # Within its own quota, or with no GPU server running, nothing to say.
+    own = user_team_quota(LOCAL_QUEUES, CLUSTER_QUEUES, "fracnb-ann", "jhub")
+    within = page.user_view("ann", [running_quarter("ann")], ALLOCATIONS, QuotaPolicy(), {}, kueue=True, team=own)
+    assert "Borrowing" not in text(rendered(within), "mine")
+    idle = page.user_view("ann", [], ALLOCATIONS, QuotaPolicy(), {}, kueue=True, team=team)
+    assert idle.borrowing_text is None

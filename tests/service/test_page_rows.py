@@ -4,6 +4,7 @@ a server held by a running cell has no idle deadline that keeps moving."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -56,3 +57,18 @@ def test_a_waiting_spawns_time_is_shown_in_the_readers_zone() -> None:
     html = str(waiting_html(NOW - timedelta(minutes=25), NOW, ZoneInfo("Europe/Berlin")))
     assert html == '25 min (since <time datetime="2026-11-25T13:35:00Z" data-fracnb-time="clock">14:35 CET</time>)'
     assert str(waiting_html(None, NOW)) == "—"
+
+
+def test_a_gpu_servers_row_says_where_the_hub_placed_it_and_why() -> None:
+    """The pod's ``fracnb.io/placement`` (the hub's choice in words) is the admin's placement column; a GPU server
+    without one says the card was not the hub's choice, and a server waiting in the queue holds no card yet."""
+    reason = "card 3 of dev-1: 1 busy holder of 6, the least busy of 4 cards that fit; nothing waits for whole cards"
+    annotations = {"fracnb.io/placement": reason}
+    placed = SimpleNamespace(profile="eighth", fraction=Fraction(1, 8), annotations=annotations, queued=False)
+    row = rows({"pending": None}, pod=placed)
+    assert (row.holds_gpu, row.placement_text) == (True, reason)
+    plugin = rows({"pending": None}, pod=SimpleNamespace(**{**vars(placed), "annotations": {}}))
+    assert plugin.placement_text == "not chosen by the hub (the scheduler's or the device plugin's choice)"
+    assert not rows({"pending": None}, pod=SimpleNamespace(**{**vars(placed), "queued": True})).holds_gpu
+    assert not rows({"pending": "stop"}, pod=placed).holds_gpu
+    assert not rows({"pending": None}, pod=SimpleNamespace(**{**vars(placed), "fraction": Fraction(0)})).holds_gpu

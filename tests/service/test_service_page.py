@@ -269,3 +269,24 @@ async def test_recent_culls_reach_the_admin_view_and_each_stop_outlives_a_restar
     assert (stop.server, stop.reason, stop.limit_seconds) == ("", "idle", 60)
     assert me["stopped"][""]["reason"] == "idle"
     assert me["stopped"][""]["stopped_at"].startswith(later.strftime("%Y-%m-%dT%H:%M"))
+
+
+def test_admin_sees_where_each_gpu_server_was_placed_and_why(hub, new_user, make_pod):
+    """The hub's placement reason (the pod's fracnb.io/placement) per running GPU server, as text: a reason is
+    written by the hub, but it names nodes and cards, so it is escaped like anything else on the page."""
+    admin, placed, plugin = new_user("admin"), new_user("placed"), new_user("plugin")
+    assert hub.api("PATCH", f"users/{admin}", {"admin": True})[0] == 200
+    reason = (
+        "card 3 of dev-<b>1</b>: 1 busy holder of 6, the least busy of 4 cards that fit; nothing waits for whole cards"
+    )
+    for user in (placed, plugin):
+        hub.start_server(user)
+    make_pod(placed, fraction="1/8", profile="eighth", annotations={"fracnb.io/placement": reason})
+    make_pod(plugin, fraction="1/4", profile="quarter")
+    status, _, body = get(hub.service_url, token=user_token(hub, admin, scopes=(ACCESS,)))
+    assert status == 200, body
+    rows = {row[0]: row for row in parse(body).rows["placement"]}
+    assert rows[placed] == [placed, "default server", "eighth", "0.125 GPU", reason]
+    assert rows[plugin][4] == "not chosen by the hub (the scheduler's or the device plugin's choice)"
+    assert "dev-&lt;b&gt;1&lt;/b&gt;" in body
+    assert "<b>1</b>" not in body

@@ -10,9 +10,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy.exc import OperationalError
 
+from fracnb_schemas import STOP_SAVE_ANSWER, problems
 from fracnb_spawner.history.reading import HistoryReader
 from fracnb_spawner.queue.kueue.model import STOPPED_BY_KUEUE
-from fracnb_spawner.service.kueuestopnotice import kueue_stop_notice, saved_variables, server_pod
+from fracnb_spawner.service.kueuestopnotice import kueue_stop_notice, saved_notebooks, saved_variables, server_pod
 from fracnb_testbed.procs import wait_until
 from tests.service.calls import server_token, user_token
 
@@ -61,13 +62,29 @@ def test_the_notice_counts_what_the_kernels_saved_in_kueues_words():
     notice = kueue_stop_notice(evicted("ann"), "ann", "", saved, None)
     assert notice.reason == STOPPED_BY_KUEUE
     assert notice.stopped_at == datetime(2026, 11, 23, 14, 0, tzinfo=timezone.utc)
+    assert saved_notebooks(saved) == ["n0.ipynb", "n1.ipynb"]
     assert notice.details["text"] == (
-        "Your last server stopped at 14:00 UTC, preempted by a higher-priority job of team-b; 5 variables saved. "
-        "Files in your home are kept; start a server again to queue for a GPU."
+        "Your server stopped at 14:00 UTC, preempted by a higher-priority job of team-b; 5 variables of n0.ipynb "
+        "and n1.ipynb saved. Files in your home are kept; starting it again waits in Kueue's queue for a GPU."
     )
     assert kueue_stop_notice({"metadata": evicted("ann")["metadata"]}, "ann", "", saved, None) is None
     assert server_pod([evicted("bob"), evicted("ann")], "ann", "")["metadata"]["name"] == "jupyter-ann"
     assert server_pod([evicted("bob")], "ann", "") is None
+
+
+def test_the_notice_names_the_server_and_the_notebooks_as_the_other_stop_notices_do():
+    """A named server by its name ("Your server 'gpu' was stopped for being idle ..." in a cull's notice), and
+    the notebook whose variables were saved, not only their count."""
+    pod = evicted("ann")
+    pod["metadata"]["annotations"]["hub.jupyter.org/servername"] = "gpu"
+    one = report(("saved", 1), ("empty", 0))
+    notice = kueue_stop_notice(pod, "ann", "gpu", one, None)
+    assert notice.details["text"].startswith(
+        "Your server 'gpu' stopped at 14:00 UTC, preempted by a higher-priority job of team-b; 1 variable of n0.ipynb "
+        "saved. "
+    )
+    nothing = kueue_stop_notice(pod, "ann", "gpu", report(("empty", 0)), None)
+    assert "team-b; no variables to save. Files" in nothing.details["text"]
 
 
 def stored_stop(hub, user):
@@ -93,10 +110,13 @@ def test_a_server_kueue_preempted_leaves_its_notice_with_what_it_saved(hub, new_
                   {"status": {"conditions": [termination(just_now)]}})  # fmt: skip
     try:
         status, answer = post(hub, {"server_name": "", "hibernation": report(("saved", 41))}, server_token(hub, user))
-        assert status == 204, answer
+        assert status == 200, answer
+        assert not problems(STOP_SAVE_ANSWER, answer)
         found = wait_until(lambda: stored_stop(hub, user), what="the stop's notice in the session history", timeout=60)
         assert found.reason == STOPPED_BY_KUEUE
-        assert "preempted by a higher-priority job of team-b; 41 variables saved" in found.details["text"]
+        assert "preempted by a higher-priority job of team-b; 41 variables of n0.ipynb saved" in found.details["text"]
+        # The answer is the notice the hub's pages show: the notebook passes it on to its open tabs.
+        assert answer == {"notice": found.details["text"]}
     finally:
         testbed.delete_pod(hub_namespace, name, grace_seconds=0)
 
@@ -105,8 +125,8 @@ def test_a_save_at_a_stop_kueue_did_not_make_leaves_no_notice(hub, new_user, mak
     user = new_user()
     name = make_pod(user)
     try:
-        status, _ = post(hub, {"server_name": "", "hibernation": report(("saved", 2))}, server_token(hub, user))
-        assert status == 204
+        status, answer = post(hub, {"server_name": "", "hibernation": report(("saved", 2))}, server_token(hub, user))
+        assert (status, answer) == (200, {"notice": None})
         assert stored_stop(hub, user) is None
     finally:
         testbed.delete_pod(hub_namespace, name, grace_seconds=0)

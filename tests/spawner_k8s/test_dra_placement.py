@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from traitlets.config import Config
 
-from fracnb_spawner.common.podkeys import PLACEMENT_ANNOTATION, QUEUE_GATE
+from fracnb_spawner.common.podkeys import BUSY_SINCE_ANNOTATION, PLACEMENT_ANNOTATION, QUEUE_GATE
 from fracnb_spawner.history import db, store
 from fracnb_spawner.hubstate import HubState
 from fracnb_testbed.procs import wait_until_async
 from tests.history.records import report
-from tests.spawner_k8s.dra import A100, allocation_of, claims_in, claims_owned_by
+from tests.spawner_k8s.dra import A100, allocation_of, claims_in, claims_owned_by, create_claim
 
 pytestmark = pytest.mark.k8s
 
@@ -171,5 +172,80 @@ async def test_packed_puts_the_share_beside_the_busy_holders_and_spread_does_not
     spread = await started(dra_spawner, "any", "sam", placement_config(history, "spread"))
     assert allocation_of(dra_testbed, dra_namespace, spread.pod_name)["pool"] == "a100-dra-0"
     for spawner in (*holders, packed, spread):
+        await spawner.stop()
+    await wait_until_async(lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claims to go", timeout=30)
+
+
+async def test_while_a_batch_pods_whole_card_claim_waits_the_next_share_goes_to_the_fuller_card(
+    dra_spawner, dra_testbed, dra_namespace, tmp_path
+) -> None:
+    """Not a start of fracnb's: a training pod's claim of 2 whole GPUs, which no node of two one-GPU nodes can
+    allocate, waits; the hub's view keeps it (claims of every namespace), and packing answers it."""
+    config = placement_config(history_with(tmp_path, {"ann": 0.4, "bob": 0.4, "cat": 0.0}))
+    holders = [
+        await started(dra_spawner, "h100", "ann", config),
+        await started(dra_spawner, "h100", "bob", config),
+        await started(dra_spawner, "a100", "cat", config),
+    ]
+    await hub_sees_claims(3)
+    job = dra_testbed.create_pod(dra_namespace, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0"},
+        "spec": {"resourceClaims": [{"name": "gpus", "resourceClaimName": "train-0-gpus"}],
+                 "containers": [{"name": "job", "image": "example.invalid/train", "resources": {"claims": [{"name": "gpus"}]}}]},
+    })  # fmt: skip
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": "train-0", "uid": job["metadata"]["uid"]}
+    whole = {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 2}
+    create_claim(dra_testbed, dra_namespace, {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "train-0-gpus", "ownerReferences": [owner]},
+        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": whole}]}},
+    })  # fmt: skip
+    view = HubState.current().watches.device_view()
+    await wait_until_async(
+        lambda: any(c.get("waits_for") for c in view.claims.objects()),
+        what="the waiting claim in the hub's view",
+        timeout=30,
+    )
+    dan = await started(dra_spawner, "any", "dan", config)
+    reason = pod_annotations(dra_testbed, dra_namespace, dan.pod_name)[PLACEMENT_ANNOTATION]
+    assert reason.startswith("card 0 of h100-dra-0: the fullest of 2 cards that fit"), reason
+    assert reason.endswith(f"a whole-card batch claim ({dra_namespace}/train-0-gpus) waits for whole cards")
+    assert allocation_of(dra_testbed, dra_namespace, dan.pod_name)["pool"] == "h100-dra-0"
+    dra_testbed.delete_pod(dra_namespace, "train-0", grace_seconds=0)
+    rest = dra_testbed.rest()
+    try:
+        rest.request("DELETE", f"/apis/resource.k8s.io/v1/namespaces/{dra_namespace}/resourceclaims/train-0-gpus")
+    finally:
+        rest.close()
+    for spawner in (*holders, dan):
+        await spawner.stop()
+    await wait_until_async(lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claims to go", timeout=30)
+
+
+async def test_with_equal_histories_the_next_share_goes_beside_the_holder_not_busy_now(
+    dra_spawner, dra_testbed, dra_namespace, tmp_path
+) -> None:
+    """Both holders as busy by their history; the fracnb service has marked ann's pod busy for 10 minutes (a long
+    cell): the next share goes beside bob. Unmarked, the tie would go to the A100 by its name."""
+    config = placement_config(history_with(tmp_path, {"ann": 0.4, "bob": 0.4}))
+    ann = await started(dra_spawner, "a100", "ann", config)
+    bob = await started(dra_spawner, "h100", "bob", config)
+    await hub_sees_claims(2)
+    since = (datetime.now(timezone.utc) - timedelta(minutes=10)).isoformat().replace("+00:00", "Z")
+    dra_testbed.patch_pod(dra_namespace, ann.pod_name, {"metadata": {"annotations": {BUSY_SINCE_ANNOTATION: since}}})
+
+    async def hub_sees_the_mark() -> bool:
+        cluster = await HubState.current().watches.read(devices=False, wait=False)
+        pods = cluster.pods if cluster is not None else []
+        return any((p["metadata"].get("annotations") or {}).get(BUSY_SINCE_ANNOTATION) == since for p in pods)
+
+    await wait_until_async(hub_sees_the_mark, what="the busy-since mark in the hub's view", timeout=30)
+    carol = await started(dra_spawner, "any", "carol", config)
+    assert allocation_of(dra_testbed, dra_namespace, carol.pod_name)["pool"] == "h100-dra-0"
+    assert pod_annotations(dra_testbed, dra_namespace, carol.pod_name)[PLACEMENT_ANNOTATION] == (
+        "card 0 of h100-dra-0: 0.4 busy expected of 1 holder (from their busy time), the least busy of 2 cards "
+        "that fit; nothing waits for whole cards"
+    )
+    for spawner in (ann, bob, carol):
         await spawner.stop()
     await wait_until_async(lambda: claims_in(dra_testbed, dra_namespace) == [], what="the claims to go", timeout=30)

@@ -18,17 +18,29 @@ from tests.spawner_k8s.rbac import hub_with_rules
 pytestmark = pytest.mark.k8s
 
 RBAC_YAML = Path(__file__).resolve().parents[2] / "helm-values" / "rbac.yaml"
-# What z2jh's hub Role grants in the hub's namespace, as far as a spawn needs it.
-POD_RULES = [
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
+# What z2jh's hub Role grants in the hub's namespace, as far as a spawn needs it (no patch: see pod_patch_rules).
+CHART_POD_RULES = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
 ]
 
 
-def dra_rules_of_rbac_yaml() -> list[dict]:
+def rules_of_rbac_yaml(kind: str, name: str) -> list[dict]:
     documents = yaml.safe_load_all(RBAC_YAML.read_text())
-    (role,) = [d for d in documents if (d["kind"], d["metadata"]["name"]) == ("ClusterRole", "fracnb-hub-dra")]
+    (role,) = [d for d in documents if (d["kind"], d["metadata"]["name"]) == (kind, name)]
     return role["rules"]
+
+
+def dra_rules_of_rbac_yaml() -> list[dict]:
+    return rules_of_rbac_yaml("ClusterRole", "fracnb-hub-dra")
+
+
+def pod_patch_rules() -> list[dict]:
+    """helm-values/rbac.yaml's Role for the patches the chart's Role does not allow (the queue's gate lift)."""
+    return rules_of_rbac_yaml("Role", "fracnb-hub-pod-patch")
+
+
+POD_RULES = CHART_POD_RULES + pod_patch_rules()  # the hub's namespace as rbac.yaml leaves it
 
 
 async def test_without_rights_on_claims_the_spawn_names_the_missing_rule_and_its_pod_goes(

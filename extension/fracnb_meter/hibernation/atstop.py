@@ -4,19 +4,36 @@ Kueue preempts a notebook by deleting its pod: SIGTERM, and the pod's grace peri
 jupyter_server stops its extensions before its kernels, so the meter's stop saves every idle kernel's variables
 as a hibernation does (a kernel that ran no cell since the hub's own save before a stop is not saved twice), and
 posts what it saved to the hub's fracnb service (``POST api/stop-saves``, stop-save.schema.json), whose notice of
-the stop counts it: the hub's last look at the pod came before this save.
+the stop counts it: the hub's last look at the pod came before this save. The service answers with that notice
+(stop-save-answer.schema.json) when Kueue made the stop, and the open pages get it (``tell``): the hub's poll has
+not seen the stop yet, so they would otherwise know neither why the server stopped nor what was saved.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+
+from fracnb_schemas import STOP_SAVE_ANSWER, SchemaMismatchError, check
 
 from ..contract import stop_hibernation_timeout
 from ..hubcalls import JsonPoster, service_endpoint
 
 Hibernate = Callable[[float], Awaitable[dict[str, Any]]]  # timeout in seconds -> hibernation report
+Tell = Callable[[dict[str, Any], str], None]  # the report and the service's notice of the stop -> the open pages
+
+
+def stop_notice(answer: bytes | None) -> str | None:
+    """The notice in the service's answer (stop-save-answer.schema.json); None for none or an answer of another
+    shape (an older service answered 204)."""
+    try:
+        document = json.loads(answer or b"null")
+        check(STOP_SAVE_ANSWER, document)
+    except (ValueError, SchemaMismatchError):
+        return None
+    return document["notice"]
 
 
 class SaveAtStop:
@@ -34,9 +51,9 @@ class SaveAtStop:
         poster = JsonPoster(url, token, what="tell the fracnb service what was saved at the stop")
         return cls(stop_hibernation_timeout(env), poster, env.get("JUPYTERHUB_SERVER_NAME", ""))
 
-    async def run(self, hibernate: Hibernate, log: logging.Logger) -> dict[str, Any] | None:
-        """Save and tell, saying so in ``log`` (the server's); the report, or None when not asked or the save
-        failed. Never raises."""
+    async def run(self, hibernate: Hibernate, tell: Tell, log: logging.Logger) -> dict[str, Any] | None:
+        """Save and tell the service, saying so in ``log`` (the server's), and ``tell`` the open pages the service's
+        notice of the stop, if it has one; the report, or None when not asked or the save failed. Never raises."""
         if self.timeout <= 0:
             return None
         try:
@@ -46,5 +63,9 @@ class SaveAtStop:
             return None
         kernels = ", ".join(f"{k['path'] or k['kernel_id']}: {k['status']}" for k in report["kernels"]) or "no kernels"
         log.info("fracnb_meter: variables saved at the stop in %.1f s (%s)", report["seconds"], kernels)
-        await self._poster.post({"server_name": self._server_name, "hibernation": report})
+        answer = await self._poster.post_for_answer({"server_name": self._server_name, "hibernation": report})
+        notice = stop_notice(answer)
+        if notice is not None:
+            log.info("fracnb_meter: the stop's notice for the open pages: %s", notice)
+            tell(report, notice)
         return report

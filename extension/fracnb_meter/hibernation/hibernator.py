@@ -16,7 +16,7 @@ from typing import Any
 
 from . import serverside
 from .kernelcall import KernelCallError, call_in_kernel
-from .notice import NOTICE_WAIT_S, LastHibernation, stop_follows
+from .notice import KUEUE_STOP, NOTICE_WAIT_S, LastHibernation, stop_follows
 from .retention import prune
 
 
@@ -108,6 +108,13 @@ class Hibernator:
         self._emit({"report": report, "stop": stop})
         await self.notice.wait_for_page(min(NOTICE_WAIT_S, timeout_s - (self.clock() - started)))
         return report
+
+    def tell_stop(self, report: dict[str, Any], notice: str) -> None:
+        """The fracnb service's notice of a stop Kueue made, with the save at it (atstop.py), for the open pages:
+        their event socket, open before, carries it while the server stops answering new requests."""
+        self.notice.keep(report, KUEUE_STOP, notice)
+        self._on_notice()
+        self._emit({"report": report, "stop": KUEUE_STOP, "notice": notice})
 
     def prune(self) -> None:
         """Remove saved states older than the days kept (retention.py)."""

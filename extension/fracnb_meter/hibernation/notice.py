@@ -31,11 +31,28 @@ HIBERNATED_SCHEMA = {
     "properties": {
         "report": {"type": "object", "description": "The hibernation's report."},
         "stop": {"type": ["string", "null"], "description": "Why the server is being stopped, as the hub said."},
+        "notice": {"type": ["string", "null"], "description": "The stop's notice, as the hub's pages say it."},
     },
+}
+# Sent as the server starts its save at a stop (atstop.py: SIGTERM on a pod Kueue manages). jupyter_server has
+# stopped taking new requests by then, so the pages' polls fail (503 from the proxy, whose route stays until the
+# hub's poll sees the stop) while the save runs: this tells them the server is stopping, not lost, so that they
+# wait for the stop's notice rather than ask to restart the server.
+STOPPING_EVENT = "https://events.fracnb.io/fracnb_meter/stopping/v1"
+STOPPING_SCHEMA = {
+    "$id": STOPPING_EVENT,
+    "version": "1",
+    "title": "fracnb server stopping",
+    "description": "This server got SIGTERM and saves its idle kernels' variables before it stops.",
+    "type": "object",
+    "required": ["saving_seconds"],
+    "properties": {"saving_seconds": {"type": "integer", "description": "The save's time limit, in seconds."}},
 }
 # Why the hub asks, as it says in the request's query (``?stop=``): a stop on request, or the cull's reason; the
 # usage document's ``hibernation_stop`` passes it on to the pages.
-STOP_REASONS = tuple(r for r in load(USAGE)["properties"]["hibernation_stop"]["enum"] if r is not None)
+# Kueue's stop is none the hub asks with: the server saves at it on its own (atstop.py), and tells its pages.
+KUEUE_STOP = "kueue"
+STOP_REASONS = tuple(r for r in load(USAGE)["properties"]["hibernation_stop"]["enum"] if r not in (None, KUEUE_STOP))
 NOTICE_WAIT_S = 3.0  # the pages poll every second by default (the settings' refreshRate)
 POLLING_RECENTLY_S = 10.0  # a page that asked within this long is polling
 # The stop follows the answer within seconds; a server still running this long after is not being
@@ -55,6 +72,7 @@ class LastHibernation:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._report: tuple[float, dict[str, Any]] | None = None
         self._stop: str | None = None
+        self._stop_notice: str | None = None
         self._clock = clock
         self._last_poll: float | None = None
         self._read = asyncio.Event()
@@ -71,8 +89,13 @@ class LastHibernation:
         """Why the stop that asked for the kept report is made (:data:`STOP_REASONS`), while it is kept."""
         return self._stop if self.report is not None else None
 
-    def keep(self, report: dict[str, Any], stop: str | None = None) -> None:
-        self._report, self._stop = (self._clock(), report), stop
+    @property
+    def stop_notice(self) -> str | None:
+        """The notice of that stop from the hub's fracnb service (a stop Kueue made), while the report is kept."""
+        return self._stop_notice if self.report is not None else None
+
+    def keep(self, report: dict[str, Any], stop: str | None = None, stop_notice: str | None = None) -> None:
+        self._report, self._stop, self._stop_notice = (self._clock(), report), stop, stop_notice
         self._read = asyncio.Event()
 
     def served(self, *, with_report: bool) -> None:

@@ -96,6 +96,21 @@ describe('culling status', () => {
     );
   });
 
+  test('the idle warning says the variables will be saved where the stop saves them, and only there', () => {
+    const saving = cull({ deadline: deadline({ saves_variables: true }) });
+    assert.equal(
+      cullMessage(usage({ cull: saving })),
+      'Idle: this server will be stopped in 4 minutes unless you use it. ' +
+        'Its variables will be saved for your next start.'
+    );
+    assert.deepEqual(cullRows(saving)[3], [
+      'At that stop',
+      "its idle kernels' variables are saved for your next start"
+    ]);
+    assert.doesNotMatch(cullMessage(usage({ cull: cull() })) ?? '', /saved/);
+    assert.equal(cullRows(cull()).length, 3);
+  });
+
   test('a long warning lead reads in hours, not hundreds of minutes', () => {
     const far = usage({
       cull: cull({ deadline: deadline({ reason: 'max-age', seconds_left: 480 * 60 }) })

@@ -5,16 +5,20 @@ import {
   CONSEQUENCES,
   NOTHING_HELD_CONSEQUENCES,
   SAVED_CONSEQUENCES,
+  STOPPING_HEADLINE,
   UNKNOWN_CONSEQUENCES,
   failureText,
   fracnbSpeaks,
   hubHomeUrl,
+  serverGone,
   stopCause,
   stopNotice,
   stopNoticeOf,
   stopPhrase,
   type StopCause
 } from '../stopped';
+import type { IUsageState } from '../model';
+import type { IKernelOutcome, IUsage } from '../usage';
 import { cull, deadline, testData, usage } from './fixtures';
 
 describe('why the server stopped', () => {
@@ -153,5 +157,75 @@ describe("JupyterHub's dialog or fracnb's notice", () => {
     assert.equal(fracnbSpeaks(424, false), false); // no fracnb meter on this server
     assert.equal(fracnbSpeaks(502, true), false);
     assert.equal(fracnbSpeaks(null, true), false); // no answer at all
+    assert.equal(fracnbSpeaks(503, true, failing(usage(), 503)), false);
+  });
+  test('the notice speaks alone for a server that said it is stopping, whatever the proxy answers', () => {
+    // Kueue deleted the pod: until the hub's next poll the proxy still routes to it (503), or nothing answers.
+    const stopping = { ...failing(usage(), 503), stoppingSince: 2_000 };
+    assert.equal(fracnbSpeaks(503, true, stopping), true);
+    assert.equal(fracnbSpeaks(null, true, stopping), true);
+    assert.equal(serverGone(stopping), true);
+    const preempted = failing(kueueStop(), null);
+    assert.equal(fracnbSpeaks(null, true, preempted), true);
+    assert.equal(serverGone(preempted), true);
+    assert.equal(serverGone(failing(usage(), 503)), false); // a server that did not say: its failure
+  });
+});
+
+const KUEUE_NOTICE =
+  'Your server stopped at 14:05 UTC, preempted by team-b taking back its own quota; 3 variables of ' +
+  "train.ipynb saved. Files in your home are kept; starting it again waits in Kueue's queue for a GPU.";
+
+function kueueStop(): IUsage {
+  const kernels: IKernelOutcome[] = [
+    {
+      kernel_id: 'k1',
+      path: 'train.ipynb',
+      status: 'saved',
+      reason: null,
+      bytes: 30,
+      variables: 3,
+      skipped: [],
+      saved_at: '2026-03-01T14:05:02+00:00',
+      seconds: 0.2
+    }
+  ];
+  const totals = { saved: 1, partly_saved: 0, failed: 0, skipped_over_limit: 0, busy: 0 };
+  const hibernation = {
+    started_at: '2026-03-01T14:05:00+00:00',
+    seconds: 2,
+    timeout_seconds: 120,
+    limit_bytes: 1024,
+    saved_bytes: 30,
+    totals: { ...totals, empty: 0, not_supported: 0 },
+    kernels
+  };
+  return usage({ hibernation, hibernation_stop: 'kueue', stop_notice: KUEUE_NOTICE });
+}
+
+function failing(last: IUsage, status: number | null): IUsageState {
+  return {
+    usage: last,
+    error: 'failed',
+    errorStatus: status,
+    receivedAt: 1_000,
+    failingSince: 3_000
+  };
+}
+
+describe('a stop Kueue made', () => {
+  test("the tab says the hub's notice: why, naming what was saved, and that starting again queues", () => {
+    const notice = stopNoticeOf(failing(kueueStop(), 503));
+    assert.equal(notice.cause, 'kueue');
+    assert.equal(notice.headline, KUEUE_NOTICE);
+    assert.equal(notice.toast, KUEUE_NOTICE.slice(0, KUEUE_NOTICE.indexOf(' Files in')));
+    assert.match(notice.saved.join(' '), /train\.ipynb/);
+    // Still so once the hub has seen the stop (424).
+    assert.equal(stopNoticeOf(failing(kueueStop(), 424)).headline, KUEUE_NOTICE);
+  });
+  test('while the server saves, the tab says it is stopping, not that it is lost', () => {
+    const notice = stopNoticeOf({ ...failing(usage(), 503), stoppingSince: 2_000 });
+    assert.equal(notice.cause, 'stopping');
+    assert.equal(notice.headline, STOPPING_HEADLINE);
   });
 });

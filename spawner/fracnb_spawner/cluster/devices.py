@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fracnb_spawner.common.podkeys import CLAIM_POD_ANNOTATION
 from fracnb_spawner.common.units import QuantityError, parse_bytes
 from fracnb_spawner.gpu.dra import MEBIBYTE
 
@@ -111,6 +112,31 @@ def trim_claim(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     holder = (owners or users or [{}])[0].get("name")
     owner = (metadata["namespace"], holder) if holder else None
     return {"metadata": metadata, "results": results, "owner": owner}
+
+
+def whole_device_classes(obj: Mapping[str, Any]) -> list[str]:
+    """The device classes a claim asks whole devices of: its ``exactly`` requests without a capacity request (as
+    fracnb's own whole-card claims ask; a request with one asks a share)."""
+    requests = ((obj.get("spec") or {}).get("devices") or {}).get("requests") or []
+    exact = [request.get("exactly") or {} for request in requests]
+    return [ask["deviceClassName"] for ask in exact if ask.get("deviceClassName") and not ask.get("capacity")]
+
+
+def trim_viewed_claim(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A claim as the hub's DRA view keeps it: an allocated one as :func:`trim_claim`; an unallocated one made for a
+    pod (from its template: the pod owns it) that asks whole devices, as waiting for them (``waits_for``: their
+    device classes; no results, no owner: it holds nothing yet), for placement (:mod:`fracnb_spawner.placement`);
+    any other None. fracnb's own claims wait as their pods do (their whole-card starts), so they are left out."""
+    allocated = trim_claim(obj)
+    if allocated is not None:
+        return allocated
+    metadata = obj.get("metadata") or {}
+    owners = [ref for ref in metadata.get("ownerReferences") or [] if ref.get("kind") == "Pod"]
+    fracnbs = CLAIM_POD_ANNOTATION in (metadata.get("annotations") or {})  # its start is read from its pod
+    classes = whole_device_classes(obj) if owners and not fracnbs else []
+    if not classes:
+        return None
+    return {"metadata": _name_of(obj), "results": [], "owner": None, "waits_for": classes}
 
 
 def _used(claims: Iterable[Mapping[str, Any]]) -> dict[DeviceKey, tuple[int, int]]:

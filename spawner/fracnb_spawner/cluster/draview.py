@@ -1,4 +1,5 @@
-"""ResourceSlices and allocated ResourceClaims of the whole cluster, kept current by one watch each.
+"""ResourceSlices and allocated ResourceClaims of the whole cluster, kept current by one watch each (and the
+unallocated claims of pods that ask whole devices: what waits for whole cards, for placement).
 
 Started when a spawn form first shows a ``dra`` choice (:class:`.watches.ClusterWatches`); hubs
 without DRA choices never watch them.
@@ -10,7 +11,7 @@ import asyncio
 import logging
 from typing import Any
 
-from fracnb_spawner.cluster.devices import trim_claim, trim_slice
+from fracnb_spawner.cluster.devices import trim_slice, trim_viewed_claim
 from fracnb_spawner.cluster.view import Mirror, MirrorPair
 
 default_log = logging.getLogger("fracnb.dra")
@@ -26,6 +27,6 @@ class DraView(MirrorPair):
         changed = asyncio.Event()
         self.slices = Mirror("resourceslices", api.list_resource_slice, trim_slice, log=log, changed=changed)
         self.claims = Mirror(
-            "resourceclaims", api.list_resource_claim_for_all_namespaces, trim_claim, log=log, changed=changed
+            "resourceclaims", api.list_resource_claim_for_all_namespaces, trim_viewed_claim, log=log, changed=changed
         )
         super().__init__(self.slices, self.claims, changed)

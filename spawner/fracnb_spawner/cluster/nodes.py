@@ -48,11 +48,17 @@ def free_units(
 
 
 def free_by_node(
-    nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], resource: str, selector: Mapping[str, str]
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    resource: str,
+    selector: Mapping[str, str],
+    *,
+    preempting: bool = True,
 ) -> Iterator[int]:
     """Free units of ``resource`` on each schedulable node whose labels match ``selector``, for a notebook:
-    the units of pods it would preempt count as free."""
-    used = requested_by_node((pod for pod in pods if not preemptible(pod)), resource)
+    the units of pods it would preempt count as free (``preempting`` False: every pod's units count as used,
+    for a start that must not preempt, a borrowed card)."""
+    used = requested_by_node((pod for pod in pods if not (preempting and preemptible(pod))), resource)
     for node in nodes:
         metadata = node.get("metadata") or {}
         labels = metadata.get("labels") or {}

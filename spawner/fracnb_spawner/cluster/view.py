@@ -26,6 +26,7 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from fracnb_spawner.common.podkeys import (
+    BUSY_SINCE_ANNOTATION,
     FRACTION_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
     IDLE_TIMEOUT_ANNOTATION,
@@ -39,6 +40,7 @@ from fracnb_spawner.common.podkeys import (
     SLOT_KIND_LABEL,
     USERNAME_ANNOTATION,
 )
+from fracnb_spawner.gpu.backends import WHOLE_GPU_RESOURCE
 
 Trim = Callable[[Mapping[str, Any]], "dict[str, Any] | None"]
 
@@ -56,6 +58,8 @@ QUEUE_READS = (
     QUEUED_AT_ANNOTATION, PRIORITY_ANNOTATION, MAX_WAIT_ANNOTATION, IDLE_TIMEOUT_ANNOTATION, MAX_AGE_ANNOTATION,
     IDLE_TIMEOUT_UNDER_DEMAND_ANNOTATION, GPU_MEMORY_ANNOTATION,
 )  # fmt: skip
+# What placement reads of them besides: since when a kernel of the server has been busy (the fracnb service's).
+PLACEMENT_READS = (BUSY_SINCE_ANNOTATION,)
 
 
 # ---- what is kept (pure) -------------------------------------------------------------------------
@@ -76,18 +80,27 @@ def _extended(amounts: Mapping[str, Any] | None) -> dict[str, Any]:
     return {name: amount for name, amount in (amounts or {}).items() if "/" in name}
 
 
+def _asks(spec: Mapping[str, Any], resource: str) -> bool:
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        if resource in (resources.get("requests") or {}) or resource in (resources.get("limits") or {}):
+            return True
+    return False
+
+
 def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any] | None:
     """A pod reduced to its extended-resource requests; None if it holds none.
 
-    Pods bound to a node count against its capacity. Of unbound pods only fracnb's own GPU pods
+    Pods bound to a node count against its capacity. Of unbound pods fracnb's own GPU pods
     (those with a slot kind) are kept, with what the queue reads: a gated one waits in the queue,
     an ungated one is about to take a slot. fracnb's DRA pods (a slot kind, no extended resource:
-    their claim holds the GPU) are kept too.
+    their claim holds the GPU) are kept too. Another unbound pod is kept only while it asks for
+    whole GPUs (``nvidia.com/gpu``: a batch or lent job waiting for cards, which placement packs for).
     """
     spec = pod.get("spec") or {}
     metadata = pod.get("metadata") or {}
     kind = (metadata.get("labels") or {}).get(SLOT_KIND_LABEL)
-    if not spec.get("nodeName") and kind is None:
+    if not spec.get("nodeName") and kind is None and not _asks(spec, WHOLE_GPU_RESOURCE):
         return None
     containers = []
     for container in spec.get("containers") or []:
@@ -109,7 +122,8 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any] | None:
         labels = metadata.get("labels") or {}
         # The kueue engine's estimate reads whose quota a server holds: its LocalQueue.
         trimmed["metadata"]["labels"] = {k: labels[k] for k in (SLOT_KIND_LABEL, KUEUE_QUEUE_LABEL) if k in labels}
-        trimmed["metadata"]["annotations"] = {k: annotations[k] for k in QUEUE_READS if k in annotations}
+        kept = (*QUEUE_READS, *PLACEMENT_READS)
+        trimmed["metadata"]["annotations"] = {k: annotations[k] for k in kept if k in annotations}
         trimmed["spec"]["nodeSelector"] = dict(spec.get("nodeSelector") or {})
         trimmed["spec"]["schedulingGates"] = list(spec.get("schedulingGates") or [])
     return trimmed

@@ -16,6 +16,7 @@ BACKEND_LABEL = PREFIX + "gpu-backend"
 FRACTION_LABEL = PREFIX + "gpu-fraction"  # decimal, e.g. "0.25"
 SLOT_KIND_LABEL = PREFIX + "slot-kind"  # pods of one kind compete for the same GPUs (the queue)
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # the kueue engine's pods: the user's LocalQueue
+BORROWED_LABEL = PREFIX + "borrowed"  # "true": the server runs on a card of a borrowable pool (docs/lending.md)
 
 # Annotations
 PROFILE_ANNOTATION = PREFIX + "profile"
@@ -31,7 +32,11 @@ GPU_UNUSED_BUSY_TIMEOUT_ANNOTATION = PREFIX + "gpu-unused-busy-timeout"  # a ker
 QUEUED_AT_ANNOTATION = PREFIX + "queued-at"
 PRIORITY_ANNOTATION = PREFIX + "queue-priority"
 MAX_WAIT_ANNOTATION = PREFIX + "max-wait"
+BORROWED_FROM_ANNOTATION = PREFIX + "borrowed-from"  # a borrower's own slot kind, whose pool was full
+# On a queued pod that may borrow: the borrowable pool's node selector (JSON), for the service's reclaim pass
+BORROWABLE_ANNOTATION = PREFIX + "borrowable"
 PLACEMENT_ANNOTATION = PREFIX + "placement"  # the card the hub preferred for a share, and why (in words)
+BUSY_SINCE_ANNOTATION = PREFIX + "busy-since"  # since when a kernel has run a cell (the fracnb service writes it)
 # On a ResourceClaim the hub made for a server: the pod it is for (its owner once the pod exists)
 CLAIM_POD_ANNOTATION = PREFIX + "pod"
 

@@ -8,9 +8,10 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from traitlets import Bool, Dict, Float, HasTraits, Int, TraitError, Unicode, Union, observe, validate
+from traitlets import Bool, Dict, Float, Int, TraitError, Unicode, Union, observe, validate
 from traitlets.config import Config, Configurable
 
+from fracnb_spawner.borrowing.traits import BorrowingTraits
 from fracnb_spawner.common.labels import key_problem, value_problem
 from fracnb_spawner.common.units import QuantityError, format_bytes, parse_bytes, parse_duration
 from fracnb_spawner.culling import CullPolicy
@@ -47,7 +48,7 @@ DERIVED_FROM = (
 )  # fmt: skip
 
 
-class FractionalTraits(HasTraits):
+class FractionalTraits(BorrowingTraits):
     """Mixed into ``FractionalSpawner``; kept apart so the spawner module stays about behaviour."""
 
     def share_settings(self, shared: dict[str, Any]) -> None:
@@ -214,10 +215,10 @@ class FractionalTraits(HasTraits):
 
         ``adaptive``: beside the holders least likely to be busy (their users' busy time in the session
         history; a user without history counts as average) while nothing waits for whole cards, and onto
-        the fullest card that fits while a whole-card start waits, so that whole cards come free as servers
-        end. ``spread``: always the least busy card. ``packed``: always the fullest card that fits (fracnb
-        packed before this setting existed; a ``dra`` share then took the first card with room). A running
-        notebook is never moved. ``dra`` claims name
+        the fullest card that fits while a whole-card start (or any pod's request for whole GPUs) waits, so
+        that whole cards come free as servers end. ``spread``: always the least busy card. ``packed``: always
+        the fullest card that fits (fracnb packed before this setting existed; a ``dra`` share then took the
+        first card with room). A running notebook is never moved. ``dra`` claims name
         up to 7 preferred cards and then any card, so a preference never keeps a share from starting;
         ``hami`` shares get the per-pod policy (``spread`` or ``binpack``; with ``packed``,
         ``hami_gpu_scheduler_policy``); with time-slicing, MPS and MIG the device plugin picks the card.

@@ -83,11 +83,14 @@ def render(
     user_options: Mapping,
     quota: str | None = None,
     kept_place: Markup | str | None = None,
+    *,
+    preselected: Markup | str | None = None,
 ) -> str:
     """The form, with the choice in ``user_options`` (the last one submitted, even if refused) selected.
 
     ``quota``: the user's quota line; ``kept_place``: the notice of a place kept in the GPU queue (or of a
-    lost node), whose <time> elements the form's ``LOCAL_TIMES_SCRIPT`` shows in the reader's zone."""
+    lost node); ``preselected``: the line saying why the choice is selected (form/preselect.py). The form's
+    ``LOCAL_TIMES_SCRIPT`` shows the <time> elements of both in the reader's zone."""
     selected = user_options.get("profile") if isinstance(user_options.get("profile"), str) else None
     if selected not in {p["slug"] for p in profiles}:
         selected = next(p["slug"] for p in profiles if p.get("default"))
@@ -99,6 +102,7 @@ def render(
         chosen=_chosen_choices(profiles, selected, user_options),
         quota=quota,
         kept_place=kept_place,
+        preselected=preselected,
         local_times=LOCAL_TIMES_SCRIPT,
         unlisted=UNLISTED,
         unlisted_label=UNLISTED_LABEL,

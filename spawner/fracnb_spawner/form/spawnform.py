@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from markupsafe import Markup
 
+from fracnb_spawner.borrowing.decide import Borrow
 from fracnb_spawner.cluster.nodes import free_units, largest_allocatable
 from fracnb_spawner.cluster.slots import Ask, Cluster, ResourceAsk, servers_free
 from fracnb_spawner.config.profiles import InvalidUserOptionsError, Selection, select
@@ -35,11 +36,15 @@ class FormHost(Protocol):
     async def resolve_profiles(self) -> list[dict]: ...
     async def quota_decision_now(self, row: ChoiceRow | None) -> QuotaDecision: ...
     async def form_advice_for(self, profiles: list[dict], rows: Mapping[RowKey, ChoiceRow]) -> FormAdvice: ...
-    def choice_ask(self, selection: Selection, row: ChoiceRow) -> tuple[Ask | None, float]: ...
+    def choice_ask(self, selection: Selection, row: ChoiceRow) -> tuple[Ask | None, float, Borrow | None]: ...
     async def read_cluster(self, ask: Ask | None, *, wait: bool) -> Cluster | None: ...
-    async def queue_text(self, ask: Ask | None, max_wait: float, fraction: Fraction) -> str | None: ...
+    async def queue_text(
+        self, ask: Ask | None, max_wait: float, fraction: Fraction, borrow: Borrow | None = None
+    ) -> str | None: ...
     def kept_place_text(self) -> Markup | None: ...
-    def shown_choice(self) -> Mapping[str, Any]: ...
+    async def preselection(
+        self, profiles: list[dict], advised: Mapping[str, str] | None
+    ) -> tuple[dict, Markup | None]: ...
 
 
 async def render_form(host: FormHost) -> str:
@@ -50,8 +55,8 @@ async def render_form(host: FormHost) -> str:
     rows = await annotate(host, profiles, describe(profiles, host.gpu_defaults()))
     quota = quota_line(await host.quota_decision_now(None)) if host.quota_policy().has_limits else None
     advice = await host.form_advice_for(profiles, rows)
-    shown = host.shown_choice() or advice.preselect or {}
-    return advice.html + render(profiles, rows, shown, quota, host.kept_place_text())
+    shown, why = await host.preselection(profiles, advice.preselect)
+    return advice.html + render(profiles, rows, shown, quota, host.kept_place_text(), preselected=why)
 
 
 async def annotate(host: FormHost, profiles: list[dict], rows: dict[RowKey, ChoiceRow]) -> dict[RowKey, ChoiceRow]:
@@ -62,8 +67,8 @@ async def annotate(host: FormHost, profiles: list[dict], rows: dict[RowKey, Choi
         row = original
         selection = _row_selection(profiles, key)
         if selection is not None and host.show_availability:
-            ask, max_wait = host.choice_ask(selection, row)
-            queue = await host.queue_text(ask, max_wait, row.plan.fraction)
+            ask, max_wait, borrow = host.choice_ask(selection, row)
+            queue = await host.queue_text(ask, max_wait, row.plan.fraction, borrow)
             row = await _with_availability(host, row, ask, queue)
         if row.allowed and has_limits and row.plan.fraction > 0:
             decision = await host.quota_decision_now(row)

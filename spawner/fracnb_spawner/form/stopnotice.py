@@ -21,6 +21,7 @@ from markupsafe import Markup
 
 from fracnb_spawner.common.clock import SYSTEM_CLOCK
 from fracnb_spawner.common.timehtml import LOCAL_TIMES_SCRIPT
+from fracnb_spawner.form.preselect import SavedChoice
 from fracnb_spawner.history.stopnotices import LEFT_QUEUE, NODE_LOST, StopNotice, naive_utc, notice_html
 from fracnb_spawner.hubstate import HubState
 
@@ -73,6 +74,24 @@ class StoppedNotice:
         notice = spawner.hub_state.history.newest_stop(spawner.right_sizing_db_url, user.name, now)
         self._cache[user.name] = (time.monotonic(), notice)
         return notice
+
+
+def saved_choice(spawner: Any) -> SavedChoice | None:
+    """The choice of the user's server whose variables were saved at its newest stop, and wait to be restored (the
+    server has not started since), for the spawn form to preselect (form/preselect.py); None without one, or
+    when the history cannot be read (a form without the preselection rather than a broken one)."""
+    user, now = spawner.user, SYSTEM_CLOCK.now()
+    try:
+        stored = spawner.hub_state.history.newest_stop(spawner.right_sizing_db_url, user.name, now)
+        notice = spawner.hub_state.stops.newest(user.name, stored, now)
+        if notice is None or not notice.saved_any or _started_again(user, notice):
+            return None
+        stopped = user.spawners.get(notice.server)
+        options = getattr(getattr(stopped, "orm_spawner", None), "user_options", None) or {}
+        return SavedChoice(notice.server, dict(options), notice.stopped_at)
+    except Exception as error:
+        log.warning("fracnb: no saved choice to preselect for %s: %r", getattr(user, "name", "?"), error)
+        return None
 
 
 def _queued(user: Any) -> Markup | None:

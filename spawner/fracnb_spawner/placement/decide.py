@@ -11,7 +11,10 @@
 
 A holder's expected busyness is its kernels' live state where the hub knows it (busy now: 1, idle: 0), else
 its user's share of busy time in the session history; a user without history counts as the
-average user. The decision only ranks cards for a new share: a running notebook is never moved.
+average user. The hub knows a holder is busy now from its pod's ``fracnb.io/busy-since`` (the fracnb service
+writes it from the notebooks' session reports): a kernel busy for ``BUSY_NOW_SECONDS`` or longer runs a long
+cell (:func:`busy_now`); a shorter stretch, or none, says nothing the history does not. The decision only ranks
+cards for a new share: a running notebook is never moved.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from fracnb_spawner.common.units import format_bytes
 
@@ -27,6 +31,7 @@ SPREAD, PACK = "spread", "pack"
 NO_HISTORY_AVERAGE = 0.5  # the average user's busy share while the session history has none
 DEFAULT_RESERVE_CARDS = 2  # wholly free cards spreading keeps for whole-card starts (placement_reserve_cards)
 PACK_BUSY_LIMIT = 1.0  # expected busy holders at which packing passes a card over for a quieter one
+BUSY_NOW_SECONDS = 300  # busy this long (a long cell runs on): the holder counts as busy now (the replay's rule)
 MOST_RANKED = 7  # a DRA claim's firstAvailable holds 8 subrequests: 7 named cards and one for any card
 _NUMBERED = re.compile(r"^gpu-(\d+)$")  # the NVIDIA DRA driver names a card gpu-<minor>
 
@@ -78,6 +83,21 @@ class Placement:
     def uuids(self) -> list[str]:
         """The ranked cards' uuids, for a claim's preference (cards without one are left to the fallback)."""
         return [card.uuid for card in self.ranked if card.uuid]
+
+
+def busy_now(since: str | None, now: datetime, after: float = BUSY_NOW_SECONDS) -> bool | None:
+    """A holder's live state from its pod's ``fracnb.io/busy-since`` (RFC 3339) at ``now``: True when a kernel
+    has been busy ``after`` seconds or longer; None (unknown: its history decides) otherwise, and for a value
+    that is not a time."""
+    if not since:
+        return None
+    try:
+        moment = datetime.fromisoformat(since.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return True if (now - moment).total_seconds() >= after else None
 
 
 def check_policy(value: object) -> str:
@@ -160,7 +180,8 @@ def card_words(card: CardState) -> str:
 
 
 def busy_words(card: CardState, busyness: Busyness) -> str:
-    """``1 busy holder of 6`` where the live state of every holder is known, else the expectation."""
+    """``1 busy holder of 6`` where the live state of every holder is known, else the expectation, saying how many
+    holders are busy now: ``1.4 busy expected of 3 holders (1 busy now, the others from their busy time)``."""
     count = len(card.holders)
     if count == 0:
         return "no holder"
@@ -168,7 +189,11 @@ def busy_words(card: CardState, busyness: Busyness) -> str:
         busy = sum(1 for holder in card.holders if holder.busy_now)
         return f"{busy} busy holder{'s' if busy != 1 else ''} of {count}"
     of = f"of {count} holder" + ("s" if count != 1 else "")
-    return f"{card_busy(card, busyness):.1f} busy expected {of} (from their busy time)"
+    known = [holder for holder in card.holders if holder.busy_now is not None]
+    if not known:
+        return f"{card_busy(card, busyness):.1f} busy expected {of} (from their busy time)"
+    now = sum(1 for holder in known if holder.busy_now)
+    return f"{card_busy(card, busyness):.1f} busy expected {of} ({now} busy now, the others from their busy time)"
 
 
 def reason(card: CardState, mode: str, busyness: Busyness, fitting: int, whole_waiting: str | None) -> str:

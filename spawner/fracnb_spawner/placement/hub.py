@@ -1,7 +1,8 @@
 """Placing a new share just before its pod (and claim) is created: the hub's thin part of placement.
 
-It reads what the hub already watches (ResourceSlices, allocated claims, fracnb's pods) and the session
-history's busy time of the cards' holders, asks :func:`.decide.decide`, and writes the answer where the
+It reads what the hub already watches (ResourceSlices, claims, pods of every namespace: a holder's pod says
+whether it is busy now, ``fracnb.io/busy-since``) and the session history's busy time of the cards' holders,
+asks :func:`.decide.decide`, and writes the answer where the
 backend lets the hub choose:
 
 - ``dra``: the claim prefers the ranked cards by ``uuid`` (``firstAvailable``, then any card), and the pod
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any, Protocol
 
 from kubernetes_asyncio.client.models import (
@@ -29,6 +30,7 @@ from kubernetes_asyncio.client.models import (
 )
 
 from fracnb_spawner.cluster.slots import DraAsk
+from fracnb_spawner.common.clock import SYSTEM_CLOCK, Clock
 from fracnb_spawner.common.podkeys import PLACEMENT_ANNOTATION
 from fracnb_spawner.gpu.backends import HAMI_GPU_POLICY_ANNOTATION
 from fracnb_spawner.gpu.dra import with_card_preference
@@ -62,14 +64,17 @@ class PlacementHost(Protocol):
     def backend_settings(self) -> Any: ...
 
 
-async def place(host: PlacementHost, pod: Any) -> Placement | None:
-    """Prefer a card for this spawn's share (``pod``: KubeSpawner's V1Pod, changed in place); what was chosen."""
+async def place(host: PlacementHost, pod: Any, borrowed: Any = None, clock: Clock = SYSTEM_CLOCK) -> Placement | None:
+    """Prefer a card for this spawn's share (``pod``: KubeSpawner's V1Pod, changed in place); what was chosen.
+    ``borrowed``: the ask of a borrowable pool the spawn starts on instead of its own (:mod:`.borrowing`);
+    ``clock``: where it reads the time (the holders' busy-since, the history's window)."""
     plan = host.spawn_plan
     if plan is None:
         return None
+    ask = borrowed or plan.ask
     try:
-        if plan.gpu.backend == "dra" and plan.gpu.mig_slice is None and isinstance(plan.ask, DraAsk):
-            placement = await _place_dra(host, pod, plan.ask)
+        if plan.gpu.backend == "dra" and plan.gpu.mig_slice is None and isinstance(ask, DraAsk):
+            placement = await _place_dra(host, pod, ask, clock)
         elif plan.gpu.backend == "hami" and plan.gpu.fraction < 1 and host.placement != "packed":
             placement = await _place_hami(host, pod)
         else:
@@ -83,15 +88,16 @@ async def place(host: PlacementHost, pod: Any) -> Placement | None:
     return placement
 
 
-async def _place_dra(host: PlacementHost, pod: Any, ask: DraAsk) -> Placement | None:
+async def _place_dra(host: PlacementHost, pod: Any, ask: DraAsk, clock: Clock) -> Placement | None:
     cluster = await host.hub_state.cluster(host.api, host.log).read(devices=True, wait=True)
     if cluster is None or ask.want.memory is None:
         return None
-    cards = dra_cards(cluster, ask.want)
+    cards = dra_cards(cluster, ask.want, clock.now())
     users = sorted({holder.user for card in cards for holder in card.holders if holder.user})
     settings = host.backend_settings()
-    waiting = whole_card_waiting(cluster.pods, dra_competitor(settings.dra_device_class, ask.want))
-    history = await busyness(host, users)
+    competes = dra_competitor(settings.dra_device_class, ask.want)
+    waiting = whole_card_waiting(cluster.pods, competes, claims=cluster.claims, device_class=settings.dra_device_class)
+    history = await busyness(host, users, clock)
     placement = decide(host.placement, cards, ask.want.memory, history, waiting, reserve=host.placement_reserve_cards)
     if placement is None or not placement.uuids:
         return None
@@ -107,7 +113,8 @@ async def _place_dra(host: PlacementHost, pod: Any, ask: DraAsk) -> Placement | 
 
 async def _place_hami(host: PlacementHost, pod: Any) -> Placement:
     cluster = await host.hub_state.cluster(host.api, host.log).read(devices=False, wait=True)
-    waiting = whole_card_waiting(cluster.pods if cluster is not None else [])
+    whole = host.backend_settings().whole_gpu_resource
+    waiting = whole_card_waiting(cluster.pods if cluster is not None else [], whole_resource=whole)
     mode = mode_of(host.placement, waiting)
     policy = scheduler_policy(mode)
     pod.metadata.annotations = {**(pod.metadata.annotations or {}), HAMI_GPU_POLICY_ANNOTATION: policy}
@@ -115,9 +122,9 @@ async def _place_hami(host: PlacementHost, pod: Any) -> Placement:
     return Placement(host.placement, mode, (), f"HAMi's {policy} policy picks the card of the node; {why}")
 
 
-async def busyness(host: PlacementHost, users: list[str]) -> Busyness:
+async def busyness(host: PlacementHost, users: list[str], clock: Clock = SYSTEM_CLOCK) -> Busyness:
     """The users' busy time from the session history; without a readable history every user is average."""
-    since = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(days=HISTORY_DAYS)
+    since = clock.now().replace(tzinfo=None) - timedelta(days=HISTORY_DAYS)
     try:
         shares, average = await asyncio.to_thread(
             host.hub_state.history.busy_shares, host.right_sizing_db_url, users, since

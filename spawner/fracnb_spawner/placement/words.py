@@ -18,7 +18,7 @@ WHO_CHOOSES = {
 }
 POLICY_WORDS = {
     "adaptive": "beside the least busy holders while nothing waits for whole cards; "
-    "onto the fullest card that fits while a whole-card start waits",
+    "onto the fullest card that fits while a whole-card start or batch pod waits",
     "spread": "beside the least busy holders",
     "packed": "onto the fullest card that fits",
 }
@@ -30,7 +30,7 @@ def backend_text(backend: str, policy: str) -> str:
     if backend == "hami" and policy == "packed":
         return f"{who}: hami_gpu_scheduler_policy on every share"
     if backend == "hami" and policy == "adaptive":
-        return f"{who}: spread while nothing waits for whole cards, binpack while a whole-card start waits"
+        return f"{who}: spread while nothing waits for whole cards, binpack while a whole-card start or batch pod waits"
     if backend == "hami":
         return f"{who}: spread"
     return who

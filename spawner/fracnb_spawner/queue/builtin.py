@@ -10,6 +10,8 @@ from typing import Any
 
 from kubernetes_asyncio.client.models import V1PodSchedulingGate
 
+from fracnb_spawner.borrowing.decide import borrowed_pod
+from fracnb_spawner.borrowing.queued import queue_borrowable
 from fracnb_spawner.cluster.slots import Ask
 from fracnb_spawner.common.podkeys import QUEUE_GATE
 from fracnb_spawner.queue.coordinator import QueueCoordinator, Ticket
@@ -31,6 +33,15 @@ class BuiltinPlace:
         self.spawn = spawn
         self.coordinator = coordinator
         self.ticket: Ticket | None = None
+        self.went_borrowing: Ask | None = None  # the borrowable pool's ask it went to the scheduler with at once
+
+    @property
+    def borrowed(self) -> Ask | None:
+        """The borrowable pool's ask its pod went to the scheduler with, at once or when its turn came."""
+        ticket = self.ticket
+        if ticket is not None and ticket.borrow is not None and ticket.went is ticket.borrow.ask:
+            return ticket.went
+        return self.went_borrowing
 
     async def join(self, pod: Any) -> bool:
         spawn, host = self.spawn, self.spawn.host
@@ -39,9 +50,17 @@ class BuiltinPlace:
             key=spawn.key, ask=ask, user=host.user.name, groups=spawn.groups(), priority=spawn.priority(),
             queued_at=spawn.clock.now(), max_wait=spawn.max_wait, policy=host.quota_policy(),
         )  # fmt: skip
-        if await self.coordinator.admit(ticket):
+        borrow = spawn.borrow
+        went = await self.coordinator.admit(ticket, borrow.ask if borrow is not None else None)
+        if went is not None:
+            if borrow is not None and went is borrow.ask:  # its own pool is full: it starts on a borrowed card
+                borrowed_pod(pod, borrow)
+                self.went_borrowing = borrow.ask
+                host.log.info("fracnb: %s borrows a card (%s; its own %s is full)", spawn.key, went.kind, ask.kind)
             return False
         self.ticket = ticket
+        if borrow is not None:  # it may still borrow when its turn comes (fracnb_spawner.borrowing.queued)
+            ticket.borrow, ticket.own_selector = borrow, queue_borrowable(pod, borrow)
         pod.spec.scheduling_gates = [*(pod.spec.scheduling_gates or []), V1PodSchedulingGate(name=QUEUE_GATE)]
         pod.metadata.annotations = {
             **(pod.metadata.annotations or {}),

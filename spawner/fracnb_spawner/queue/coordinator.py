@@ -28,11 +28,13 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from fracnb_spawner.borrowing.decide import Borrow
+from fracnb_spawner.borrowing.queued import lift_operations
 from fracnb_spawner.cluster.slots import Ask, Cluster, Ledger, servers_free
 from fracnb_spawner.cluster.view import object_key
 from fracnb_spawner.cluster.watches import ClusterWatches
 from fracnb_spawner.common.clock import SYSTEM_CLOCK, Clock
-from fracnb_spawner.common.podkeys import QUEUE_GATE, SLOT_KIND_LABEL, USERNAME_ANNOTATION, has_queue_gate, is_waiting
+from fracnb_spawner.common.podkeys import SLOT_KIND_LABEL, USERNAME_ANNOTATION, has_queue_gate, is_waiting
 from fracnb_spawner.queue.order import Waiting, queue_order, quota_share, wait_deadline, waiting_from_pod
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
 
@@ -64,6 +66,11 @@ class Ticket:
     # pod of its own: until that exists, the place holds its slot but its gate is not lifted (the old pod's is
     # not this spawn's to lift).
     replacing: bool = False
+    # A borrowing option (fracnb_spawner.borrowing.queued): its pod was created to start on either pool, and
+    # ``own_selector`` is its own pool's node selector; ``went`` is the ask its gate was lifted for.
+    borrow: Borrow | None = None
+    own_selector: Mapping[str, str] = field(default_factory=dict)
+    went: Ask | None = None
 
     @property
     def kind(self) -> str:
@@ -102,24 +109,36 @@ class QueueCoordinator:
 
     # ---- spawns --------------------------------------------------------------------------------
 
-    async def admit(self, ticket: Ticket) -> bool:
-        """True: the spawn may go to the scheduler now. False: it queues (its pod is created gated)."""
+    async def admit(self, ticket: Ticket, borrow: Ask | None = None) -> Ask | None:
+        """The ask the spawn's pod may go to the scheduler with now: its own (``ticket.ask``), or ``borrow`` (a
+        borrowable pool's, :mod:`fracnb_spawner.borrowing`) when its own would queue and that pool has room now;
+        None: it queues (its pod is created gated)."""
         async with self.lock:
             cluster = await self._cluster(devices=ticket.ask.needs_devices, wait=True)
             if cluster is None or not ticket.ask.could_ever_fit(cluster):
                 # The hub cannot see the cluster, or no node could ever take it: the scheduler decides,
                 # as without a queue (waiting for a slot that cannot exist helps nobody).
-                return True
+                return ticket.ask
             adopted = self._adopt(ticket, cluster.pods)
-            others = [t for t in self.tickets.values() if t.kind == ticket.kind and t.waiting]
-            kept = self._kept_places(ticket.ask, cluster.pods, besides=ticket.key)
-            if not adopted and not others and not kept and self._ledger(ticket.ask, cluster).take(ticket.ask):
-                self.admitted[ticket.key] = (ticket.ask, self.clock.monotonic())
-                return True
+            for ask in (ticket.ask, borrow):
+                if ask is None or adopted:
+                    continue
+                seen = cluster if ask.needs_devices == ticket.ask.needs_devices else None
+                seen = seen or await self._cluster(devices=ask.needs_devices, wait=True)
+                if seen is not None and self._room_for(ask, seen, besides=ticket.key):
+                    self.admitted[ticket.key] = (ask, self.clock.monotonic())
+                    return ask
             ticket.gated = True
             self.tickets[ticket.key] = ticket
         self.view.changed.set()  # place it (and perhaps start it) at once
-        return False
+        return None
+
+    def _room_for(self, ask: Ask, cluster: Cluster, *, besides: str) -> bool:
+        """Whether a new spawn of ``ask`` may start now: nobody waits for its kind (a spawn of this process or a kept
+        place) and it fits beside what is on its way to the scheduler."""
+        others = [t for t in self.tickets.values() if t.kind == ask.kind and t.waiting]
+        kept = self._kept_places(ask, cluster.pods, besides=besides)
+        return not others and not kept and self._ledger(ask, cluster).take(ask)
 
     def _adopt(self, ticket: Ticket, pods: list[dict[str, Any]]) -> bool:
         """A gated pod of the same name that no spawn waits on (a hub restart): take over its place. Only fracnb's
@@ -182,7 +201,7 @@ class QueueCoordinator:
         kind = ask.kind
         seen = {object_key(p): p for p in cluster.pods if _kind_of(p) == kind}
         known = {key: admitted for key, (admitted, _at) in self.admitted.items()}
-        known.update({ticket.key: ticket.ask for ticket in self.tickets.values()})
+        known.update({ticket.key: ticket.went or ticket.ask for ticket in self.tickets.values()})
         asks = []
         for key, pod in seen.items():
             if not has_queue_gate(pod) and not ask.placed(pod, cluster):
@@ -196,8 +215,9 @@ class QueueCoordinator:
                 asks.append(admitted)
         for ticket in self.tickets.values():
             pod = seen.get(ticket.key)
-            if ticket.kind == kind and ticket.lifted.is_set() and (pod is None or has_queue_gate(pod)):
-                asks.append(ticket.ask)  # lifted, the watch not yet caught up
+            went = ticket.went or ticket.ask
+            if went.kind == kind and ticket.lifted.is_set() and (pod is None or has_queue_gate(pod)):
+                asks.append(went)  # lifted, the watch not yet caught up
         return asks
 
     def _ledger(self, ask: Ask, cluster: Cluster) -> Ledger:
@@ -241,7 +261,8 @@ class QueueCoordinator:
                 devices: await self._cluster(devices=devices, wait=False)
                 for devices in {t.ask.needs_devices for tickets in by_kind.values() for t in tickets}
             }
-            to_lift: list[Ticket] = []
+            to_lift: list[tuple[Ticket, Ask]] = []
+            borrowing = Borrowing(self, by_kind)
             for tickets in by_kind.values():
                 cluster = clusters[tickets[0].ask.needs_devices]
                 if cluster is None:
@@ -253,20 +274,22 @@ class QueueCoordinator:
                 # A kept place that fits holds its slot until its spawn resumes and its new pod exists.
                 starting = 0
                 for ticket in order:
-                    if not ledger.take(ticket.ask):
+                    went = ticket.ask if ledger.take(ticket.ask) else await borrowing.take(ticket)
+                    if went is None:
                         break
                     if ticket.key in self.tickets and not ticket.replacing:
-                        to_lift.append(ticket)
+                        to_lift.append((ticket, went))
                     starting += 1
                 for position, ticket in enumerate(order[starting:], start=1):
                     _place(ticket, position, len(order) - starting)
-        for ticket in to_lift:
-            await self._lift(ticket)
+        for ticket, went in to_lift:
+            await self._lift(ticket, went)
 
-    async def _lift(self, ticket: Ticket) -> None:
+    async def _lift(self, ticket: Ticket, went: Ask | None = None) -> None:
         namespace, name = ticket.key.split("/", 1)
-        patch = [{"op": "test", "path": "/spec/schedulingGates", "value": [{"name": QUEUE_GATE}]},
-                 {"op": "remove", "path": "/spec/schedulingGates"}]  # fmt: skip
+        borrowing = went is not None and went is not ticket.ask
+        patch = lift_operations(ticket.own_selector, ticket.borrow, borrowing)
+        ticket.went = went or ticket.ask
         ticket.lifted.set()
         ticket.lifted_at = self.clock.now().timestamp()
         try:
@@ -279,9 +302,15 @@ class QueueCoordinator:
                     ticket.lifted.clear()
                 return  # else cancelled meanwhile
             ticket.lifted.clear()  # try again on the next change
-            self.log.warning("fracnb: could not lift the queue gate of %s: %s", ticket.key, error.reason)
+            # The chart's Role lacks patch on pods: say which rule, as the dra claims' 403 does.
+            missing = (
+                f" (the hub needs patch on pods in {namespace}: the Role fracnb-hub-pod-patch of helm-values/rbac.yaml)"
+                if error.status == 403
+                else ""
+            )
+            self.log.warning("fracnb: could not lift the queue gate of %s: %s%s", ticket.key, error.reason, missing)
             return
-        self.log.info("fracnb: %s's turn in the GPU queue (%s)", ticket.key, ticket.kind)
+        self.log.info("fracnb: %s's turn in the GPU queue (%s)", ticket.key, ticket.went.kind)
         ticket.on_change()
 
     async def sweep(self) -> None:
@@ -307,6 +336,28 @@ class QueueCoordinator:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class Borrowing:
+    """One reconcile's borrowable pools: a queued spawn whose own pool is full starts on its borrowing option
+    when that pool has room now and no spawn waits for that pool's own kind (its own spawns come first)."""
+
+    def __init__(self, coordinator: QueueCoordinator, waiting: Mapping[str, list[Ticket]]) -> None:
+        self.coordinator, self.waiting = coordinator, waiting
+        self.ledgers: dict[str, Ledger | None] = {}
+
+    async def take(self, ticket: Ticket) -> Ask | None:
+        """The borrowing option's ask when it may start there now (its room taken); None: it waits."""
+        borrow = ticket.borrow
+        if borrow is None or borrow.ask.kind in self.waiting:
+            return None
+        kind = borrow.ask.kind
+        if kind not in self.ledgers:
+            cluster = await self.coordinator._cluster(devices=borrow.ask.needs_devices, wait=False)
+            kept = cluster is not None and self.coordinator._kept_places(borrow.ask, cluster.pods)
+            self.ledgers[kind] = None if cluster is None or kept else self.coordinator._ledger(borrow.ask, cluster)
+        ledger = self.ledgers[kind]
+        return borrow.ask if ledger is not None and ledger.take(borrow.ask) else None
 
 
 async def _forward(source: asyncio.Event, target: asyncio.Event) -> None:

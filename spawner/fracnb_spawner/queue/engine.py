@@ -12,6 +12,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, Protocol
 
+from fracnb_spawner.borrowing.decide import Borrow
 from fracnb_spawner.cluster.slots import Ask
 from fracnb_spawner.culling import ServerActivity
 from fracnb_spawner.gpu.plan import GPUPlan
@@ -29,6 +30,7 @@ class Spawn(Protocol):
     clock: Any
     key: str  # "namespace/pod"
     ask: Ask | None
+    borrow: Borrow | None  # where it may start if its own pool is full (fracnb's own queue only)
     plan: GPUPlan | None
     max_wait: float
     form_quota: Any  # an engine's reads for the spawn form, kept between its rows (None until the first)
@@ -45,6 +47,7 @@ class Place(Protocol):
     """One spawn's place in an engine's queue, from just before its pod is created until the spawn ends."""
 
     poll_seconds: float  # how often the start looks whether the place still waits
+    borrowed: Ask | None  # the borrowable pool's ask its pod went to the scheduler with, if it borrowed a card
 
     async def join(self, pod: Any) -> bool:
         """Before the pod is created: mark it for the engine; whether it waits (False: it goes to the scheduler)."""

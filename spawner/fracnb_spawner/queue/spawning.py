@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 from markupsafe import Markup
 
+from fracnb_spawner.borrowing.decide import Borrow
+from fracnb_spawner.borrowing.words import FORM_BORROWS, STARTING_BORROWED
 from fracnb_spawner.cluster.slots import Ask
 from fracnb_spawner.common.clock import SYSTEM_CLOCK, Clock
 from fracnb_spawner.common.podkeys import is_waiting
@@ -80,9 +82,14 @@ class SpawnQueue:
         self.form_quota: Any = None  # the engine's reads for the spawn form, shared by its rows (Kueue's quota)
         self.reset()
 
-    def reset(self, ask: Ask | None = None, max_wait: float = 0, plan: GPUPlan | None = None) -> None:
-        """A new spawn: what it may queue for (``max_wait`` 0: it never queues)."""
+    def reset(
+        self, ask: Ask | None = None, max_wait: float = 0, plan: GPUPlan | None = None, borrow: Borrow | None = None
+    ) -> None:
+        """A new spawn: what it may queue for (``max_wait`` 0: it never queues), and where it may start instead
+        while its own pool is full (``borrow``, :mod:`fracnb_spawner.borrowing`)."""
         self.ask = ask if max_wait > 0 else None
+        self.borrow = borrow if self.ask is not None else None
+        self.borrowed: Ask | None = None  # the borrowable pool's ask this spawn went to the scheduler with
         self.max_wait = max_wait
         self.plan = plan
         self.place: Place | None = None  # this spawn's place in the engine's queue, once it joined
@@ -119,6 +126,7 @@ class SpawnQueue:
         self.place = place
         if not waits:
             self.went_straight = True
+            self.borrowed = place.borrowed
             return
         # KubeSpawner waits start_timeout for the pod to run: the wait in the queue comes first.
         host = self.host
@@ -259,20 +267,28 @@ class SpawnQueue:
         while not done():
             if self.place is not None and self.waiting:
                 await self.place.refresh(self.reflected_pod())
-            status = self._status()
+            borrowed = self.borrowed or (self.place.borrowed if self.place is not None else None)  # at its turn
+            status = self._status() or ((STARTING_BORROWED, []) if borrowed is not None else None)
             if status and status[0] != last:
                 last = status[0]
                 html = with_times(*status, self.host.queue_settings().zone)
                 yield {"progress": 10, "message": last, "html_message": str(html)}
             await asyncio.sleep(PROGRESS_POLL_SECONDS)
 
-    async def form_text(self, ask: Ask | None, max_wait: float, fraction: Fraction = Fraction(0)) -> str | None:
+    async def form_text(
+        self, ask: Ask | None, max_wait: float, fraction: Fraction = Fraction(0), borrow: Borrow | None = None
+    ) -> str | None:
         """The form's "queue: 2 waiting, about 10 min" for a choice of ``fraction`` GPU whose spawn would wait
-        now, else None, in the engine's words (with Kueue, from the user's team quota)."""
+        now, else None, in the engine's words (with Kueue, from the user's team quota); that it would start on a
+        borrowed card instead, where its ``borrow`` pool has room now (fracnb's own queue)."""
         queue = self.coordinator()
         if queue is None or ask is None or max_wait <= 0:
             return None
-        return await self.engine.form_text(self, queue, ask, max_wait, fraction)
+        text = await self.engine.form_text(self, queue, ask, max_wait, fraction)
+        if text is None or borrow is None or self.engine.name != "builtin":
+            return text
+        room = await queue.capacity(borrow.ask)
+        return FORM_BORROWS if room is not None and room.free > 0 and room.waiting == 0 else text
 
     def releases(self, kind: str, now: datetime) -> list[Release]:
         """When the servers holding slots of ``kind`` are due to be stopped, as the fracnb service decides it

@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+from fracnb_spawner.borrowing.queued import borrowable_selector
 from fracnb_spawner.cluster.devices import DraWant, device_ledger
 from fracnb_spawner.common.podkeys import SERVERNAME_ANNOTATION, USERNAME_ANNOTATION
 from fracnb_spawner.culling import parse_timestamp
@@ -101,6 +102,15 @@ def need_of(want: DraWant, pod: Pod, usable: frozenset[str]) -> Need:
     """What a waiting notebook asks of the cards: a memory slice of one, or whole devices (a MIG device
     is a whole device of its kind)."""
     return Need(want.memory, want.count, pod_priority(pod), usable)
+
+
+def wants_of(want: DraWant, pod: Pod) -> list[DraWant]:
+    """A waiting notebook's wants in order of preference: its own pool's, then, when its pod may still borrow
+    (``fracnb.io/borrowable``, :mod:`fracnb_spawner.borrowing.queued`), the same devices on the borrowable nodes."""
+    selector = borrowable_selector(pod)
+    if selector is None:
+        return [want]
+    return [want, replace(want, node_selector=tuple(sorted(selector.items())))]
 
 
 def _expression_holds(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:

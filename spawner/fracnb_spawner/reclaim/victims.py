@@ -16,6 +16,9 @@ module says whom. The cards and their holders come in as literal records (:class
   budget than it allows now.
 - :func:`evictions_left` bounds the evictions per minute; :func:`plan_reclaims` spends them on
   the waiting notebooks in queue order, the earlier choices counted when making the later ones.
+- A notebook that may also borrow a card of another pool (docs/lending.md) has a need per pool, its own
+  first (:func:`choose_among`): it evicts nothing while one of them fits now, and on the borrowable pool
+  only when its own pool's reclaimable pods cannot make room.
 """
 
 from __future__ import annotations
@@ -220,6 +223,15 @@ def choose_victims(need: Need, cards: Sequence[Card], policy: Policy, budgets: S
     return _choice(victims, taken)
 
 
+def choose_among(
+    needs: Sequence[Need], cards: Sequence[Card], policy: Policy, budgets: Sequence[Budget] = ()
+) -> tuple[Need, Choice] | None:
+    """The first of ``needs`` (alternatives in order of preference: its own pool, then a borrowable one) whose
+    victims may make room, with its choice; the one that fits now, if any, since that needs no eviction."""
+    found = [(need, choice) for need in needs if (choice := choose_victims(need, cards, policy, budgets)) is not None]
+    return next((item for item in found if not item[1].victims), found[0] if found else None)
+
+
 def evictions_left(recent: Iterable[float], now: float, per_minute: int) -> int:
     """How many more evictions the limit allows now, given the (monotonic) times of recent ones."""
     return max(0, per_minute - sum(1 for moment in recent if now - moment < 60.0))
@@ -239,13 +251,14 @@ def _after(cards: Sequence[Card], choice: Choice, need: Need, waiter: PodKey) ->
 
 
 def plan_reclaims(
-    waiters: Sequence[tuple[PodKey, Need]],
+    waiters: Sequence[tuple[PodKey, Need | Sequence[Need]]],
     cards: Sequence[Card],
     policy: Policy,
     budgets: Sequence[Budget] = (),
     left: int = 0,
 ) -> list[tuple[PodKey, PodKey]]:
-    """(victim, waiting notebook) pairs to evict now, for ``waiters`` in queue order, at most ``left``.
+    """(victim, waiting notebook) pairs to evict now, for ``waiters`` in queue order, at most ``left``; a waiter's
+    need, or its alternatives (:func:`choose_among`).
 
     Each waiter's choice counts the earlier ones' (their victims leaving, their parts held). When the
     limit runs out in the middle of a choice, its youngest victims go now and the rest at a later pass,
@@ -253,12 +266,13 @@ def plan_reclaims(
     """
     evictions: list[tuple[PodKey, PodKey]] = []
     remaining = list(budgets)
-    for waiter, need in waiters:
+    for waiter, wanted in waiters:
         if len(evictions) >= left:
             break
-        choice = choose_victims(need, cards, policy, remaining)
-        if choice is None:
+        chosen = choose_among((wanted,) if isinstance(wanted, Need) else wanted, cards, policy, remaining)
+        if chosen is None:
             continue
+        need, choice = chosen
         now_evicted = choice.victims[: left - len(evictions)]
         evictions += [(victim, waiter) for victim in now_evicted]
         gone = set(now_evicted)

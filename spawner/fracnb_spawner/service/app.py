@@ -19,7 +19,7 @@ from traitlets.config import Application
 from fracnb_spawner.cluster.kube import DEFAULT_COMPONENT, singleuser_selector
 from fracnb_spawner.common.logsafe import EscapeControlCharacters
 from fracnb_spawner.config.traits import configured_traits
-from fracnb_spawner.culling import CullPolicy, CullTiming, CullTimingError, check_timing
+from fracnb_spawner.culling import CullPolicy, CullTiming, CullTimingError, HibernatingDemand, check_timing
 from fracnb_spawner.gpu.backends import is_gpu_resource
 from fracnb_spawner.hibernation.culled import Hibernator
 from fracnb_spawner.hibernation.settings import (
@@ -60,6 +60,9 @@ def bind_address(host: str | None) -> str:
     except ValueError:
         return ""
     return host
+
+
+HIBERNATING_TRAITS = ("idle_timeout_under_demand_hibernating", "warning_lead_hibernating")
 
 
 class FracnbService(Application, ServiceTraits):
@@ -118,6 +121,7 @@ class FracnbService(Application, ServiceTraits):
                 self.update_config(self.cli_config)
         try:
             check_timing([("FracnbService.default_idle_timeout", self.default_idle_timeout)], self.timing())
+            self.check_hibernating_timing()
         except CullTimingError as error:
             self.log.critical("fracnb service: refusing to start, %s", error)
             self.exit(1)
@@ -134,8 +138,42 @@ class FracnbService(Application, ServiceTraits):
     def timing(self) -> CullTiming:
         return CullTiming(warning_lead=self.warning_lead, activity_report_lag=self.activity_report_lag)
 
+    def check_hibernating_timing(self) -> None:
+        """:class:`CullTimingError` where the hibernating timeout under demand or its warning, as set, would warn or
+        stop a server in use (as :func:`.culling.check_timing` for the usual ones). Their defaults, where they do
+        not fit the configured activity_report_lag (images without the meter: 330 s), are turned off instead."""
+        try:
+            self._check_hibernating_timing()
+        except CullTimingError as error:
+            if any(name in self.config.FracnbService for name in HIBERNATING_TRAITS):
+                raise
+            self.log.warning("fracnb service: no shorter timeout under demand for hibernating servers: %s", error)
+            self.idle_timeout_under_demand_hibernating = self.warning_lead_hibernating = 0
+
+    def _check_hibernating_timing(self) -> None:
+        lag, timeout = self.activity_report_lag, self.idle_timeout_under_demand_hibernating
+        if 0 < self.warning_lead_hibernating <= lag:
+            raise CullTimingError(
+                f"FracnbService.warning_lead_hibernating ({self.warning_lead_hibernating:g} s) is not more than "
+                f"FracnbService.activity_report_lag ({lag:g} s); make it more than {lag:g} s, or 0 for warning_lead"
+            )
+        lead = HibernatingDemand(warning_lead=self.warning_lead_hibernating).lead(self.warning_lead)
+        if 0 < timeout <= lead + lag:
+            raise CullTimingError(
+                f"FracnbService.idle_timeout_under_demand_hibernating ({timeout:g} s) is not more than its warning "
+                f"({lead:g} s) plus FracnbService.activity_report_lag ({lag:g} s): servers in use would be warned; "
+                f"make it more than {lead + lag:g} s or shorten FracnbService.warning_lead_hibernating"
+            )
+
     def hibernation(self) -> HibernationSettings:
         return HibernationSettings(self.hibernation_timeout, self.hibernation_max_bytes, self.hibernate_at_max_age)
+
+    def hibernating_demand(self) -> HibernatingDemand | None:
+        """The shorter timeout under demand and warning of GPU servers whose stop under demand hibernates first;
+        None while hibernation is off."""
+        if not self.hibernation().applies("demand"):
+            return None
+        return HibernatingDemand(self.idle_timeout_under_demand_hibernating, self.warning_lead_hibernating)
 
     def settings(self) -> cullpass.CullSettings:
         return cullpass.CullSettings(
@@ -143,6 +181,7 @@ class FracnbService(Application, ServiceTraits):
             warning_lead=self.warning_lead,
             concurrency=self.concurrency,
             page_size=self.api_page_size,
+            hibernating=self.hibernating_demand(),
         )
 
     def build_state(self) -> ServiceState:

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any
 
+from fracnb_spawner.borrowing.reading import with_training_waits
 from fracnb_spawner.common.logsafe import server_shown
 from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, SERVERNAME_ANNOTATION, USERNAME_ANNOTATION, is_waiting
 from fracnb_spawner.culling import (
@@ -22,6 +23,7 @@ from fracnb_spawner.culling import (
     CullDecision,
     CullPolicy,
     GpuUnused,
+    HibernatingDemand,
     decide,
     policy_from_annotations,
     server_activity,
@@ -66,6 +68,9 @@ class CullSettings:
     warning_lead: float
     concurrency: int = 10
     page_size: int = 0
+    # The shorter timeout under demand and warning of GPU servers whose stop under demand hibernates first;
+    # None while such a stop does not hibernate (hibernation off).
+    hibernating: HibernatingDemand | None = None
 
 
 @dataclass
@@ -133,6 +138,7 @@ class Judge:
     now: datetime
     facts: MeterFacts | None = None  # what the servers' notebooks reported: their last use, GPU-unused time
     queue_demand: Mapping[str, datetime] = field(default_factory=dict)
+    hibernating: HibernatingDemand | None = None  # CullSettings.hibernating
 
     def __call__(
         self, model: Mapping[str, Any], pod: PodFacts | None, who: tuple[str, str] = ("", "")
@@ -145,6 +151,9 @@ class Judge:
         self, model: Mapping[str, Any], pod: PodFacts | None, who: tuple[str, str]
     ) -> tuple[CullPolicy, CullDecision, GpuUnused | None]:
         policy = policy_from_annotations(pod.annotations if pod else {}, self.default_policy)
+        demand_lead = None
+        if self.hibernating is not None and pod is not None and pod.fraction > 0:  # its stop saves its variables
+            policy, demand_lead = self.hibernating.policy(policy), self.hibernating.lead(self.warning_lead)
         activity = server_activity(model)
         gpu_unused = None
         if self.facts is not None:
@@ -159,6 +168,7 @@ class Judge:
             warning_lead=self.warning_lead,
             demand_since=self.demand_for(pod),
             gpu_unused=gpu_unused,
+            demand_lead=demand_lead,
         )
         return policy, decision, gpu_unused
 
@@ -169,10 +179,24 @@ class Judge:
         found = [self.demand.get(pod.slot_kind) if pod.slot_kind else None, self.queue_demand.get(pod.local_queue)]
         return min((since for since in found if since is not None), default=None)
 
-    def status(self, model: Mapping[str, Any], pod: PodFacts | None, who: tuple[str, str]) -> dict[str, Any]:
-        """The server's ``cullStatus`` for ``api/me``."""
+    def status(
+        self,
+        model: Mapping[str, Any],
+        pod: PodFacts | None,
+        who: tuple[str, str],
+        hibernates: Callable[[str], bool] = lambda _: False,
+    ) -> dict[str, Any]:
+        """The server's ``cullStatus`` for ``api/me``; ``hibernates`` says whether a stop for a reason saves first."""
         policy, decision, gpu_unused = self.judged(model, pod, who)
-        return server_status(decision, policy, gpu_unused)
+        saves = saves_variables(pod, decision, hibernates)
+        return server_status(decision, policy, gpu_unused, saves_variables=saves)
+
+
+def saves_variables(pod: PodFacts | None, decision: CullDecision, hibernates: Callable[[str], bool]) -> bool:
+    """Whether the service's stop at ``decision``'s deadline asks the server to save its variables first: a GPU
+    server (a CPU-only one is never asked), and hibernation on for that reason (``hibernates``, the service's
+    :meth:`~.state.ServiceState.hibernates`)."""
+    return bool(pod is not None and pod.fraction > 0 and decision.reason and hibernates(decision.reason.value))
 
 
 def judge_for(
@@ -185,7 +209,15 @@ def judge_for(
     """``queue_demand``: Kueue's demand per LocalQueue, or None where it was not read (then a notebook on Kueue's
     gate counts as demand for its slot kind, the broader reading)."""
     slot_demand = demand_since(pods, kueue_gate=queue_demand is None)
-    return Judge(settings.default_policy, settings.warning_lead, slot_demand, now, facts, queue_demand or {})
+    return Judge(
+        settings.default_policy,
+        settings.warning_lead,
+        slot_demand,
+        now,
+        facts,
+        queue_demand or {},
+        settings.hibernating,
+    )
 
 
 @dataclass(frozen=True)
@@ -355,6 +387,7 @@ async def cull_pass(
                 pod_list = await pod_listing
                 by_server = index_pods(pod_list)
                 judge = judge_for(settings, pod_list, now, facts, await demand_reading)
+                judge = await with_training_waits(judge, pods, pod_list)  # borrowed cards (docs/lending.md)
                 metrics.observe_pods(pod_list, now)
             for verdict in judge_page(page, by_server, judge):
                 report.servers += 1
@@ -386,8 +419,10 @@ async def user_report(
     *,
     clock: Clock = utcnow,
     facts: MeterFacts | None = None,
+    hibernates: Callable[[str], bool] = lambda _: False,
 ) -> dict[str, Any]:
-    """``GET api/me``: the user's GPU use and quotas, and each server's culling status."""
+    """``GET api/me``: the user's GPU use and quotas, and each server's culling status (``hibernates``: whether
+    the service's stop for a reason asks a GPU server to save its variables first)."""
     user, pod_list, demand = await asyncio.gather(hub.user(name), pods.list_pods(), queue_demand(pods))
     group_names = list(user.get("groups") or [])
     members = await asyncio.gather(*(hub.group_members(g) for g in group_names))
@@ -398,10 +433,10 @@ async def user_report(
         groups=dict(zip(group_names, members, strict=True)),
     )
     by_server = index_pods(pod_list)
-    judge = judge_for(settings, pod_list, clock(), facts, demand)
+    judge = await with_training_waits(judge_for(settings, pod_list, clock(), facts, demand), pods, pod_list)
     culling = {}
     for server, model in sorted((user.get("servers") or {}).items()):
-        culling[server] = judge.status(model, by_server.get((name, server)), (name, server))
+        culling[server] = judge.status(model, by_server.get((name, server)), (name, server), hibernates)
     report["culling"] = culling
     report["warning_lead_seconds"] = settings.warning_lead
     return report

@@ -17,6 +17,14 @@ def saved_variables(report: Mapping[str, Any]) -> int:
     return sum(int(kernel.get("variables") or 0) for kernel in report.get("kernels") or [] if kernel["status"] in SAVED)
 
 
+def saved_notebooks(report: Mapping[str, Any]) -> list[str]:
+    """The notebooks whose kernels saved variables (their paths; a kernel without one by its id), once each."""
+    names = (
+        kernel.get("path") or kernel["kernel_id"] for kernel in report.get("kernels") or [] if kernel["status"] in SAVED
+    )
+    return list(dict.fromkeys(names))
+
+
 def server_pod(pods: Iterable[Mapping[str, Any]], user: str, server: str) -> Mapping[str, Any] | None:
     """The pod of ``user``'s ``server`` (KubeSpawner's annotations), if it is still there."""
     for pod in pods:
@@ -30,10 +38,12 @@ def kueue_stop_notice(
     pod: Mapping[str, Any] | None, user: str, server: str, report: Mapping[str, Any], zone: ZoneInfo | None
 ) -> StopNotice | None:
     """The notice of a stop Kueue made, with what ``report`` saved; None if Kueue did not stop ``pod``."""
-    words = kueue.pod_stop_reason(pod, saved_variables(report))
+    words = kueue.pod_stop_reason(pod, saved_variables(report), saved_notebooks(report))
     if pod is None or words is None:
         return None
     at = kueue.terminated_at(pod)
     if at is None:
         return None
-    return StopNotice(user, server, at, kueue.STOPPED_BY_KUEUE, details={"text": kueue.stop_message(words, at, zone)})
+    return StopNotice(
+        user, server, at, kueue.STOPPED_BY_KUEUE, details={"text": kueue.stop_message(words, at, zone, server)}
+    )

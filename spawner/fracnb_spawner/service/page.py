@@ -3,7 +3,8 @@
 A user sees their own servers (share, GPU memory budget, idle deadline), their quota and
 their groups' use, and why a server of theirs was stopped lately. An admin also sees, per slot
 kind the hub's choices use, the GPU shares its nodes offer, in use, waiting and free (:mod:`.choices`),
-the use per group and per user, the servers in warning and the recent culls. Servers waiting in
+the use per group and per user, where each running GPU server was placed and why (its pod's
+``fracnb.io/placement``), the servers in warning and the recent culls. Servers waiting in
 the GPU queue are said to be waiting, not holding a GPU. With the kueue engine the team quotas are Kueue's
 ClusterQueues (their quota, use and borrowing), and what a user may start is what Kueue would admit. The
 handler in :mod:`.handlers` gathers the inputs and renders ``templates/page.html``.
@@ -21,15 +22,16 @@ from zoneinfo import ZoneInfo
 from markupsafe import Markup
 
 from fracnb_spawner.common.clock import clock_text, countdown_text, duration_text
-from fracnb_spawner.common.podkeys import GPU_MEMORY_ANNOTATION
+from fracnb_spawner.common.podkeys import GPU_MEMORY_ANNOTATION, PLACEMENT_ANNOTATION
 from fracnb_spawner.common.timehtml import with_times
 from fracnb_spawner.common.units import format_bytes, gpus_text, held_words, share_text, share_words
 from fracnb_spawner.culling import Action, CullDecision, CullPolicy, parse_timestamp
 from fracnb_spawner.history.stopnotices import StopNotice
 from fracnb_spawner.queue.demand import QueueEntry
-from fracnb_spawner.queue.kueue.quota import TeamQuota, admission_text
+from fracnb_spawner.queue.kueue.quota import TeamQuota, admission_text, borrowing_note
 from fracnb_spawner.quota.policy import Allocation, QuotaPolicy, used_by
 from fracnb_spawner.service.choices import SlotKindUse
+from fracnb_spawner.service.cullpass import saves_variables
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class ServerRow:
     stopping: bool = False  # the hub is stopping it (its pod may already be gone)
     busy: bool = False  # its notebook's last report says a kernel runs a cell
     saves: bool = False  # its stop for ``reason`` hibernates first (a GPU server, hibernation on)
+    placement: str = ""  # the card the hub chose for its share, and why (its pod's annotation); "": none chosen
 
     @property
     def name(self) -> str:
@@ -59,6 +62,15 @@ class ServerRow:
         if self.stopping:
             return "being freed"
         return share_words(self.share) + (" (waiting)" if self.waiting and self.share else "")
+
+    @property
+    def holds_gpu(self) -> bool:
+        """A running server with a GPU share (not waiting in the queue, not being stopped)."""
+        return self.share > 0 and not self.waiting and not self.stopping
+
+    @property
+    def placement_text(self) -> str:
+        return self.placement or PLACED_BY_OTHERS
 
     @property
     def budget_text(self) -> str:
@@ -89,6 +101,10 @@ class ServerRow:
         text = f"in {countdown_text(max(self.seconds_left, 0))} ({why}, at {clock_text(self.cull_at, self.zone)})"
         return text + ("; its idle kernels' variables are saved first" if self.warning and self.saves else "")
 
+
+# A GPU server without the hub's placement annotation: a backend where the device plugin or KAI picks the card,
+# a policy with nothing to choose (one card fits), or a server started before placement existed.
+PLACED_BY_OTHERS = "not chosen by the hub (the scheduler's or the device plugin's choice)"
 
 STOP_REASONS = {
     "idle": "idle",
@@ -166,6 +182,13 @@ class UserView:
         return [self.team] if self.team is not None else []
 
     @property
+    def borrowing_text(self) -> str | None:
+        """With Kueue, while the user runs a GPU server and their team borrows quota: that Kueue can preempt it."""
+        if not self.kueue or not any(row.share > 0 and not row.waiting for row in self.servers):
+            return None
+        return borrowing_note(self.team)
+
+    @property
     def holding_text(self) -> str:
         """ "You hold 0.25 GPU of your quota of 1 GPU.", or without a quota of the user's own, what they hold."""
         if self.mine.limit is None:
@@ -213,6 +236,7 @@ class AdminView:
     queue: list[QueueEntry] = field(default_factory=list)  # waiting spawns, in demand.queue_entries' order
     kueue: bool = False  # the kueue engine: team quotas are Kueue's ClusterQueues (``teams``)
     teams: list[TeamQuota] | None = None  # with kueue: every ClusterQueue's GPU quota; None: not read
+    placed: list[ServerRow] = field(default_factory=list)  # running GPU servers, with where the hub placed each
 
 
 def _pod_budget(annotations: Mapping[str, str]) -> int | None:
@@ -255,7 +279,8 @@ def server_rows(
                     zone=zone,
                     stopping=model.get("pending") == "stop",
                     busy=busy((user["name"], server)),
-                    saves=bool(pod and pod.fraction > 0 and decision.reason and saves(decision.reason.value)),
+                    saves=saves_variables(pod, decision, saves),
+                    placement=pod.annotations.get(PLACEMENT_ANNOTATION, "") if pod else "",
                 )
             )
     return rows

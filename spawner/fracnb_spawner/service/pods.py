@@ -11,7 +11,8 @@ from typing import Any, Protocol
 from fracnb_spawner.cluster.kube import list_pods, singleuser_selector
 from fracnb_spawner.queue.kueue.model import GROUP as KUEUE_GROUP
 from fracnb_spawner.queue.kueue.model import VERSION as KUEUE_VERSION
-from fracnb_spawner.queue.kueue.quota import local_queue_demand
+from fracnb_spawner.queue.kueue.quota import TeamQuota, local_queue_demand, user_team_quota
+from fracnb_spawner.queue.localqueues import local_queue_name
 
 SINGLEUSER_SELECTOR = singleuser_selector()
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
@@ -158,3 +159,13 @@ async def kueue_queues(pods: PodSource) -> tuple[list[Mapping[str, Any]], list[M
     None where it does not or could not."""
     reader = getattr(pods, "kueue_queues", None)
     return await reader() if reader is not None else None
+
+
+async def team_of(pods: PodSource, local_queue_template: str | None, name: str) -> TeamQuota | None:
+    """With the kueue engine (``local_queue_template``: FracnbQueue.kueue_local_queue), the user's team quota: the
+    ClusterQueue of their LocalQueue; None without the engine, or when it cannot be read."""
+    queues = await kueue_queues(pods) if local_queue_template is not None else None
+    if queues is None or local_queue_template is None:
+        return None
+    local_queue = local_queue_name(local_queue_template, name)
+    return user_team_quota(*queues, local_queue, getattr(pods, "namespace", None))

@@ -6,7 +6,8 @@ events back, so that the per-minute limit holds across a restart (:mod:`.reclaim
 Each pass lists nodes, pods, ResourceSlices, ResourceClaims and PodDisruptionBudgets once, cluster-wide.
 The Eviction API itself honours the pod's grace period and refuses (429) what a budget forbids; a
 pod already terminating counts as leaving and is not asked again. Only queued notebooks of ``dra``
-choices are served: for extended resources kube-scheduler preempts without the service.
+choices are served: for extended resources kube-scheduler preempts without the service. A queued notebook
+that may borrow (``fracnb.io/borrowable``) is served on the borrowable pool too, when its own has no room to make.
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ from fracnb_spawner.common.podkeys import FRACTION_ANNOTATION, USERNAME_ANNOTATI
 from fracnb_spawner.common.units import QuantityError, gpus_text, parse_fraction
 from fracnb_spawner.queue.demand import queue_entries, slot_kind
 from fracnb_spawner.reclaim.budgets import blocking_budgets, reclaim_candidates, warning_text
-from fracnb_spawner.reclaim.cluster import budgets_of, dra_cards, is_notebook, need_of, pod_key, usable_cards
+from fracnb_spawner.reclaim.cluster import (
+    budgets_of,
+    dra_cards,
+    is_notebook,
+    need_of,
+    pod_key,
+    usable_cards,
+    wants_of,
+)
 from fracnb_spawner.reclaim.times import EVENT_REASON, EVENT_SELECTOR, EVENT_SOURCE, eviction_ages, reclaim_seconds
 from fracnb_spawner.reclaim.victims import Card, PodKey, Policy, evictions_left, plan_reclaims
 from fracnb_spawner.service.choices import HubChoices
@@ -173,10 +182,14 @@ class Reclaimer:
         now = self.clock.monotonic()
         while self.recent and now - self.recent[0] >= 60.0:
             self.recent.popleft()
+        nodes = schedulable_nodes(snapshot.nodes)
         needs = [
-            (pod_key(pod), need_of(want, pod, usable_cards(snapshot.slices, want, schedulable_nodes(snapshot.nodes))))
+            (
+                pod_key(pod),
+                [need_of(one, pod, usable_cards(snapshot.slices, one, nodes)) for one in wants_of(want, pod)],
+            )
             for pod, want in waiters
-        ]
+        ]  # its own pool's need first, then the borrowable pool's where it may borrow (docs/lending.md)
         cards = dra_cards(snapshot.slices, snapshot.claims, snapshot.pods)
         budgets = budgets_of(snapshot.pdbs, snapshot.pods)
         self.warn_of_budgets(snapshot, cards)

@@ -18,9 +18,11 @@ from fracnb_spawner.hibernation.culled import Hibernator, hibernation_json
 from fracnb_spawner.history.metrics import HistoryMetrics
 from fracnb_spawner.history.stopnotices import StopNotice, latest_stops, naive_utc, record_stop
 from fracnb_spawner.history.stopnotices import recent_culls as recent_culls_of
+from fracnb_spawner.queue.kueue.quota import borrowing_note
 from fracnb_spawner.quota.config import FracnbQuotas
 from fracnb_spawner.service import cullpass
 from fracnb_spawner.service.advicemenu import Menu
+from fracnb_spawner.service.busymarks import BusyMarks
 from fracnb_spawner.service.choices import HubChoices
 from fracnb_spawner.service.gpuunits import gpu_kinds
 from fracnb_spawner.service.hubapi import HubAPI
@@ -29,7 +31,7 @@ from fracnb_spawner.service.keptstops import save_kept_stops
 from fracnb_spawner.service.kueuestopnotice import kueue_stop_notice, server_pod
 from fracnb_spawner.service.meterfacts import MeterFacts
 from fracnb_spawner.service.metrics import CullMetrics
-from fracnb_spawner.service.pods import PodSource
+from fracnb_spawner.service.pods import PodSource, team_of
 from fracnb_spawner.service.resume import ResumeReport, resume_pass
 from fracnb_spawner.service.stoppedservers import stopped_servers
 
@@ -58,6 +60,7 @@ class ServiceState:
         self.quota_policy = quotas.policy()
         self.metrics = CullMetrics()
         self.facts = MeterFacts(report_interval, self.metrics)  # what the notebooks report: use, GPU-unused time
+        self.busy_marks = BusyMarks(pods)  # their kernels' busy state, on their pods for the hub's placement
         self.metrics.observe_quotas(self.quota_policy)
         # Which extended resources are GPUs (the backends' settings), for the GPU unit gauges; None: not measured.
         self.is_gpu: Callable[[str], bool] | None = None
@@ -85,11 +88,17 @@ class ServiceState:
 
     async def user_report(self, name: str) -> dict[str, Any]:
         report = await cullpass.user_report(
-            self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock, facts=self.facts
-        )
+            self.hub, self.pods, self.quota_policy, self.settings, name, clock=self.clock, facts=self.facts,
+            hibernates=self.hibernates,
+        )  # fmt: skip
         stopped = stopped_servers(await self.latest_stops(name), running=report["culling"])
         if stopped:  # only while there is one: a meter of an older version refuses fields it does not know
             report["stopped"] = stopped
+        borrowing = (
+            borrowing_note(await team_of(self.pods, self.kueue_local_queue, name)) if report["servers"] else None
+        )
+        if borrowing:  # likewise only then
+            report["borrowing"] = borrowing
         return report
 
     async def resume_pass(self) -> ResumeReport:

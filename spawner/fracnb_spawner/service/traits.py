@@ -203,6 +203,37 @@ class ServiceTraits(HasTraits):
         """,
     ).tag(config=True)
 
+    idle_timeout_under_demand_hibernating = Float(
+        300,
+        help="""
+        Idle timeout under demand, in seconds, of a GPU server whose stop saves its idle kernels'
+        variables first (hibernation on: hibernation_timeout above 0): while someone waits for
+        the kind of GPU it holds, it is stopped after this long idle, instead of its profile's
+        cull.idle_timeout_under_demand where that is longer or unset. A profile's shorter one
+        stays; 0 leaves every profile's own. The trade: such a stop loses no variables, only
+        what a restart loses (running processes, open files' state, the GPU memory until the
+        restore) and the restore's wait when its user comes back, so a start waiting for an
+        idle holder's card waits about this plus warning_lead_hibernating instead of the
+        profile's timeout plus warning_lead (docs/culling-and-quotas.md). It must be more than
+        warning_lead_hibernating plus activity_report_lag (the service refuses to start
+        otherwise). Default: 300 (the replay's adaptive runs, docs/evidence.md).
+
+        Example: c.FracnbService.idle_timeout_under_demand_hibernating = 600
+        """,
+    ).tag(config=True)
+
+    warning_lead_hibernating = Float(
+        120,
+        help="""
+        Seconds before a stop under demand that hibernates first (idle_timeout_under_demand_hibernating)
+        at which the server enters the warning state, instead of warning_lead where that is
+        longer; 0 leaves warning_lead. It must be more than activity_report_lag. Other
+        deadlines (the idle timeout, the maximum age) keep warning_lead. Default: 120.
+
+        Example: c.FracnbService.warning_lead_hibernating = 300
+        """,
+    ).tag(config=True)
+
     hibernation_timeout = Float(
         DEFAULT_TIMEOUT_SECONDS,
         help=f"""

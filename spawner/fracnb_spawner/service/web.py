@@ -31,13 +31,12 @@ from fracnb_spawner.history.stopnotices import (
 )
 from fracnb_spawner.queue.demand import queue_entries
 from fracnb_spawner.queue.kueue import quota as kueuequota
-from fracnb_spawner.queue.kueue.quota import TeamQuota, team_quotas, user_team_quota
-from fracnb_spawner.queue.localqueues import local_queue_name
+from fracnb_spawner.queue.kueue.quota import TeamQuota, team_quotas
 from fracnb_spawner.quota.policy import QuotaPolicy, allocations_from_pods
 from fracnb_spawner.service import page
 from fracnb_spawner.service.choices import SlotKindUse, shares_text, slot_kind_uses
 from fracnb_spawner.service.cullpass import index_pods, judge_for
-from fracnb_spawner.service.pods import kueue_queues, queue_demand
+from fracnb_spawner.service.pods import kueue_queues, queue_demand, team_of
 
 log = logging.getLogger("fracnb.service")
 
@@ -56,11 +55,7 @@ class PageSources:
 
 async def _team_of(state: Any, name: str) -> TeamQuota | None:
     """With the kueue engine, the user's team quota: the ClusterQueue of their LocalQueue (None: not read)."""
-    queues = await kueue_queues(state.pods) if state.kueue_local_queue is not None else None
-    if queues is None:
-        return None
-    local_queue = local_queue_name(state.kueue_local_queue, name)
-    return user_team_quota(*queues, local_queue, getattr(state.pods, "namespace", None))
+    return await team_of(state.pods, state.kueue_local_queue, name)
 
 
 async def _teams(state: Any) -> list[TeamQuota] | None:
@@ -131,6 +126,7 @@ async def admin_view(sources: PageSources, now: datetime) -> page.AdminView:
         groups=groups,
         users=holders,
         warnings=[row for row in rows if row.warning],
+        placed=[row for row in rows if row.holds_gpu],
         culls=culls,
         queue=queue_entries(pods),
         kueue=kueue,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from kubernetes_asyncio.client.models import V1ObjectMeta, V1Pod, V1PodSpec
 
 from fracnb_spawner.cluster.devices import DraWant, trim_claim, trim_slice
@@ -12,6 +14,7 @@ from fracnb_spawner.placement.decide import Holder
 from fracnb_spawner.placement.hub import prefer_node
 
 GIB = 2**30
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 DRIVER = "gpu.nvidia.com"
 SHARE = {"deviceClassName": DRIVER, "capacity": {"requests": {"memory": "20Gi"}}}
 
@@ -61,7 +64,7 @@ def test_cards_carry_their_node_uuid_free_memory_and_holders_by_user() -> None:
         [claim("jupyter-ann", "dev-0", "gpu-0"), claim("jupyter-bob", "dev-1", "gpu-1", "60Gi"),
          claim("batch-job", "dev-1", "gpu-1")],
     )  # fmt: skip
-    cards = {card.key: card for card in dra_cards(cluster, DraWant(DRIVER, "gpu", memory=20 * GIB))}
+    cards = {card.key: card for card in dra_cards(cluster, DraWant(DRIVER, "gpu", memory=20 * GIB), NOW)}
     assert set(cards) == {"gpu.nvidia.com/dev-0/gpu-0", "gpu.nvidia.com/dev-1/gpu-0", "gpu.nvidia.com/dev-1/gpu-1"}
     ann = cards["gpu.nvidia.com/dev-0/gpu-0"]
     assert (ann.node, ann.device, ann.uuid, ann.free, ann.capacity) == ("dev-0", "gpu-0", "GPU-a", 60 * GIB, 80 * GIB)

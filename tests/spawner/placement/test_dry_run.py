@@ -28,7 +28,7 @@ def test_the_dry_run_says_card_choice_is_the_device_plugins_with_time_slicing(tm
     section = dry_run(tmp_path, capsys)
     assert section.startswith(
         "placement (FractionalSpawner.placement = 'adaptive'): new shares go beside the least busy holders while"
-        " nothing waits for whole cards; onto the fullest card that fits while a whole-card start waits\n"
+        " nothing waits for whole cards; onto the fullest card that fits while a whole-card start or batch pod waits\n"
     )
     assert (
         "  time-slicing: card choice is the NVIDIA device plugin's (node-wide, its sharedDevicesAllocationPolicy:"

@@ -355,8 +355,8 @@ def test_the_hubs_poll_keeps_kueues_eviction_once_as_the_servers_stop_notice():
     notice = stops.of_server("ann", "")
     assert notice.stopped_at == T0
     assert notice.details["text"] == (
-        "Your last server stopped at 15:00 CET, preempted by a higher-priority job of team-b; nothing was saved. "
-        "Files in your home are kept; start a server again to queue for a GPU."
+        "Your server stopped at 15:00 CET, preempted by a higher-priority job of team-b; nothing was saved. "
+        "Files in your home are kept; starting it again waits in Kueue's queue for a GPU."
     )
     assert lines == ["fracnb: Kueue stopped ann: preempted by a higher-priority job of team-b; nothing was saved"]
     note_stop(host, running("ann"))

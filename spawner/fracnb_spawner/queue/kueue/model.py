@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fractions import Fraction
@@ -291,10 +291,17 @@ def saves_at_stop(pod: Mapping[str, Any] | None) -> bool:
     return any(value.isdigit() and int(value) > 0 for value in values)
 
 
-def stop_reason(workload: Mapping[str, Any] | None, saved_variables: int | None, *, saving: bool = False) -> str | None:
+def stop_reason(
+    workload: Mapping[str, Any] | None,
+    saved_variables: int | None,
+    *,
+    saving: bool = False,
+    notebooks: Sequence[str] = (),
+) -> str | None:
     """Why Kueue stopped a running pod (Evicted/Preempted), in words, with what hibernation saved:
-    "preempted by a higher-priority job of team-b; 41 variables saved" (``saving``: the count is not known, but
-    the notebook was saving as it stopped). None if Kueue did not stop it."""
+    "preempted by a higher-priority job of team-b; 41 variables of train.ipynb saved" (``notebooks``: those whose
+    variables were saved; ``saving``: the count is not known, but the notebook was saving as it stopped). None if
+    Kueue did not stop it."""
     evicted = condition(workload, "Evicted")
     if evicted is None or evicted.get("status") != "True":
         return None
@@ -308,10 +315,20 @@ def stop_reason(workload: Mapping[str, Any] | None, saved_variables: int | None,
         words = f"stopped by Kueue ({evicted.get('reason')}: {evicted.get('message')})"
     if saved_variables is None:
         return f"{words}; {SAVING_AT_STOP if saving else 'nothing was saved'}"
-    return f"{words}; {saved_variables} variable{'s' if saved_variables != 1 else ''} saved"
+    if saved_variables == 0:  # no kernel held any (or none ran)
+        return f"{words}; no variables to save"
+    of = f" of {names_text(notebooks)}" if notebooks else ""
+    return f"{words}; {saved_variables} variable{'s' if saved_variables != 1 else ''}{of} saved"
 
 
-def pod_stop_reason(pod: Mapping[str, Any] | None, saved_variables: int | None) -> str | None:
+def names_text(names: Sequence[str]) -> str:
+    """ "a.ipynb", "a.ipynb and b.ipynb", "a.ipynb, b.ipynb and c.ipynb"."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def pod_stop_reason(
+    pod: Mapping[str, Any] | None, saved_variables: int | None, notebooks: Sequence[str] = ()
+) -> str | None:
     """Why Kueue is deleting a running pod, in words (as :func:`stop_reason`), from the pod's own condition
     ``TerminationTarget`` (reason ``WorkloadEvictedDueTo<reason>``, message the Workload's eviction message), which
     outlives the Workload the garbage collector removes with the pod. None if Kueue did not stop it."""
@@ -326,7 +343,8 @@ def pod_stop_reason(pod: Mapping[str, Any] | None, saved_variables: int | None) 
     if reason.endswith("Preempted") and due_to:
         kind = _PREEMPTION_BY_WORDS.get(due_to.group(1), "InClusterQueue")
         found.append({"type": "Preempted", "status": "True", "reason": kind, "message": message})
-    return stop_reason({"status": {"conditions": found}}, saved_variables, saving=saves_at_stop(pod))
+    conditions = {"status": {"conditions": found}}
+    return stop_reason(conditions, saved_variables, saving=saves_at_stop(pod), notebooks=notebooks)
 
 
 def termination_target(pod: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -341,11 +359,13 @@ def terminated_at(pod: Mapping[str, Any] | None) -> datetime | None:
     return parse_time(target.get("lastTransitionTime")) if target is not None else None
 
 
-def stop_message(words: str, at: datetime, zone: ZoneInfo | None = None) -> str:
-    """The form's notice after Kueue stopped a server (``words``: :func:`pod_stop_reason`)."""
+def stop_message(words: str, at: datetime, zone: ZoneInfo | None = None, server: str = "") -> str:
+    """The notice after Kueue stopped ``server`` (``words``: :func:`pod_stop_reason`), named as the other stop
+    notices name it (history.stopnotices.notice_headline); the hub's pages and the server's open tabs say it."""
+    which = f"Your server {server!r}" if server else "Your server"
     return (
-        f"Your last server stopped at {clock_text(at, zone)}, {words}. Files in your home are kept; start a server "
-        "again to queue for a GPU."
+        f"{which} stopped at {clock_text(at, zone)}, {words}. Files in your home are kept; starting it again waits "
+        "in Kueue's queue for a GPU."
     )
 
 

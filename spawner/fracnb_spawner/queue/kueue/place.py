@@ -64,6 +64,7 @@ class KueuePlace:
 
     # Kueue lifts its gate, not the hub: a look at the watched pod (no request) sees it soonest.
     poll_seconds = RUNNING_POLL_SECONDS
+    borrowed = None  # Kueue's cohorts borrow quota; fracnb borrows no card under Kueue
 
     def __init__(self, spawn: Spawn) -> None:
         self.spawn = spawn

@@ -223,6 +223,22 @@ def borrowing_text(quota: TeamQuota) -> str:
     return f"{borrowed}{now}, from cohort {escape_controls(quota.cohort)}"
 
 
+def borrowing_note(quota: TeamQuota | None) -> str | None:
+    """What borrowing means for a GPU server of ``quota``'s team, as Kueue counts it (its ClusterQueue's
+    ``flavorsUsage[].borrowed``: Kueue says per team, not per Workload, which quota is lent); None while the
+    team uses no more than its own quota. Kueue reclaims lent quota by preempting the borrowing team's
+    Workloads (``InCohortReclamation``), the lowest priority and the latest admitted first."""
+    if quota is None or not quota.borrowed:
+        return None
+    team, cohort = escape_controls(quota.team), escape_controls(quota.cohort)
+    return (
+        f"Borrowing: {team} uses {_gpus(quota.borrowed)} more than its own quota of {_gpus(quota.nominal)}, lent "
+        f"by other teams of cohort {cohort}. A GPU server of {team} (yours too) may run on that lent quota, so "
+        "Kueue can preempt it when a lending team takes its quota back: the server stops, and its notice says "
+        "why and what was saved."
+    )
+
+
 def admission_text(quota: TeamQuota | None) -> str:
     """What Kueue would admit now for a user of ``quota``'s team, for their page; None: it could not be read."""
     if quota is None:

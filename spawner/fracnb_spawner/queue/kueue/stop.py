@@ -97,6 +97,6 @@ def note_stop(host: Any, pod: dict | None, clock: Clock = SYSTEM_CLOCK) -> None:
     known = stops.of_server(user, server)
     if known is not None and (known.reason, known.stopped_at) == (kueue.STOPPED_BY_KUEUE, at):
         return
-    text = kueue.stop_message(words, at, host.queue_settings().zone)
+    text = kueue.stop_message(words, at, host.queue_settings().zone, server)
     stops.note(StopNotice(user, server, at, kueue.STOPPED_BY_KUEUE, details={"text": text}))
     host.log.warning("fracnb: Kueue stopped %s: %s", host._log_name, words)

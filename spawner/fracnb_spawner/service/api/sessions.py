@@ -3,7 +3,8 @@
 - ``POST api/sessions`` takes a report (schemas/session-report.schema.json) only with the token of
   the server it describes: JupyterHub gives a server's token ``access:servers!server=<user>/<server>``
   and no other token of the user has that exact scope unless the user asked for it. Anything else
-  is a 403, a malformed report a 400, both before anything is stored.
+  is a 403, a malformed report a 400, both before anything is stored. An accepted report also keeps the
+  server's pod's ``fracnb.io/busy-since`` in step with its kernels (:mod:`..busymarks`, for the hub's placement).
 - ``GET api/sessions`` lists the caller's own sessions; ``GET api/users/<name>/sessions`` the same
   for ``name``, which only the user themself or a hub admin may read.
 """
@@ -44,6 +45,9 @@ class SessionsHandler(ServerReportHandler):
         facts = getattr(self.state, "facts", None)
         if facts is not None:  # in memory, for the GPU-unused timeouts: kept even when the database is away
             facts.record_report((user, report["server_name"]), report, self.state.clock())
+        marks = getattr(self.state, "busy_marks", None)
+        if marks is not None:  # on the pod, where the hub's placement reads it
+            await marks.note((user, report["server_name"]), report, self.state.clock())
         try:
             await store_and_count(self.state, user, report)
         except ReportConflictError as error:
