@@ -52,14 +52,14 @@ class Stage:
 # Everything not in a stage of its own runs in ``main``.
 OWN_STAGES = ("tests/meter", "tests/browser", "tests/e2e", "tests/faults", "tests/kueue", "tests/bench")
 STAGES = {
-    "main": Stage("main", ("tests", *(f"--ignore={path}" for path in OWN_STAGES)), 570),
-    "meter": Stage("meter", ("tests/meter",), 290),
-    "browser": Stage("browser", ("tests/browser",), 260),
-    "e2e": Stage("e2e", ("tests/e2e",), 670),
-    "faults": Stage("faults", ("tests/faults",), 490),
-    "kueue": Stage("kueue", ("tests/kueue",), 175),
-    "bench": Stage("bench", ("tests/bench",), 180),
-    "compat": Stage("compat", ("tests/spawner", "tests/spawner_k8s"), 175, compat=True),
+    "main": Stage("main", ("tests", *(f"--ignore={path}" for path in OWN_STAGES)), 720),
+    "meter": Stage("meter", ("tests/meter",), 280),
+    "browser": Stage("browser", ("tests/browser",), 270),
+    "e2e": Stage("e2e", ("tests/e2e",), 840),
+    "faults": Stage("faults", ("tests/faults",), 455),
+    "kueue": Stage("kueue", ("tests/kueue",), 180),
+    "bench": Stage("bench", ("tests/bench",), 215),
+    "compat": Stage("compat", ("tests/spawner", "tests/spawner_k8s"), 145, compat=True),
 }
 
 _SUMMARY = re.compile(r"^=+ (?P<counts>.*?) in (?P<seconds>[\d.]+)s(?: \([^)]*\))? =+$")
@@ -189,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--venv", type=Path, required=True)
     parser.add_argument("--compat-venv", type=Path, required=True)
-    parser.add_argument("--lanes", type=int, choices=(1, 2), default=2)
+    parser.add_argument("--lanes", type=int, choices=(1, 2, 3), default=2)
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args(argv)
 
