@@ -1,7 +1,7 @@
 """The test suite's pytest stages, run as concurrent lanes: ``./dev test`` calls this after setup and lint.
 
 Most of the suite waits on real processes (control planes, hubs, kernels, browsers, idle timeouts) rather than
-on the CPU, so two lanes of stages side by side take little more than the longer lane. The lanes share one list
+on the CPU, so three lanes of stages side by side take little more than the longest lane. The lanes share one list
 of stages, the longest expected first, and each lane takes the next stage when its last one ends: the lanes end
 close together whatever a machine makes of each stage's length. Each stage is a pytest process of its own:
 
@@ -189,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--venv", type=Path, required=True)
     parser.add_argument("--compat-venv", type=Path, required=True)
-    parser.add_argument("--lanes", type=int, choices=(1, 2, 3), default=2)
+    parser.add_argument("--lanes", type=int, choices=(1, 2, 3), default=3)
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args(argv)
 
