@@ -90,6 +90,19 @@ def kept(testbed, namespace: str, name: str) -> bool:
     return pod is not None and bool(pod["spec"].get("nodeName")) and not pod["metadata"].get("deletionTimestamp")
 
 
+def on_the_training_card(testbed, namespace: str, spawner) -> dict:
+    """The spawner's pod, asserted to run on the borrowed H100 as a borrower: bound there, selecting the training
+    pool, its claim allocated there, labelled borrowed and annotated with the slot kind it borrowed from."""
+    pod = pod_of(testbed, namespace, spawner.pod_name)
+    assert pod["spec"]["nodeName"] == "h100-dra-0"
+    assert pod["spec"]["nodeSelector"] == TRAINING
+    assert allocation_of(testbed, namespace, spawner.pod_name)["pool"] == "h100-dra-0"
+    labels, annotations = pod["metadata"]["labels"], pod["metadata"]["annotations"]
+    assert labels[BORROWED_LABEL] == "true"
+    assert annotations[BORROWED_FROM_ANNOTATION] == spawner.spawn_plan.ask.kind != labels[SLOT_KIND_LABEL]
+    return pod
+
+
 async def test_a_waiting_notebook_borrows_a_marked_training_card(
     dra_spawner, dra_testbed, dra_namespace, batch_namespace
 ) -> None:
@@ -97,13 +110,7 @@ async def test_a_waiting_notebook_borrows_a_marked_training_card(
     alice = dra_spawner({"profile": "quarter"}, user="alice", config=borrowing_config())
     await form_says(alice, FORM_BORROWS)
     assert (await asyncio.wait_for(alice.start(), 60)).startswith("http://")
-    pod = pod_of(dra_testbed, dra_namespace, alice.pod_name)
-    assert pod["spec"]["nodeName"] == "h100-dra-0"
-    assert pod["spec"]["nodeSelector"] == TRAINING
-    assert allocation_of(dra_testbed, dra_namespace, alice.pod_name)["pool"] == "h100-dra-0"
-    labels, annotations = pod["metadata"]["labels"], pod["metadata"]["annotations"]
-    assert labels[BORROWED_LABEL] == "true"
-    assert annotations[BORROWED_FROM_ANNOTATION] == alice.spawn_plan.ask.kind != labels[SLOT_KIND_LABEL]
+    pod = on_the_training_card(dra_testbed, dra_namespace, alice)
     assert "priorityClassName" not in pod["spec"]
     assert not pod["spec"].get("priority")
     progress = alice.queue.progress(lambda: False)
@@ -166,13 +173,7 @@ async def test_with_reclaim_on_a_batch_pod_on_the_training_card_is_evicted_and_t
     events = [e for e in dra_testbed.events_for(batch_namespace, "train") if e["reason"] == "Reclaimed"]
     assert [e["message"] for e in events] == ["reclaimed for a 0.25 GPU notebook of cy"]
     assert (await asyncio.wait_for(task, 60)).startswith("http://")
-    pod = pod_of(dra_testbed, dra_namespace, cy.pod_name)
-    assert pod["spec"]["nodeName"] == "h100-dra-0"
-    assert pod["spec"]["nodeSelector"] == TRAINING
-    assert allocation_of(dra_testbed, dra_namespace, cy.pod_name)["pool"] == "h100-dra-0"
-    labels, annotations = pod["metadata"]["labels"], pod["metadata"]["annotations"]
-    assert labels[BORROWED_LABEL] == "true"
-    assert annotations[BORROWED_FROM_ANNOTATION] == cy.spawn_plan.ask.kind != labels[SLOT_KIND_LABEL]
+    on_the_training_card(dra_testbed, dra_namespace, cy)
     assert place.borrowed is cy.spawn_plan.borrow.ask, "the spawn knows it borrows (the progress page says so)"
     assert kept(dra_testbed, batch_namespace, "dev-service"), "only pods below the notebooks' priority are taken"
     await cy.stop()
